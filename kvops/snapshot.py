@@ -1,0 +1,147 @@
+"""The one model every source produces and every sink reads.
+
+A Snapshot is what kvops knew at one instant: per vLLM engine, per GPU, the host. Values
+that a source does not expose are None (unknown), never 0. Rates over an interval live in
+rates.py, computed from two Snapshots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class EngineSample:
+    """One vLLM engine (data-parallel rank) of one target, as normalised from its exposition.
+
+    Counters are cumulative as vLLM counted them; tokens for the prefix cache, bytes and
+    seconds (summed transfer time over workers) for offloading.
+    """
+
+    target: str
+    model_name: str
+    engine: str = "0"
+    kv_cache_usage: float | None = None  # 0-1
+    local_queries: float | None = None
+    local_hits: float | None = None
+    external_queries: float | None = None
+    external_hits: float | None = None
+    store_bytes: float | None = None
+    store_seconds: float | None = None
+    load_bytes: float | None = None
+    load_seconds: float | None = None
+    preemptions: float | None = None
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    cpu_tier_bytes: float | None = None  # configured offload tier size
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.target, self.model_name, self.engine)
+
+
+@dataclass
+class LMCacheSample:
+    """LMCache's own counters for one worker, kept apart from the prefix-cache tiers."""
+
+    target: str
+    model_name: str
+    worker_id: str
+    values: dict[str, float] = field(default_factory=dict)  # kvops metric name -> value
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return (self.target, self.model_name, self.worker_id)
+
+
+@dataclass
+class TargetSample:
+    """One scrape of one vLLM (or LMCache) /metrics endpoint."""
+
+    target: str  # normalised URL, scheme://host:port[/path]
+    up: bool
+    error: str | None = None  # one line, for logs and `kvops top`
+    engines: list[EngineSample] = field(default_factory=list)
+    lmcache: list[LMCacheSample] = field(default_factory=list)
+    scrape_seconds: float | None = None
+    vllm_format: str | None = None  # which naming generation was seen, e.g. "0.24+"
+    parse_errors: int = 0  # malformed lines skipped
+
+
+@dataclass
+class GpuSample:
+    """One GPU. Counters may be None where the device or driver does not count."""
+
+    index: str
+    uuid: str
+    vendor: str  # "nvidia" | "amd"
+    name: str | None = None
+    pci_bus_id: str | None = None
+    memory_used_bytes: float | None = None
+    memory_total_bytes: float | None = None
+    utilization: float | None = None  # 0-1
+    pcie_tx_bytes: float | None = None  # counter, device to host
+    pcie_rx_bytes: float | None = None  # counter, host to device
+    pcie_tx_bytes_per_second: float | None = None  # driver's sample where no counter exists
+    pcie_rx_bytes_per_second: float | None = None
+    pcie_link_max_bytes_per_second: float | None = None  # per direction
+    pcie_replays: float | None = None
+    nvlink_tx_bytes: dict[str, float] = field(default_factory=dict)  # link -> counter
+    nvlink_rx_bytes: dict[str, float] = field(default_factory=dict)
+    xgmi_read_bytes: dict[str, float] = field(default_factory=dict)
+    xgmi_write_bytes: dict[str, float] = field(default_factory=dict)
+    processes: dict[int, float | None] = field(default_factory=dict)  # pid -> GPU memory bytes
+    extra: dict[str, float] = field(default_factory=dict)  # vendor-specific extras (GTT, ...)
+
+
+@dataclass
+class HostSample:
+    """Host memory as it bears on offload buffers. Bytes."""
+
+    memory_total_bytes: float | None = None
+    memory_available_bytes: float | None = None
+    shmem_bytes: float | None = None
+    mlocked_bytes: float | None = None
+    unevictable_bytes: float | None = None
+    hugepages_total: float | None = None
+    hugepages_free: float | None = None
+    hugepage_size_bytes: float | None = None
+    shm_total_bytes: float | None = None
+    shm_free_bytes: float | None = None
+    numa_nodes: dict[str, dict[str, float]] = field(default_factory=dict)  # node -> {total, free}
+
+
+@dataclass
+class ProcessMemory:
+    """Memory of one target's process tree on this host, summed over processes. Bytes."""
+
+    target: str
+    pids: list[int] = field(default_factory=list)
+    rss_anon: float | None = None
+    rss_shmem: float | None = None
+    locked: float | None = None
+    pinned: float | None = None
+    gpus: list[tuple[str, str]] = field(default_factory=list)  # (gpu index, uuid) it uses
+
+
+@dataclass
+class CollectorStatus:
+    name: str
+    success: bool
+    duration_seconds: float
+    error: str | None = None
+
+
+@dataclass
+class Snapshot:
+    """Everything kvops knew at `time` (a time.monotonic() reading, for intervals)."""
+
+    time: float
+    targets: list[TargetSample] = field(default_factory=list)
+    gpus: list[GpuSample] = field(default_factory=list)
+    host: HostSample | None = None
+    processes: list[ProcessMemory] = field(default_factory=list)
+    collectors: list[CollectorStatus] = field(default_factory=list)
+
+    def engines(self) -> list[EngineSample]:
+        return [e for t in self.targets for e in t.engines]

@@ -1,0 +1,1 @@
+"""Metric sources: the exposition parser and the vLLM / LMCache / Prometheus readers."""

@@ -1,0 +1,26 @@
+"""Build hook: ship the top-level playbooks/ inside the package as kvops/_playbooks.
+
+playbooks/ stays at the repository's top level (people read and edit it there, alerts link
+to it); an installed kvops needs the same files, so the build copies them in. An editable
+install finds the top-level folder directly (kvops/playbooks_path.py).
+"""
+
+import shutil
+from pathlib import Path
+
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+
+class BuildPyWithPlaybooks(build_py):
+    def run(self) -> None:
+        super().run()
+        src = Path(__file__).parent / "playbooks"
+        dst = Path(self.build_lib) / "kvops" / "_playbooks"
+        if src.is_dir():
+            dst.mkdir(parents=True, exist_ok=True)
+            for md in src.glob("*.md"):
+                shutil.copy2(md, dst / md.name)
+
+
+setup(cmdclass={"build_py": BuildPyWithPlaybooks})
