@@ -104,33 +104,40 @@ TARGET_GPU_INFO = _g(
 # --- LMCache (kept apart from the prefix-cache tiers: vLLM already counts connector hits
 # as tier=external; adding these in would count them twice) ------------------------------
 LMCACHE_REQUESTED_TOKENS = _c(
-    "kvops_lmcache_requested_tokens_total", "Tokens requested from LMCache (lmcache:num_requested_tokens).",
+    "kvops_lmcache_requested_tokens_total",
+    "Tokens requested from LMCache (lmcache:num_requested_tokens).",
     LMCACHE_LABELS,
 )
 LMCACHE_HIT_TOKENS = _c(
     "kvops_lmcache_hit_tokens_total", "Tokens found in LMCache (lmcache:num_hit_tokens).", LMCACHE_LABELS
 )
 LMCACHE_STORED_TOKENS = _c(
-    "kvops_lmcache_stored_tokens_total", "Tokens stored into LMCache (lmcache:num_stored_tokens).",
+    "kvops_lmcache_stored_tokens_total",
+    "Tokens stored into LMCache (lmcache:num_stored_tokens).",
     LMCACHE_LABELS,
 )
 LMCACHE_LOOKUP_TOKENS = _c(
-    "kvops_lmcache_lookup_tokens_total", "Tokens looked up in LMCache (lmcache:num_lookup_tokens).",
+    "kvops_lmcache_lookup_tokens_total",
+    "Tokens looked up in LMCache (lmcache:num_lookup_tokens).",
     LMCACHE_LABELS,
 )
 LMCACHE_LOOKUP_HITS = _c(
-    "kvops_lmcache_lookup_hits_tokens_total", "Lookup hits in LMCache, tokens (lmcache:num_lookup_hits).",
+    "kvops_lmcache_lookup_hits_tokens_total",
+    "Lookup hits in LMCache, tokens (lmcache:num_lookup_hits).",
     LMCACHE_LABELS,
 )
 LMCACHE_RETRIEVE_REQUESTS = _c(
     "kvops_lmcache_retrieve_requests_total", "Retrieve requests sent to LMCache.", LMCACHE_LABELS
 )
-LMCACHE_STORE_REQUESTS = _c("kvops_lmcache_store_requests_total", "Store requests sent to LMCache.", LMCACHE_LABELS)
+LMCACHE_STORE_REQUESTS = _c(
+    "kvops_lmcache_store_requests_total", "Store requests sent to LMCache.", LMCACHE_LABELS
+)
 LMCACHE_LOOKUP_REQUESTS = _c(
     "kvops_lmcache_lookup_requests_total", "Lookup requests sent to LMCache.", LMCACHE_LABELS
 )
 LMCACHE_LOCAL_CACHE_USAGE = _g(
-    "kvops_lmcache_local_cache_usage_bytes", "LMCache local cache usage (lmcache:local_cache_usage).",
+    "kvops_lmcache_local_cache_usage_bytes",
+    "LMCache local cache usage (lmcache:local_cache_usage).",
     LMCACHE_LABELS,
 )
 
@@ -138,7 +145,9 @@ LMCACHE_LOCAL_CACHE_USAGE = _g(
 GPU_INFO = _g("kvops_gpu_info", "GPU identity (value 1).", (*GPU_LABELS, "name", "pci_bus_id"))
 GPU_MEMORY_USED = _g("kvops_gpu_memory_used_bytes", "GPU memory in use.", GPU_LABELS)
 GPU_MEMORY_TOTAL = _g("kvops_gpu_memory_total_bytes", "GPU memory installed.", GPU_LABELS)
-GPU_UTILIZATION = _g("kvops_gpu_utilization_ratio", "GPU busy fraction over the driver's sample period.", GPU_LABELS)
+GPU_UTILIZATION = _g(
+    "kvops_gpu_utilization_ratio", "GPU busy fraction over the driver's sample period.", GPU_LABELS
+)
 GPU_PCIE_TX = _c(
     "kvops_gpu_pcie_transmit_bytes_total", "Bytes the GPU sent over PCIe (device to host).", GPU_LABELS
 )
@@ -167,7 +176,9 @@ GPU_NVLINK_TX = _c(
 GPU_NVLINK_RX = _c(
     "kvops_gpu_nvlink_receive_bytes_total", "Bytes received over an NVLink link.", (*GPU_LABELS, "link")
 )
-GPU_XGMI_READ = _c("kvops_gpu_xgmi_read_bytes_total", "Bytes read over an AMD XGMI link.", (*GPU_LABELS, "link"))
+GPU_XGMI_READ = _c(
+    "kvops_gpu_xgmi_read_bytes_total", "Bytes read over an AMD XGMI link.", (*GPU_LABELS, "link")
+)
 GPU_XGMI_WRITE = _c(
     "kvops_gpu_xgmi_write_bytes_total", "Bytes written over an AMD XGMI link.", (*GPU_LABELS, "link")
 )
@@ -175,7 +186,9 @@ GPU_XGMI_WRITE = _c(
 # --- host (collectors/host.py) ----------------------------------------------------------------
 HOST_MEM_TOTAL = _g("kvops_host_memory_total_bytes", "MemTotal from /proc/meminfo.")
 HOST_MEM_AVAILABLE = _g("kvops_host_memory_available_bytes", "MemAvailable from /proc/meminfo.")
-HOST_MEM_SHMEM = _g("kvops_host_memory_shmem_bytes", "Shmem from /proc/meminfo (tmpfs, /dev/shm, shared mmaps).")
+HOST_MEM_SHMEM = _g(
+    "kvops_host_memory_shmem_bytes", "Shmem from /proc/meminfo (tmpfs, /dev/shm, shared mmaps)."
+)
 HOST_MEM_MLOCKED = _g("kvops_host_memory_mlocked_bytes", "Mlocked from /proc/meminfo.")
 HOST_SHM_FREE = _g("kvops_host_shm_free_bytes", "Free space in /dev/shm.")
 

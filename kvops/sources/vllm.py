@@ -1,0 +1,195 @@
+"""vLLM (0.10 to 0.33) and LMCache expositions -> one TargetSample.
+
+The names changed several times (research/vllm-metrics.md §5, §10):
+- KV usage: vllm:kv_cache_usage_perc; vllm:gpu_cache_usage_perc before 0.12 (and early V1).
+- local prefix cache: vllm:prefix_cache_*; vllm:gpu_prefix_cache_* before 0.12 (early V1
+  counted blocks, not tokens: kvops reports what vLLM counted).
+- connector (offload tier) prefix cache: vllm:external_prefix_cache_* from 0.11.1. 0.11.x
+  counts queries over the whole prompt; later releases over what the GPU missed. Not re-based.
+- offload transfers: vllm:kv_offload_{store,load}_{bytes,time}_total from 0.24; before that
+  (0.16-0.23) only vllm:kv_offload_total_{bytes,time}_total{transfer_type="GPU_to_CPU"|
+  "CPU_to_GPU"}. 0.24+ emits both (the deprecated ones fed from the flat ones): counted once,
+  the flat series preferred, the deprecated one used only where the flat one has no sample
+  yet (flat series are created lazily, the deprecated ones pre-created at 0).
+- engine label: the data-parallel rank; absent in early V1 expositions, then "0".
+Absent series stay None: unknown, never zero.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kvops.snapshot import EngineSample, LMCacheSample, TargetSample
+from kvops.sources.exposition import Labels, ParseResult
+
+GIB = float(1 << 30)
+
+# EngineSample field -> sample names, preferred first.
+_SCALARS: dict[str, tuple[str, ...]] = {
+    "kv_cache_usage": ("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"),
+    "local_queries": ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total"),
+    "local_hits": ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total"),
+    "external_queries": ("vllm:external_prefix_cache_queries_total",),
+    "external_hits": ("vllm:external_prefix_cache_hits_total",),
+    "preemptions": ("vllm:num_preemptions_total",),
+    "requests_running": ("vllm:num_requests_running",),
+    "requests_waiting": ("vllm:num_requests_waiting",),
+}
+_FLAT_TRANSFER = {
+    "store": ("vllm:kv_offload_store_bytes_total", "vllm:kv_offload_store_time_total"),
+    "load": ("vllm:kv_offload_load_bytes_total", "vllm:kv_offload_load_time_total"),
+}
+_TYPED_BYTES = "vllm:kv_offload_total_bytes_total"
+_TYPED_TIME = "vllm:kv_offload_total_time_total"
+_OFFLOAD_CONFIG = "vllm:kv_offload_config_info"
+_CACHE_CONFIG = "vllm:cache_config_info"
+
+# lmcache:* sample -> kvops metric name (names.py); LMCache's figures stay apart.
+LMCACHE_COUNTERS: dict[str, str] = {
+    "lmcache:num_requested_tokens_total": "kvops_lmcache_requested_tokens_total",
+    "lmcache:num_hit_tokens_total": "kvops_lmcache_hit_tokens_total",
+    "lmcache:num_stored_tokens_total": "kvops_lmcache_stored_tokens_total",
+    "lmcache:num_lookup_tokens_total": "kvops_lmcache_lookup_tokens_total",
+    "lmcache:num_lookup_hits_total": "kvops_lmcache_lookup_hits_tokens_total",
+    "lmcache:num_retrieve_requests_total": "kvops_lmcache_retrieve_requests_total",
+    "lmcache:num_store_requests_total": "kvops_lmcache_store_requests_total",
+    "lmcache:num_lookup_requests_total": "kvops_lmcache_lookup_requests_total",
+    "lmcache:local_cache_usage": "kvops_lmcache_local_cache_usage_bytes",
+}
+
+WANTED: frozenset[str] = frozenset(
+    [n for names in _SCALARS.values() for n in names]
+    + [n for pair in _FLAT_TRANSFER.values() for n in pair]
+    + [_TYPED_BYTES, _TYPED_TIME, _OFFLOAD_CONFIG, _CACHE_CONFIG]
+    + list(LMCACHE_COUNTERS)
+)
+
+_EngineKey = tuple[str, str]  # (model_name, engine)
+
+
+def _key(labels: Labels) -> _EngineKey:
+    return (labels.get("model_name", ""), labels.get("engine", "0"))
+
+
+def _by_engine(samples: Iterable[tuple[Labels, float]]) -> dict[_EngineKey, float]:
+    out: dict[_EngineKey, float] = {}
+    for labels, value in samples:
+        key = _key(labels)
+        out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def _direction(transfer_type: str) -> str | None:
+    # 0.16-0.23 built the label from medium names: src + "_to_" + dst.
+    src, sep, dst = transfer_type.partition("_to_")
+    if not sep:
+        return None
+    if src == "GPU":
+        return "store"
+    if dst == "GPU":
+        return "load"
+    return None
+
+
+def _cpu_tier_bytes(result: ParseResult) -> tuple[dict[_EngineKey, float], dict[str, float]]:
+    """Configured offload tier size: per (model, engine) from kv_offload_config_info (0.33+);
+    per engine from cache_config_info's kv_offloading_size in GiB (0.11.1+, no model label)."""
+    by_key: dict[_EngineKey, float] = {}
+    for labels, _ in result.get(_OFFLOAD_CONFIG):
+        raw = labels.get("cpu_kv_cache_size_bytes")
+        try:
+            by_key[_key(labels)] = by_key.get(_key(labels), 0.0) + float(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            continue
+    by_engine: dict[str, float] = {}
+    for labels, _ in result.get(_CACHE_CONFIG):
+        raw = labels.get("kv_offloading_size")
+        try:
+            size = float(raw)  # type: ignore[arg-type]
+        except (TypeError, ValueError):  # "None" or absent: offloading off or older vLLM
+            continue
+        by_engine[labels.get("engine", "0")] = size * GIB
+    return by_key, by_engine
+
+
+def detect_format(result: ParseResult) -> str:
+    """Which offload naming the exposition uses (informational, shown by `kvops top`)."""
+    types = result.types
+    if "vllm:kv_offload_store_bytes_total" in types or "vllm:kv_offload_store_bytes" in types:
+        return "flat offload names (vLLM 0.24+)"
+    if _TYPED_BYTES in types or "vllm:kv_offload_total_bytes" in types:
+        return "transfer_type offload names (vLLM 0.16-0.23)"
+    if any(name.startswith("vllm:") for name in types):
+        return "no offload transfer metrics"
+    if any(name.startswith("lmcache:") for name in types):
+        return "lmcache"
+    return "unknown"
+
+
+def normalise(result: ParseResult, target: str) -> TargetSample:
+    """Map one parsed exposition to a TargetSample (up when a vllm:/lmcache: sample parsed)."""
+    engines: dict[_EngineKey, EngineSample] = {}
+
+    def engine(key: _EngineKey) -> EngineSample:
+        sample = engines.get(key)
+        if sample is None:
+            sample = engines[key] = EngineSample(target=target, model_name=key[0], engine=key[1])
+        return sample
+
+    for field_name, names in _SCALARS.items():
+        for name in reversed(names):  # preferred name last, so it wins where both exist
+            for key, value in _by_engine(result.get(name)).items():
+                setattr(engine(key), field_name, value)
+
+    # Transfers: the flat (0.24+) pair where it has a sample, else the transfer_type pair.
+    typed: dict[tuple[_EngineKey, str], list[float]] = {}
+    for index, name in enumerate((_TYPED_BYTES, _TYPED_TIME)):
+        for labels, value in result.get(name):
+            direction = _direction(labels.get("transfer_type", ""))
+            if direction is None:
+                continue
+            slot = typed.setdefault((_key(labels), direction), [0.0, 0.0])
+            slot[index] += value
+    for (key, direction), (nbytes, seconds) in typed.items():
+        setattr(engine(key), f"{direction}_bytes", nbytes)
+        setattr(engine(key), f"{direction}_seconds", seconds)
+    for direction, (bytes_name, time_name) in _FLAT_TRANSFER.items():
+        flat_bytes = _by_engine(result.get(bytes_name))
+        flat_time = _by_engine(result.get(time_name))
+        for key, nbytes in flat_bytes.items():
+            sample = engine(key)
+            setattr(sample, f"{direction}_bytes", nbytes)
+            setattr(sample, f"{direction}_seconds", flat_time.get(key))
+
+    tier_by_key, tier_by_engine = _cpu_tier_bytes(result)
+    for key, size in tier_by_key.items():
+        engine(key).cpu_tier_bytes = size
+    for sample in engines.values():
+        if sample.cpu_tier_bytes is None:
+            sample.cpu_tier_bytes = tier_by_engine.get(sample.engine)
+
+    lmcache: dict[tuple[str, str], LMCacheSample] = {}
+    for source_name, kvops_name in LMCACHE_COUNTERS.items():
+        for labels, value in result.get(source_name):
+            model = labels.get("model_name", labels.get("served_model_name", ""))
+            lkey = (model, labels.get("worker_id", "0"))
+            item = lmcache.get(lkey)
+            if item is None:
+                item = lmcache[lkey] = LMCacheSample(target=target, model_name=lkey[0], worker_id=lkey[1])
+            item.values[kvops_name] = item.values.get(kvops_name, 0.0) + value
+
+    up = result.has_prefixed_sample
+    error = None if up else "no vllm: or lmcache: sample in the exposition"
+    return TargetSample(
+        target=target,
+        up=up,
+        error=error,
+        engines=sorted(engines.values(), key=lambda e: (e.model_name, _engine_order(e.engine))),
+        lmcache=sorted(lmcache.values(), key=lambda s: s.key),
+        vllm_format=detect_format(result),
+        parse_errors=len(result.errors),
+    )
+
+
+def _engine_order(engine: str) -> tuple[int, str]:
+    return (int(engine), "") if engine.isdigit() else (1 << 30, engine)
