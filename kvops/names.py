@@ -192,6 +192,43 @@ HOST_MEM_SHMEM = _g(
 HOST_MEM_MLOCKED = _g("kvops_host_memory_mlocked_bytes", "Mlocked from /proc/meminfo.")
 HOST_SHM_FREE = _g("kvops_host_shm_free_bytes", "Free space in /dev/shm.")
 
+# --- bench (kvops bench dma --textfile: written for node_exporter's textfile collector) ----
+BENCH_CASE_LABELS: tuple[str, ...] = (*GPU_LABELS, "direction", "memory", "block_bytes", "blocks")
+BENCH_DMA_INFO = _g(
+    "kvops_bench_dma_info",
+    "The GPU and torch build a kvops bench dma run measured (value 1).",
+    (*GPU_LABELS, "name", "backend", "runtime", "torch"),
+)
+BENCH_DMA_FINISHED = _g(
+    "kvops_bench_dma_finished_timestamp_seconds", "Unix time the kvops bench dma run finished.", GPU_LABELS
+)
+BENCH_DMA_BANDWIDTH = _g(
+    "kvops_bench_dma_bandwidth_bytes_per_second",
+    "Median copy bandwidth over the timed repeats; direction=h2d|d2h|bidir (bidir sums both "
+    "directions), memory=pinned|pageable host memory, blocks copied one per memcpy.",
+    BENCH_CASE_LABELS,
+)
+BENCH_DMA_BANDWIDTH_MIN = _g(
+    "kvops_bench_dma_bandwidth_min_bytes_per_second",
+    "Slowest timed repeat's copy bandwidth.",
+    BENCH_CASE_LABELS,
+)
+BENCH_DMA_BANDWIDTH_MAX = _g(
+    "kvops_bench_dma_bandwidth_max_bytes_per_second",
+    "Fastest timed repeat's copy bandwidth.",
+    BENCH_CASE_LABELS,
+)
+BENCH_DMA_LINK_MAX = _g(
+    "kvops_bench_dma_link_max_bytes_per_second",
+    "Per-direction link bandwidth the run was compared with; source=nvidia|amd collector or flag.",
+    (*GPU_LABELS, "source"),
+)
+BENCH_DMA_LINK_RATIO = _g(
+    "kvops_bench_dma_link_ratio",
+    "Median bandwidth over the link max (twice the per-direction max for bidir), 0-1.",
+    BENCH_CASE_LABELS,
+)
+
 
 def all_specs() -> list[MetricSpec]:
     """Every MetricSpec defined in this module, in definition order."""
