@@ -1,0 +1,56 @@
+"""`kvops size`: KV bytes per token for a model and a --kv-offloading-size for this host."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, metavar="DIR|config.json", help="model directory or config")
+    parser.add_argument(
+        "--kv-cache-dtype",
+        default="auto",
+        choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16", "float32"],
+        help="KV cache dtype as vllm serve takes it (auto = the model's dtype)",
+    )
+    parser.add_argument("--max-model-len", type=_positive, help="tokens per sequence (default: config)")
+    parser.add_argument("--concurrency", type=_positive, default=1, help="sequences to keep offloaded")
+    parser.add_argument("--tensor-parallel-size", type=_positive, default=1)
+    parser.add_argument("--json", action="store_true", help="print only JSON on stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+
+    from kvops.doctor import modelcfg
+    from kvops.doctor.platform import probe
+    from kvops.doctor.sizing import SizeReport
+    from kvops.errors import UsageError
+
+    model = modelcfg.load(args.model)
+    max_len = args.max_model_len or model.max_position_embeddings
+    if not max_len:
+        raise UsageError("the config has no max_position_embeddings; pass --max-model-len")
+    report = SizeReport(
+        model=model,
+        kv_cache_dtype=args.kv_cache_dtype,
+        max_model_len=max_len,
+        concurrency=args.concurrency,
+        tensor_parallel_size=args.tensor_parallel_size,
+        platform=probe(query_gpu_library=False),
+    )
+    if args.json:
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(report.to_text())
+    return 0
