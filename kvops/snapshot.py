@@ -85,6 +85,10 @@ class GpuSample:
     pcie_tx_bytes_per_second: float | None = None  # driver's sample where no counter exists
     pcie_rx_bytes_per_second: float | None = None
     pcie_link_max_bytes_per_second: float | None = None  # per direction
+    pcie_link_gen: int | None = None  # current PCIe generation (drops at idle with ASPM)
+    pcie_link_width: int | None = None  # current lanes
+    pcie_link_gen_max: int | None = None  # max the device and slot allow
+    pcie_link_width_max: int | None = None
     pcie_replays: float | None = None
     nvlink_tx_bytes: dict[str, float] = field(default_factory=dict)  # link -> counter
     nvlink_rx_bytes: dict[str, float] = field(default_factory=dict)

@@ -1,0 +1,348 @@
+"""NVIDIA GPUs through NVML (`nvidia-ml-py`, module `pynvml`).
+
+Per GPU: identity, memory (v2 struct: `used` excludes driver-reserved memory), PCIe byte
+counters (field values 197/198, driver r555+), else the driver's 20 ms throughput sample
+taken on a background thread, link generation/width -> link max, PCIe replays, NVLink
+data counters per link, utilisation, per-process GPU memory. Facts and quirks:
+shared/research/hardware.md §1.
+
+Errors: one failing NVML call degrades that one value (None); NotSupported and
+FunctionNotFound are remembered per GPU and not asked again; GPU_IS_LOST drops that GPU
+from this collection and leaves the others; a missing library or driver makes collect()
+raise NvmlUnavailable with one line, which the exporter reports as collector_success 0.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from kvops.collectors import linkspeed
+from kvops.snapshot import GpuSample
+
+log = logging.getLogger(__name__)
+
+# NVML field ids (nvml.h, NVML_API_VERSION 13)
+FI_NVLINK_LINK_COUNT = 91
+FI_NVLINK_THROUGHPUT_DATA_TX = 138  # cumulative KiB per link, scopeId = link
+FI_NVLINK_THROUGHPUT_DATA_RX = 139
+FI_PCIE_COUNT_TX_BYTES = 197  # cumulative bytes, "Value can be wrapped"
+FI_PCIE_COUNT_RX_BYTES = 198
+
+# nvmlValueType_t -> (union member, width in bits for wrap, signed)
+_VALUE_TYPES: dict[int, tuple[str, int, bool]] = {
+    0: ("dVal", 0, True),
+    1: ("uiVal", 32, False),
+    2: ("ulVal", 64, False),
+    3: ("ullVal", 64, False),
+    4: ("sllVal", 64, True),
+    5: ("siVal", 32, True),
+    6: ("usVal", 16, False),
+}
+
+_INIT_RETRY_SECONDS = 30.0
+
+
+class NvmlUnavailable(RuntimeError):
+    """NVML cannot be used on this host; str() is one line for the log."""
+
+
+class WrappingCounter:
+    """Turns a raw device counter that may wrap (or reset) into a monotonic total.
+
+    The first reading is taken as is, so totals equal what the driver reports until the
+    first wrap. A narrow unsigned counter (< 64 bits) that goes down has wrapped: add the
+    modulus. A 64-bit or signed one that goes down was reset (driver reload): count the
+    new raw value from 0, as Prometheus's rate() would.
+    """
+
+    def __init__(self) -> None:
+        self.last_raw: float | None = None
+        self.total: float | None = None
+
+    def update(self, raw: float, bits: int = 64, signed: bool = False) -> float:
+        if self.last_raw is None or self.total is None:
+            self.total = raw
+        else:
+            delta = raw - self.last_raw
+            if delta < 0:
+                delta = delta + 2**bits if (not signed and 0 < bits < 64) else raw
+            self.total += delta
+        self.last_raw = raw
+        return self.total
+
+
+class _ThroughputSampler:
+    """Background thread for nvmlDeviceGetPcieThroughput, which blocks ~20 ms per direction.
+
+    collect() only reads the latest result; the thread starts on first use and samples
+    every `interval` seconds the GPUs collect() last asked for.
+    """
+
+    def __init__(self, nvml: Any, interval: float) -> None:
+        self._nvml = nvml
+        self._interval = interval
+        self._lock = threading.Lock()
+        self._wanted: dict[str, Any] = {}  # uuid -> handle
+        self._rates: dict[str, tuple[float | None, float | None]] = {}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def want(self, handles: dict[str, Any]) -> None:
+        with self._lock:
+            self._wanted = dict(handles)
+            if handles and self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="kvops-nvml-pcie", daemon=True)
+                self._thread.start()
+
+    def rates(self, uuid: str) -> tuple[float | None, float | None]:
+        with self._lock:
+            return self._rates.get(uuid, (None, None))
+
+    def _sample(self, handle: Any, counter: int) -> float | None:
+        try:
+            # NVML says KB/s; like nvitop we read KB as KiB
+            return float(self._nvml.nvmlDeviceGetPcieThroughput(handle, counter)) * 1024
+        except Exception:  # any NVML error: no figure this round
+            return None
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                wanted = dict(self._wanted)
+            for uuid, handle in wanted.items():
+                tx = self._sample(handle, self._nvml.NVML_PCIE_UTIL_TX_BYTES)
+                rx = self._sample(handle, self._nvml.NVML_PCIE_UTIL_RX_BYTES)
+                with self._lock:
+                    self._rates[uuid] = (tx, rx)
+            self._stop.wait(self._interval)
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+
+
+class NvidiaCollector:
+    """Collects one GpuSample per NVIDIA GPU. Construction never raises or loads NVML."""
+
+    name = "nvidia"
+
+    def __init__(self, throughput_interval: float = 5.0) -> None:
+        self._throughput_interval = throughput_interval
+        self._nvml: Any = None
+        self._initialized = False
+        self._init_error: str | None = None
+        self._init_failed_at = 0.0
+        self._lock = threading.Lock()
+        self._unsupported: set[tuple[str, str]] = set()  # (uuid, value) never asked again
+        self._counters: dict[tuple[str, str], WrappingCounter] = {}
+        self._nvlink_count: dict[str, int] = {}
+        self._identity: dict[str, tuple[str | None, str | None]] = {}
+        self._warned: set[tuple[str, str]] = set()
+        self._sampler: _ThroughputSampler | None = None
+
+    # --- setup -------------------------------------------------------------------------
+    def _ensure_init(self) -> Any:
+        if self._initialized:
+            return self._nvml
+        if self._init_error and time.monotonic() - self._init_failed_at < _INIT_RETRY_SECONDS:
+            raise NvmlUnavailable(self._init_error)
+        try:
+            import pynvml
+        except ImportError:
+            self._fail_init("nvidia-ml-py is not installed (pip install 'kvops[nvidia]')")
+        try:
+            pynvml.nvmlInit()
+        except pynvml.NVMLError as e:
+            self._fail_init(_init_message(pynvml, e))
+        self._nvml = pynvml
+        self._initialized = True
+        self._init_error = None
+        return pynvml
+
+    def _fail_init(self, message: str) -> None:
+        self._init_error = message
+        self._init_failed_at = time.monotonic()
+        raise NvmlUnavailable(message)
+
+    # --- per value ---------------------------------------------------------------------
+    def _query(self, uuid: str, what: str, fn: Callable[..., Any], *args: Any) -> Any:
+        """fn(*args), or None if NVML would not say; GPU_IS_LOST propagates."""
+        if (uuid, what) in self._unsupported:
+            return None
+        nvml = self._nvml
+        try:
+            return fn(*args)
+        except nvml.NVMLError_GpuIsLost:
+            raise
+        except (
+            nvml.NVMLError_NotSupported,
+            nvml.NVMLError_FunctionNotFound,
+            nvml.NVMLError_ArgumentVersionMismatch,
+            nvml.NVMLLibraryMismatchError,
+        ):
+            self._unsupported.add((uuid, what))
+        except Exception as e:  # NoPermission, Timeout, Unknown...: this value only, this time
+            self._warn_once(uuid, what, f"NVML {what} failed on GPU {uuid}: {e}")
+        return None
+
+    def _warn_once(self, uuid: str, what: str, message: str) -> None:
+        if (uuid, what) not in self._warned:
+            self._warned.add((uuid, what))
+            log.warning("%s", message)
+
+    def _counter(self, uuid: str, what: str, raw: float, bits: int, signed: bool) -> float:
+        c = self._counters.setdefault((uuid, what), WrappingCounter())
+        return c.update(raw, bits, signed)
+
+    # --- collection --------------------------------------------------------------------
+    def collect(self) -> list[GpuSample]:
+        with self._lock:
+            nvml = self._ensure_init()
+            try:
+                count = nvml.nvmlDeviceGetCount()
+            except nvml.NVMLError as e:
+                raise NvmlUnavailable(f"NVML could not count GPUs: {e}") from None
+            samples: list[GpuSample] = []
+            fallback: dict[str, Any] = {}
+            for index in range(count):
+                try:
+                    handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                    sample, needs_sampling = self._sample(str(index), handle)
+                except nvml.NVMLError_GpuIsLost:
+                    self._warn_once(
+                        f"index {index}", "lost", f"NVIDIA GPU {index} is lost (fell off the bus?)"
+                    )
+                    continue
+                except nvml.NVMLError as e:
+                    self._warn_once(f"index {index}", "handle", f"NVIDIA GPU {index} unreadable: {e}")
+                    continue
+                if needs_sampling:
+                    fallback[sample.uuid] = handle
+                    if self._sampler is not None:
+                        tx, rx = self._sampler.rates(sample.uuid)
+                        sample.pcie_tx_bytes_per_second, sample.pcie_rx_bytes_per_second = tx, rx
+                samples.append(sample)
+            if fallback and self._sampler is None:
+                self._sampler = _ThroughputSampler(nvml, self._throughput_interval)
+            if self._sampler is not None:
+                self._sampler.want(fallback)
+            return samples
+
+    def _sample(self, index: str, h: Any) -> tuple[GpuSample, bool]:
+        nvml = self._nvml
+        uuid = nvml.nvmlDeviceGetUUID(h)
+        if uuid not in self._identity:
+            pci = self._query(uuid, "pci", nvml.nvmlDeviceGetPciInfo, h)
+            self._identity[uuid] = (self._query(uuid, "name", nvml.nvmlDeviceGetName, h), pci and pci.busId)
+        name, bus_id = self._identity[uuid]
+        s = GpuSample(index=index, uuid=uuid, vendor="nvidia", name=name, pci_bus_id=bus_id)
+
+        mem = self._query(uuid, "memory_v2", nvml.nvmlDeviceGetMemoryInfo, h, nvml.nvmlMemory_v2)
+        if mem is None and (uuid, "memory_v2") in self._unsupported:
+            mem = self._query(uuid, "memory", nvml.nvmlDeviceGetMemoryInfo, h)  # driver before r510
+        if mem is not None:
+            s.memory_total_bytes, s.memory_used_bytes = float(mem.total), float(mem.used)
+
+        util = self._query(uuid, "utilization", nvml.nvmlDeviceGetUtilizationRates, h)
+        if util is not None:
+            s.utilization = util.gpu / 100.0
+
+        needs_sampling = self._fields(uuid, h, s)
+
+        s.pcie_link_gen = self._query(uuid, "gen", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
+        s.pcie_link_width = self._query(uuid, "width", nvml.nvmlDeviceGetCurrPcieLinkWidth, h)
+        s.pcie_link_gen_max = self._query(uuid, "gen_max", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
+        s.pcie_link_width_max = self._query(uuid, "width_max", nvml.nvmlDeviceGetMaxPcieLinkWidth, h)
+        # current link: what transfers get now; it drops at idle (ASPM), so fall back to max
+        s.pcie_link_max_bytes_per_second = linkspeed.bytes_per_second(
+            s.pcie_link_gen, s.pcie_link_width
+        ) or linkspeed.bytes_per_second(s.pcie_link_gen_max, s.pcie_link_width_max)
+
+        replays = self._query(uuid, "replay", nvml.nvmlDeviceGetPcieReplayCounter, h)
+        if replays is not None:
+            s.pcie_replays = float(replays)
+
+        procs = self._query(uuid, "processes", nvml.nvmlDeviceGetComputeRunningProcesses, h)
+        for p in procs or []:
+            s.processes[int(p.pid)] = None if p.usedGpuMemory is None else float(p.usedGpuMemory)
+        return s, needs_sampling
+
+    def _fields(self, uuid: str, h: Any, s: GpuSample) -> bool:
+        """Read PCIe and NVLink counters in one nvmlDeviceGetFieldValues call.
+
+        Returns True when the PCIe byte counters are missing and the sampler should cover.
+        """
+        if uuid not in self._nvlink_count:
+            got = self._field_values(uuid, h, [FI_NVLINK_LINK_COUNT])
+            links = got.get((FI_NVLINK_LINK_COUNT, 0))
+            self._nvlink_count[uuid] = int(links[0]) if links else 0
+        ids: list[tuple[int, int]] = [
+            (f, 0)
+            for f in (FI_PCIE_COUNT_TX_BYTES, FI_PCIE_COUNT_RX_BYTES)
+            if (uuid, f"field{f}") not in self._unsupported
+        ]
+        for link in range(self._nvlink_count[uuid]):
+            ids += [(FI_NVLINK_THROUGHPUT_DATA_TX, link), (FI_NVLINK_THROUGHPUT_DATA_RX, link)]
+        got = self._field_values(uuid, h, ids) if ids else {}
+        for (fid, scope), (value, bits, signed) in got.items():
+            total = self._counter(uuid, f"{fid}.{scope}", value, bits, signed)
+            if fid == FI_PCIE_COUNT_TX_BYTES:
+                s.pcie_tx_bytes = total
+            elif fid == FI_PCIE_COUNT_RX_BYTES:
+                s.pcie_rx_bytes = total
+            elif fid == FI_NVLINK_THROUGHPUT_DATA_TX:
+                s.nvlink_tx_bytes[str(scope)] = total * 1024  # KiB
+            elif fid == FI_NVLINK_THROUGHPUT_DATA_RX:
+                s.nvlink_rx_bytes[str(scope)] = total * 1024
+        return s.pcie_tx_bytes is None or s.pcie_rx_bytes is None
+
+    def _field_values(
+        self, uuid: str, h: Any, ids: list[tuple[int, int]]
+    ) -> dict[tuple[int, int], tuple[float, int, bool]]:
+        """{(field, scope): (value, bits, signed)} for the entries NVML filled.
+
+        The call succeeds if any entry was populated; each entry has its own nvmlReturn.
+        """
+        nvml = self._nvml
+        values = self._query(uuid, "field_values", nvml.nvmlDeviceGetFieldValues, h, ids)
+        out: dict[tuple[int, int], tuple[float, int, bool]] = {}
+        for fv in values or []:
+            key = (int(fv.fieldId), int(fv.scopeId))
+            if fv.nvmlReturn != nvml.NVML_SUCCESS:
+                if fv.nvmlReturn == nvml.NVML_ERROR_GPU_IS_LOST:
+                    raise nvml.NVMLError_GpuIsLost()
+                if fv.nvmlReturn in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
+                    self._unsupported.add((uuid, f"field{key[0]}"))
+                continue
+            member, bits, signed = _VALUE_TYPES.get(int(fv.valueType), ("ullVal", 64, False))
+            out[key] = (float(getattr(fv.value, member)), bits, signed)
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sampler is not None:
+                self._sampler.close()
+                self._sampler = None
+            if self._initialized:
+                try:
+                    self._nvml.nvmlShutdown()
+                except Exception as e:  # shutting down: nothing left to degrade
+                    log.debug("nvmlShutdown: %s", e)
+                self._initialized = False
+
+
+def _init_message(nvml: Any, e: Exception) -> str:
+    """One line saying why NVML is unusable here."""
+    known = {
+        nvml.NVML_ERROR_LIBRARY_NOT_FOUND: "NVML library not found (no NVIDIA driver on this host)",
+        nvml.NVML_ERROR_DRIVER_NOT_LOADED: "NVIDIA driver not loaded",
+        nvml.NVML_ERROR_GPU_NOT_FOUND: "NVML found no supported NVIDIA GPU",
+        nvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH: "NVML/driver mismatch (driver upgraded, no reboot?)",
+        nvml.NVML_ERROR_NO_PERMISSION: "no permission to use NVML",
+    }
+    return known.get(getattr(e, "value", None), f"NVML init failed: {e}")

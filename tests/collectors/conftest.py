@@ -1,0 +1,29 @@
+"""Fixtures for the collector tests: the NVML stub built once and loaded into this process."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import nvml_stub
+import pytest
+
+
+@pytest.fixture(scope="session")
+def nvml_libdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The stub libnvidia-ml.so.1, compiled once and pre-loaded so pynvml's dlopen finds it."""
+    libdir = nvml_stub.build(tmp_path_factory.mktemp("nvml"))
+    nvml_stub.preload(libdir)
+    return libdir
+
+
+@pytest.fixture
+def nvml_script(nvml_libdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
+    """Call with a list of StubGpu (and init_ret=) to set what the stub answers next."""
+    config = tmp_path / "nvml.conf"
+    monkeypatch.setenv(nvml_stub.CONFIG_ENV, str(config))
+
+    def script(devices: list[nvml_stub.StubGpu], init_ret: int = 0) -> Path:
+        return nvml_stub.write_config(config, devices, init_ret=init_ret)
+
+    return script
