@@ -110,7 +110,7 @@ def _measure_and_report(args: argparse.Namespace, plan: object, link_flag: float
             print(f"\r[{i + 1}/{len(plan.cases)}] {_case_name(outcome):50}", end="", file=sys.stderr)
 
     try:
-        dma.measure(plan, f"cuda:{device.index}", progress=progress)
+        dma.measure(plan, device.torch_device, progress=progress)
     except KeyboardInterrupt:
         run.interrupted = True
     if show_progress:

@@ -50,6 +50,7 @@ def open_device(index: int) -> DeviceInfo:
     hip = getattr(torch.version, "hip", None)
     return DeviceInfo(
         index=index,
+        torch_device=f"cuda:{index}",
         name=str(props.name),
         backend="rocm" if hip else "cuda",
         runtime=str(hip or torch.version.cuda),
@@ -199,14 +200,18 @@ def _landed(copies: Sequence[Copies]) -> bool:
 def measure(
     plan: Plan,
     device: str,
-    timer: Timer = time_transfer,
+    timer: Timer | None = None,
     progress: Callable[[int, CaseResult | CaseFailure], None] | None = None,
 ) -> tuple[list[CaseResult], list[CaseFailure]]:
     """Run every case in plan order on `device` ("cuda:0"); progress(i, outcome) after each.
 
+    `timer` defaults to time_transfer (device events); tests run the rest on the CPU with
+    a host clock in its place.
+
     A case that raises (pinned allocation refused, out of device memory) is recorded as a
     failure and the rest still run.
     """
+    timer = timer or time_transfer
     cache = _BufferCache(device)
     results: list[CaseResult] = []
     failures: list[CaseFailure] = []

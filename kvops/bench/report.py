@@ -49,7 +49,8 @@ def render_table(run: BenchRun, unit: str = "GB") -> str:
         shape = "batched: one copy per block, timed as one transfer" if batched else "one copy per transfer"
         lines.append("")
         lines.append(f"{memory} · {DIRECTION_TITLES[direction]} · {shape}")
-        lines.append(f"  {'block':>14}  {'median':>7}  {'p25–p75':>13}  {'min–max':>13}  {'link':>5}")
+        median = f"median {unit}/s"
+        lines.append(f"  {'block':>14}  {median:>12}  {'p25–p75':>13}  {'min–max':>13}  {'link':>5}")
         for r in rows:
             s = r.summary
             fraction = r.link_fraction(run.link)
@@ -57,7 +58,7 @@ def render_table(run: BenchRun, unit: str = "GB") -> str:
             shown = fraction if fraction is not None else (s.median / fastest if fastest else 0.0)
             flag = "" if r.verified else "  COPY CHECK FAILED"
             lines.append(
-                f"  {size:>14}  {to_unit(s.median, unit):7.2f}  "
+                f"  {size:>14}  {to_unit(s.median, unit):12.2f}  "
                 f"{_range(s.p25, s.p75, unit):>13}  {_range(s.min, s.max, unit):>13}  "
                 f"{_percent(fraction):>5}  {bar(shown)}{flag}"
             )

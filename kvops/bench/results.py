@@ -16,6 +16,7 @@ class DeviceInfo:
     """The GPU torch sees at `index` (after CUDA_VISIBLE_DEVICES / HIP_VISIBLE_DEVICES)."""
 
     index: int
+    torch_device: str  # what torch allocates on: "cuda:0" (HIP devices are "cuda" too)
     name: str
     backend: str  # "cuda" | "rocm"
     runtime: str  # CUDA or HIP version torch was built with

@@ -1,0 +1,106 @@
+from __future__ import annotations
+
+import dataclasses
+import sys
+import types
+
+import pytest
+
+from kvops.bench import linkmax
+from kvops.bench.results import LinkMax
+from kvops.snapshot import GpuSample
+
+from .conftest import DEVICE
+
+GEN5_X16 = 63.0e9
+
+
+def gpu(index: str, uuid: str, bus: str | None, link: float | None = GEN5_X16) -> GpuSample:
+    return GpuSample(
+        index=index, uuid=uuid, vendor="nvidia", pci_bus_id=bus, pcie_link_max_bytes_per_second=link
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("GPU-58F4EF56-7bd3", "58f4ef56-7bd3"), ("58f4ef56-7bd3", "58f4ef56-7bd3"), ("", None), (None, None)],
+)
+def test_uuid_forms_of_nvml_and_torch_compare_equal(text: str | None, expected: str | None) -> None:
+    assert linkmax.normalise_uuid(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("00000000:3B:00.0", (0, 0x3B, 0)),
+        ("0000:c1:00.0", (0, 0xC1, 0)),
+        ("0001:3b:02", (1, 0x3B, 2)),
+        ("3b:00", (0, 0x3B, 0)),
+        ("not-a-bus", None),
+        (None, None),
+    ],
+)
+def test_pci_addresses_normalise(text: str | None, expected: tuple[int, int, int] | None) -> None:
+    assert linkmax.normalise_pci(text) == expected
+
+
+def test_matches_by_uuid_not_by_index() -> None:
+    # CUDA_VISIBLE_DEVICES=3: torch's device 0 is the driver's GPU 3.
+    samples = [
+        gpu("0", "GPU-00000000-aaaa", "00000000:18:00.0", 31.5e9),
+        gpu("3", "GPU-58F4EF56-7BD3-D0C7-CE7B-A7ED3E2F4FE5", "00000000:3B:00.0"),
+    ]
+    link = linkmax.from_samples(DEVICE, samples, "nvidia")
+    assert link == LinkMax(GEN5_X16, "nvidia collector, GPU 3 by uuid")
+
+
+def test_falls_back_to_pci_address_when_uuids_differ_in_form() -> None:
+    device = dataclasses.replace(DEVICE, uuid="not-comparable", backend="rocm")
+    samples = [gpu("0", "amd-uuid-1", "0000:18:00.0", 31.5e9), gpu("1", "amd-uuid-2", "0000:3b:00.0")]
+    assert linkmax.from_samples(device, samples, "amd") == LinkMax(GEN5_X16, "amd collector, GPU 1 by pci")
+
+
+def test_only_gpu_is_used_when_torch_gives_nothing_to_match() -> None:
+    device = dataclasses.replace(DEVICE, uuid=None, pci_bus_id=None)
+    assert linkmax.from_samples(device, [gpu("0", "GPU-x", None)], "nvidia").source.endswith("by only GPU")
+    unknown = linkmax.from_samples(device, [gpu("0", "GPU-x", None), gpu("1", "GPU-y", None)], "nvidia")
+    assert not unknown.known and "no GPU among 2" in unknown.source
+
+
+def test_a_gpu_without_link_max_leaves_it_unknown() -> None:
+    link = linkmax.from_samples(DEVICE, [gpu("0", DEVICE.uuid or "", None, link=None)], "nvidia")
+    assert not link.known and "no link max for GPU 0" in link.source
+
+
+def test_the_users_figure_wins() -> None:
+    assert linkmax.resolve(DEVICE, 50e9) == LinkMax(50e9, "--link-max-gbps")
+    assert "50.0 GB/s per direction" in linkmax.planned(50e9)
+    assert "unknown" in linkmax.planned(None)
+
+
+def test_a_broken_collector_makes_the_link_max_unknown_not_the_run_fail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    class BrokenCollector:
+        name = "nvidia"
+        closed = False
+
+        def collect(self) -> list[GpuSample]:
+            raise OSError("NVML Shared Library Not Found\nsecond line")
+
+        def close(self) -> None:
+            BrokenCollector.closed = True
+
+    module = types.ModuleType("kvops.collectors.nvidia")
+    module.NvidiaCollector = BrokenCollector  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "kvops.collectors.nvidia", module)
+    link = linkmax.from_collector(DEVICE)
+    assert link == LinkMax(None, "nvidia collector failed: OSError: NVML Shared Library Not Found")
+    assert BrokenCollector.closed
+
+
+def test_the_collector_on_this_machine_gives_a_reason_when_it_has_no_figure() -> None:
+    # No GPU here: whichever state the nvidia collector is in, the answer is "unknown, because ...".
+    link = linkmax.from_collector(DEVICE)
+    assert not link.known
+    assert link.source and "\n" not in link.source
