@@ -1,0 +1,104 @@
+"""`kvops sim`: serve a simulated vLLM's /metrics (or, with --what-if, size a CPU buffer)."""
+
+from __future__ import annotations
+
+import argparse
+
+from kvops.errors import UsageError
+
+DEFAULT_LISTEN = "127.0.0.1:8000"
+
+
+def parse_listen(text: str) -> tuple[str, int]:
+    """HOST:PORT, [IPv6]:PORT or :PORT (all interfaces) -> (host, port)."""
+    host, sep, port_text = text.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8000")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    elif ":" in host:
+        raise UsageError(f"--listen {text!r}: write an IPv6 address in brackets, e.g. [::1]:8000")
+    return host or "0.0.0.0", int(port_text)
+
+
+def _size(text: str) -> float | None:
+    if text.lower() in ("none", "off"):
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size in GiB (or 'none')") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError("a size cannot be negative")
+    return value
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help=f"default {DEFAULT_LISTEN}"
+    )
+    parser.add_argument(
+        "--vllm-version", default="0.33.0", metavar="X.Y.Z", help="format to write (0.10-0.33)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same run)")
+    parser.add_argument("--workload", default="chat", help="preset: chat, rag, bursty, agent (default chat)")
+    parser.add_argument("--rate", type=float, default=1.0, help="multiply the preset's arrival rate")
+    parser.add_argument("--length", type=float, default=1.0, help="multiply the preset's token lengths")
+    parser.add_argument(
+        "--kv-offloading-size",
+        type=_size,
+        default=64.0,
+        metavar="GiB",
+        help="CPU offload tier in GiB, as vLLM's flag; 'none' = no offloading (default 64)",
+    )
+    parser.add_argument(
+        "--gpu-blocks", type=int, default=None, metavar="N", help="GPU KV blocks (default 8192)"
+    )
+    parser.add_argument(
+        "--model", default=None, metavar="DIR|config.json", help="size KV blocks from a model config"
+    )
+    parser.add_argument("--served-model-name", default=None, metavar="NAME")
+
+
+def model_options(args: argparse.Namespace) -> dict[str, object]:
+    """SimConfig options from the shared flags (used by serving and by --what-if)."""
+    opts: dict[str, object] = {
+        "workload": args.workload,
+        "rate": args.rate,
+        "length": args.length,
+        "kv_offloading_size_gib": args.kv_offloading_size,
+    }
+    if args.gpu_blocks is not None:
+        opts["num_gpu_blocks"] = args.gpu_blocks
+    if args.model:
+        from kvops.sim.sizing import kv_bytes_per_token
+
+        opts["kv_bytes_per_token"] = kv_bytes_per_token(args.model)
+    if args.served_model_name:
+        opts["model_name"] = args.served_model_name
+    return opts
+
+
+def run(args: argparse.Namespace) -> int:
+    import signal
+    import sys
+    import threading
+
+    from kvops.sim import server
+
+    host, port = parse_listen(args.listen)
+    sim = server.start(host, port, args.vllm_version, args.seed, **model_options(args))
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    print(f"kvops sim: simulated vLLM {sim.sim.version.text} serving {sim.metrics_url}", file=sys.stderr)
+    try:
+        while not stop.wait(1.0):
+            pass
+    finally:
+        sim.stop()
+    return 0

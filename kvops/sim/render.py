@@ -1,0 +1,328 @@
+"""Write an Engine's state as the /metrics text of a chosen vLLM release.
+
+Rendering goes through prometheus_client (a private registry and generate_latest), the same
+library vLLM writes its /metrics with, so float formatting, label order, `_created` gauges
+and HELP/TYPE lines come out byte-for-byte in vLLM's style. Which families exist, in what
+order, with which label sets and buckets, comes from layouts.py (extracted from real vLLM
+expositions); a release between the sampled ones is its nearest layout trimmed to the
+families research/vllm-metrics.json says that release had.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.gc_collector import GCCollector
+from prometheus_client.metrics_core import Metric
+from prometheus_client.platform_collector import PlatformCollector
+from prometheus_client.process_collector import ProcessCollector
+
+from kvops import __version__
+from kvops.errors import UsageError
+from kvops.sim.engine import Engine, Histogram
+from kvops.sim.layouts import CACHE_CONFIG_LABELS, LAYOUTS, PRESENCE
+
+SIMULATED = " [simulated by kvops sim]"
+OLDEST, NEWEST = (0, 10, 0), (0, 33)
+_VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+
+
+@dataclass(frozen=True)
+class VllmVersion:
+    major: int
+    minor: int
+    patch: int
+
+    @property
+    def text(self) -> str:
+        return f"{self.major}.{self.minor}.{self.patch}"
+
+    @property
+    def layout(self) -> str:
+        """Which of the four exposition generations this release writes."""
+        if self.minor == 10:
+            return "0.10"
+        if self.minor == 11:
+            return "0.11"
+        if self.minor <= 23:
+            return "0.20"  # 0.12-0.23: offload transfers only with transfer_type (from 0.16)
+        return "0.33"  # 0.24-0.33: flat store/load names plus the deprecated ones
+
+    def has(self, family: str) -> bool:
+        span = PRESENCE.get(family)
+        if span is None:
+            return True
+        first = tuple(int(x) for x in span[0].split("."))
+        last = tuple(int(x) for x in span[1].split("."))
+        return first <= (self.major, self.minor, self.patch) and (self.major, self.minor) <= last[:2]
+
+
+def parse_version(text: str) -> VllmVersion:
+    """X.Y or X.Y.Z within the releases kvops knows the format of; else UsageError."""
+    m = _VERSION.match(text.strip())
+    if not m:
+        raise UsageError(f"--vllm-version {text!r}: expected X.Y or X.Y.Z, e.g. 0.33.0")
+    v = VllmVersion(int(m[1]), int(m[2]), int(m[3] or 0))
+    if not ((v.major, v.minor, v.patch) >= OLDEST and (v.major, v.minor) <= NEWEST):
+        raise UsageError(f"--vllm-version {text}: kvops sim knows vLLM 0.10.0 to 0.33.x")
+    return v
+
+
+def _fmt(value: float) -> str:
+    return repr(float(value))
+
+
+class SimCollector:
+    """A prometheus_client collector that reads one Engine at collect time."""
+
+    def __init__(self, engine: Engine, version: VllmVersion, wall_start: float, info: dict[str, str]):
+        self.engine = engine
+        self.version = version
+        self.wall_start = wall_start
+        self.info = info
+        cfg = engine.config
+        self.families = [
+            f
+            for f in LAYOUTS[version.layout]
+            if version.has(f["name"]) and (cfg.offload or not f["offload_only"])
+        ]
+        self.core = {"model_name": cfg.model_name, "engine": "0"}
+        self.cache_config = self._cache_config_labels()
+
+    # -- values ------------------------------------------------------------------------
+    def _cache_config_labels(self) -> dict[str, str]:
+        cfg = self.engine.config
+        labels = dict(CACHE_CONFIG_LABELS[self.version.layout])
+        tokens = cfg.num_gpu_blocks * cfg.block_size
+        subs = {
+            "num_gpu_blocks": str(cfg.num_gpu_blocks),
+            "block_size": str(cfg.block_size),
+            "kv_offloading_size": _fmt(cfg.kv_offloading_size_gib) if cfg.offload else "None",
+            "kv_cache_size_tokens": str(tokens),
+            "kv_cache_max_concurrency": f"{tokens / cfg.max_model_len:.2f}",
+        }
+        if self.version.layout == "0.11" and not cfg.offload:
+            subs["kv_offloading_backend"] = "None"  # 0.11 had no default backend
+        for k, v in subs.items():
+            if k in labels:
+                labels[k] = v
+        return labels
+
+    def _values(self) -> dict[str, Callable[[], list[tuple[dict[str, str], Any]]]]:
+        e = self.engine
+        c = e.counters
+        one = lambda v: lambda: [({}, v)]  # noqa: E731 - a table of one-liners reads best
+        by = lambda key, pairs: lambda: [({key: k}, v) for k, v in pairs]  # noqa: E731
+        seen = e.first_seen
+        store_seen, load_seen = "store" in seen, "load" in seen
+
+        def transfer(store: Any, load: Any) -> Callable[[], list[tuple[dict[str, str], Any]]]:
+            def f() -> list[tuple[dict[str, str], Any]]:
+                out = []
+                # 0.16-0.23 create each direction's series on its first transfer.
+                if load_seen or self.version.layout == "0.33":
+                    out.append(({"transfer_type": "CPU_to_GPU"}, load))
+                if store_seen or self.version.layout == "0.33":
+                    out.append(({"transfer_type": "GPU_to_CPU"}, store))
+                return out
+
+            return f
+
+        def lazy(flag: bool, v: Any) -> Callable[[], list[tuple[dict[str, str], Any]]]:
+            return lambda: [({}, v)] if flag else []
+
+        ext_queries = c.external_queries_whole_prompt if self.version.layout == "0.11" else c.external_queries
+        h = e.hist
+        return {
+            # Histograms the engine observes directly; the offload ones are overridden below.
+            **{name: one(hist) for name, hist in h.items()},
+            "vllm:kv_offload_total_bytes": transfer(c.store_bytes, c.load_bytes),
+            "vllm:kv_offload_total_time": transfer(c.store_seconds, c.load_seconds),
+            "vllm:kv_offload_size": transfer(h["vllm:kv_offload_store_size"], h["vllm:kv_offload_load_size"]),
+            # Transfers complete within the step here, so no CPU chunk stays pinned between scrapes.
+            "vllm:kv_offload_cpu_cache_usage_perc": one(0.0),
+            "vllm:kv_offload_cpu_cache_write_usage_perc": one(0.0),
+            "vllm:kv_offload_cpu_cache_read_usage_perc": one(0.0),
+            "vllm:kv_offload_cpu_allocation_size": lazy(store_seen, h["vllm:kv_offload_cpu_allocation_size"]),
+            "vllm:kv_offload_load_bytes": lazy(load_seen, c.load_bytes),
+            "vllm:kv_offload_load_time": lazy(load_seen, c.load_seconds),
+            "vllm:kv_offload_load_size": lazy(load_seen, h["vllm:kv_offload_load_size"]),
+            "vllm:kv_offload_store_bytes": lazy(store_seen, c.store_bytes),
+            "vllm:kv_offload_store_time": lazy(store_seen, c.store_seconds),
+            "vllm:kv_offload_store_size": lazy(store_seen, h["vllm:kv_offload_store_size"]),
+            "vllm:kv_offload_lookup_sync_delay_seconds": lazy(
+                c.lookups > 0, h["vllm:kv_offload_lookup_sync_delay_seconds"]
+            ),
+            "vllm:kv_offload_lookup_async_delay_seconds": lambda: [],  # lookups never defer here
+            "vllm:kv_offload_allocation_failure": lazy(c.allocation_failures > 0, c.allocation_failures),
+            "vllm:kv_offload_config_info": lazy(
+                c.steps > 0,
+                1.0,
+            ),
+            "vllm:estimated_flops_per_gpu": one(0.0),  # MFU metrics are off by default in vLLM
+            "vllm:estimated_read_bytes_per_gpu": one(0.0),
+            "vllm:estimated_write_bytes_per_gpu": one(0.0),
+            "vllm:num_requests_running": one(len(e.running)),
+            "vllm:num_requests_waiting": one(len(e.waiting)),
+            "vllm:num_requests_waiting_by_reason": by(
+                "reason", [("capacity", len(e.waiting)), ("deferred", 0)]
+            ),
+            "vllm:num_requests_kv_fetch_by_stage": by(
+                "stage", [("waiting_to_start", 0), ("in_progress", 0), ("completed_waiting", 0)]
+            ),
+            "vllm:engine_sleep_state": by(
+                "sleep_state", [("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)]
+            ),
+            "vllm:gpu_cache_usage_perc": one(e.kv_cache_usage),
+            "vllm:gpu_prefix_cache_queries": one(c.prefix_queries),
+            "vllm:gpu_prefix_cache_hits": one(c.prefix_hits),
+            "vllm:kv_cache_usage_perc": one(e.kv_cache_usage),
+            "vllm:prefix_cache_queries": one(c.prefix_queries),
+            "vllm:prefix_cache_hits": one(c.prefix_hits),
+            "vllm:external_prefix_cache_queries": one(ext_queries),
+            "vllm:external_prefix_cache_hits": one(c.external_hits),
+            "vllm:mm_cache_queries": one(0),
+            "vllm:mm_cache_hits": one(0),
+            "vllm:num_preemptions": one(c.preemptions),
+            "vllm:prompt_tokens": one(c.prompt_tokens),
+            "vllm:prompt_tokens_by_source": by(
+                "source",
+                [
+                    ("local_compute", c.prompt_local_compute),
+                    ("local_cache_hit", c.prompt_local_cache_hit),
+                    ("external_kv_transfer", c.prompt_external),
+                ],
+            ),
+            "vllm:prompt_tokens_cached": one(c.prefix_hits + c.external_hits),
+            "vllm:prompt_tokens_cached_by_source": by(
+                "source",
+                [
+                    ("device", c.prefix_hits),
+                    ("host", c.external_hits),
+                    ("p2p", 0),
+                    ("disk", 0),
+                    ("external_unspecified", 0),
+                ],
+            ),
+            "vllm:generation_tokens": one(c.generation_tokens),
+            "vllm:request_success": by(
+                "finished_reason",
+                [("stop", c.requests_finished), ("length", 0), ("abort", 0), ("error", 0), ("repetition", 0)],
+            ),
+            "vllm:admission_rejections": by(
+                "reason", [("max_num_queued_reqs", 0), ("max_num_queued_tokens", 0)]
+            ),
+            "vllm:cache_config_info": one(1.0),
+        }
+
+    # -- collect -----------------------------------------------------------------------
+    def collect(self) -> Iterator[Metric]:
+        values = self._values()
+        for fam in self.families:
+            name = fam["name"]
+            children = values[name]()
+            if fam["children"] and fam["children"] != [{}] and not name.endswith("config_info"):
+                order = [tuple(sorted(ch.items())) for ch in fam["children"]]
+                rank = {k: i for i, k in enumerate(order)}
+                children = [x for x in children if tuple(sorted(x[0].items())) in rank]
+                children.sort(key=lambda x: rank[tuple(sorted(x[0].items()))])
+            base = dict(self.core) if fam["engine_label"] else {"model_name": self.core["model_name"]}
+            metric = Metric(self._metric_name(fam), fam["help"] + SIMULATED, fam["type"])
+            for extra, value in children:
+                created_at = self.wall_start + self._created_offset(name, extra)
+                labels = {**base, **extra}
+                if name == "vllm:cache_config_info":
+                    labels = {"engine": "0", **self.cache_config}
+                elif name == "vllm:kv_offload_config_info":
+                    labels = {**base, **self._offload_config_labels()}
+                self._add(metric, fam, labels, value, created_at)
+            yield metric
+        info = Metric(
+            "kvops_sim_info", "This /metrics is simulated by kvops sim, not served by vLLM.", "gauge"
+        )
+        info.add_sample("kvops_sim_info", self.info, 1.0)
+        yield info
+
+    def _metric_name(self, fam: dict[str, Any]) -> str:
+        # prometheus_client appends _total to a counter's name when writing it.
+        return fam["name"]
+
+    def _created_offset(self, name: str, extra: dict[str, str]) -> float:
+        """Seconds after start at which vLLM would have created this series."""
+        seen = self.engine.first_seen
+        event = None
+        if name.startswith("vllm:kv_offload_load_"):
+            event = "load"
+        elif name.startswith(("vllm:kv_offload_store_", "vllm:kv_offload_cpu_allocation")):
+            event = "store"
+        elif name.startswith("vllm:kv_offload_lookup_sync"):
+            event = "lookup"
+        elif name == "vllm:kv_offload_allocation_failure":
+            event = "allocation_failure"
+        elif "transfer_type" in extra and self.version.layout != "0.33":
+            event = "load" if extra["transfer_type"] == "CPU_to_GPU" else "store"
+        return seen.get(event, 0.0) if event else 0.0
+
+    def _offload_config_labels(self) -> dict[str, str]:
+        cfg = self.engine.config
+        return {
+            "cpu_blocks_per_chunk": "1",
+            "cpu_kv_cache_size_bytes": str(cfg.num_cpu_blocks * cfg.bytes_per_block),
+            "cpu_kv_cache_size_tokens": str(cfg.num_cpu_blocks * cfg.block_size),
+            "cpu_num_chunks": str(cfg.num_cpu_blocks),
+        }
+
+    @staticmethod
+    def _add(metric: Metric, fam: dict[str, Any], labels: dict[str, str], value: Any, created: float) -> None:
+        name = fam["name"]
+        kind = fam["type"]
+        if kind == "histogram":
+            assert isinstance(value, Histogram)
+            for bound, cum in zip((*value.bounds, float("inf")), value.cumulative(), strict=True):
+                le = "+Inf" if bound == float("inf") else _le(bound)
+                metric.add_sample(name + "_bucket", {**labels, "le": le}, float(cum))
+            metric.add_sample(name + "_count", labels, float(value.count))
+            metric.add_sample(name + "_sum", labels, float(value.sum))
+        elif kind == "counter":
+            metric.add_sample(name + "_total", labels, float(value))
+        else:
+            metric.add_sample(name, labels, float(value))
+        if fam["created"]:
+            metric.add_sample(name + "_created", labels, created)
+
+
+def _le(bound: float) -> str:
+    """Bucket bound as prometheus_client writes it (floatToGoString)."""
+    from prometheus_client.utils import floatToGoString
+
+    return floatToGoString(bound)
+
+
+def histogram_bounds() -> dict[str, tuple[float, ...]]:
+    """Bucket bounds of every histogram family any layout has (the same in every release)."""
+    out: dict[str, tuple[float, ...]] = {}
+    for families in LAYOUTS.values():
+        for f in families:
+            if f["buckets"]:
+                out[f["name"]] = tuple(f["buckets"])
+    return out
+
+
+class Renderer:
+    """The /metrics body of one simulated vLLM: its own process metrics plus the engine's."""
+
+    def __init__(self, engine: Engine, version: VllmVersion, wall_start: float, info: dict[str, str]):
+        self.registry = CollectorRegistry(auto_describe=False)
+        # The same default collectors a vLLM process has, reporting on this process.
+        GCCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        ProcessCollector(registry=self.registry)
+        self.collector = SimCollector(engine, version, wall_start, {"kvops_version": __version__, **info})
+        self.registry.register(self.collector)  # type: ignore[arg-type]
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

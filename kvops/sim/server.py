@@ -1,0 +1,160 @@
+"""Serve a simulated vLLM's /metrics over HTTP, advancing the engine only when asked.
+
+The engine is advanced lazily, to the wall-clock time of each scrape, so an idle simulator
+costs nothing: sixteen of them fit on a two-core laptop. After a long pause the engine
+catches up at most MAX_CATCHUP_S of simulated time; the rest of the gap is skipped (the
+counters do not jump, they just did not grow while nobody looked).
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import fields
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from kvops.errors import UsageError
+from kvops.sim.engine import Engine, SimConfig
+from kvops.sim.render import Renderer, VllmVersion, histogram_bounds, parse_version
+from kvops.sim.workload import PRESETS, Workload, scaled
+
+MAX_CATCHUP_S = 60.0
+_CONFIG_FIELDS = {f.name for f in fields(SimConfig)}
+
+
+def build_engine(
+    seed: int = 0, workload: str = "chat", rate: float = 1.0, length: float = 1.0, **config: Any
+) -> Engine:
+    """An Engine from plain options (SimConfig fields plus the workload's name and scales)."""
+    unknown = set(config) - _CONFIG_FIELDS
+    if unknown:
+        raise UsageError(f"unknown simulator option(s): {', '.join(sorted(unknown))}")
+    if workload not in PRESETS:
+        raise UsageError(f"--workload {workload!r}: choose one of {', '.join(PRESETS)}")
+    if rate <= 0 or length <= 0:
+        raise UsageError("--rate and --length must be positive")
+    cfg = SimConfig(**config)
+    if cfg.num_gpu_blocks < 1 or (cfg.kv_offloading_size_gib or 0) < 0:
+        raise UsageError("GPU blocks must be >= 1 and the offloading size >= 0")
+    return Engine(cfg, Workload(scaled(PRESETS[workload], rate, length)), seed, histogram_bounds())
+
+
+class Sim:
+    """One simulated vLLM: engine, renderer, and the mapping from wall clock to engine clock."""
+
+    def __init__(
+        self,
+        vllm_version: str | VllmVersion = "0.33.0",
+        seed: int = 0,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        **options: Any,
+    ) -> None:
+        self.version = vllm_version if isinstance(vllm_version, VllmVersion) else parse_version(vllm_version)
+        self.engine = build_engine(seed=seed, **options)
+        self.clock = clock
+        self.started = clock()
+        self.skipped = 0.0
+        info = {
+            "vllm_version": self.version.text,
+            "seed": str(seed),
+            "workload": str(options.get("workload", "chat")),
+        }
+        self.renderer = Renderer(self.engine, self.version, wall(), info)
+        self.lock = threading.Lock()
+
+    def advance(self) -> None:
+        with self.lock:
+            self._advance()
+
+    def _advance(self) -> None:
+        target = self.clock() - self.started - self.skipped
+        behind = target - self.engine.clock
+        if behind > MAX_CATCHUP_S:
+            self.skipped += behind - MAX_CATCHUP_S
+            target = self.engine.clock + MAX_CATCHUP_S
+        self.engine.advance_to(target)
+
+    def metrics(self) -> bytes:
+        with self.lock:
+            self._advance()
+            return self.renderer.render()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _SimHTTPServer
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/metrics":
+            self._reply(200, self.server.sim.metrics(), CONTENT_TYPE_LATEST)
+        elif path in ("/health", "/"):
+            body = b"" if path == "/health" else b"kvops sim: a simulated vLLM. Metrics at /metrics\n"
+            self._reply(200, body, "text/plain; charset=utf-8")
+        else:
+            self._reply(404, b"not found\n", "text/plain; charset=utf-8")
+
+    def _reply(self, code: int, body: bytes, ctype: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a scrape every second would drown stderr
+
+
+class _SimHTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    sim: Sim
+
+
+class _SimHTTPServer6(_SimHTTPServer):
+    address_family = socket.AF_INET6
+
+
+class SimServer:
+    """A running simulator: .url, .metrics_url, .sim, .stop()."""
+
+    def __init__(self, httpd: _SimHTTPServer, thread: threading.Thread) -> None:
+        self._httpd = httpd
+        self._thread = thread
+        self.sim = httpd.sim
+        host, port = httpd.server_address[:2]
+        host = f"[{host}]" if ":" in str(host) else str(host)
+        self.url = f"http://{host}:{port}"
+        self.metrics_url = f"{self.url}/metrics"
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> SimServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start(
+    host: str = "127.0.0.1", port: int = 0, vllm_version: str = "0.33.0", seed: int = 0, **model_options: Any
+) -> SimServer:
+    """Serve a simulated vLLM from a daemon thread; port 0 picks a free port."""
+    sim = Sim(vllm_version=vllm_version, seed=seed, **model_options)
+    server_cls = _SimHTTPServer6 if ":" in host else _SimHTTPServer
+    try:
+        httpd = server_cls((host, port), _Handler)
+    except OSError as exc:
+        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+    httpd.sim = sim
+    thread = threading.Thread(target=httpd.serve_forever, name=f"kvops-sim:{port}", daemon=True)
+    thread.start()
+    return SimServer(httpd, thread)
