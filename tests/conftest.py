@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-SHARED = Path(os.environ.get("KVOPS_SHARED", ROOT.parent / "shared"))
-VLLM_FIXTURES = SHARED / "fixtures" / "vllm"
+from support.paths import ROOT, SHARED, VLLM_FIXTURES  # noqa: F401 (re-exported for tests)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,209 @@
+"""One scrape: every source concurrently, each behind its own error boundary and deadline.
+
+Like node_exporter, each source reports kvops_collector_success / _duration_seconds, so a
+broken or slow source costs only its own series. Sources are pulled on demand, when
+Prometheus scrapes: there is no background timer and no stale cache.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as wait_futures
+from typing import Any
+
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector
+
+from kvops.exporter.families import self_families, target_families
+from kvops.snapshot import CollectorStatus, GpuSample, HostSample, Snapshot, TargetSample
+from kvops.sources.target import TargetScraper
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT = 5.0
+
+
+class _GuardedSource:
+    """A hardware/host collector with at most one call in flight (a hung driver call must not
+    pile up threads) and its failures logged once per distinct message."""
+
+    def __init__(self, source: Any) -> None:
+        self.source = source
+        self.name: str = source.name
+        self._lock = threading.Lock()
+        self._last_error: str | None = None
+
+    def run(self) -> Any:
+        if not self._lock.acquire(blocking=False):
+            raise RuntimeError("previous collection still in flight")
+        try:
+            return self.source.collect()
+        finally:
+            self._lock.release()
+
+    def note(self, error: str | None) -> None:
+        if error != self._last_error:
+            if error is None:
+                log.info("collector %s recovered", self.name)
+            else:
+                log.warning("collector %s: %s", self.name, error)
+            self._last_error = error
+
+
+def default_hardware_sources() -> list[Any]:
+    """The collectors that turn on by themselves: each reports success 0 where its library
+    does not work. Modules missing from this build are skipped."""
+    sources: list[Any] = []
+    for module_name, class_name in (
+        ("kvops.collectors.host", "HostCollector"),
+        ("kvops.collectors.nvidia", "NvidiaCollector"),
+        ("kvops.collectors.amd", "AmdCollector"),
+    ):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        sources.append(getattr(module, class_name)())
+    return sources
+
+
+class ScrapeRunner:
+    def __init__(self, targets: list[TargetScraper], sources: list[Any], timeout: float = DEFAULT_TIMEOUT):
+        self.targets = targets
+        self.sources = [_GuardedSource(s) for s in sources]
+        self.timeout = timeout
+        self._lmcache_targets: set[str] = set()
+        # One worker per target and source, so a hung one never delays another.
+        self._pool = ThreadPoolExecutor(
+            max_workers=len(targets) + len(self.sources) + 1, thread_name_prefix="kvops-scrape"
+        )
+
+    def snapshot(self, timeout: float | None = None) -> Snapshot:
+        budget = self.timeout if timeout is None else min(timeout, self.timeout)
+        start = time.monotonic()
+        deadline = start + budget
+        target_futures = [self._pool.submit(t.scrape, deadline) for t in self.targets]
+        source_futures = [self._pool.submit(_timed, s.run) for s in self.sources]
+        wait_futures([*target_futures, *source_futures], timeout=max(0.0, deadline - time.monotonic()))
+
+        snap = Snapshot(time=start)
+        for scraper, future in zip(self.targets, target_futures, strict=True):
+            if future.done():
+                snap.targets.append(future.result())
+            else:
+                snap.targets.append(
+                    TargetSample(scraper.target, up=False, error=f"timed out after {budget:g} s")
+                )
+        self._target_statuses(snap, time.monotonic() - start)
+
+        for source, future in zip(self.sources, source_futures, strict=True):
+            status = self._collect_source(source, future, budget, snap)
+            snap.collectors.append(status)
+        return snap
+
+    def _target_statuses(self, snap: Snapshot, elapsed: float) -> None:
+        if not snap.targets:
+            return
+        durations = [t.scrape_seconds for t in snap.targets if t.scrape_seconds is not None]
+        duration = max(durations) if len(durations) == len(snap.targets) else elapsed
+        down = [t for t in snap.targets if not t.up]
+        error = f"{len(down)} of {len(snap.targets)} targets down" if down else None
+        snap.collectors.append(CollectorStatus("vllm", not down, duration, error))
+        self._lmcache_targets.update(t.target for t in snap.targets if t.lmcache)
+        lm = [t for t in snap.targets if t.target in self._lmcache_targets]
+        if lm:
+            lm_down = [t for t in lm if not t.up]
+            lm_error = f"{len(lm_down)} of {len(lm)} LMCache targets down" if lm_down else None
+            snap.collectors.append(CollectorStatus("lmcache", not lm_down, duration, lm_error))
+
+    def _collect_source(
+        self, source: _GuardedSource, future: Future[tuple[float, Any]], budget: float, snap: Snapshot
+    ) -> CollectorStatus:
+        if not future.done():
+            error = f"timed out after {budget:g} s"
+            source.note(error)
+            return CollectorStatus(source.name, False, budget, error)
+        try:
+            duration, value = future.result()
+        except _TimedFailure as failure:
+            error = _one_line(failure.error)
+            source.note(error)
+            return CollectorStatus(source.name, False, failure.duration, error)
+        if isinstance(value, HostSample):
+            snap.host = value
+        elif isinstance(value, list) and all(isinstance(g, GpuSample) for g in value):
+            snap.gpus.extend(value)
+        source.note(None)
+        return CollectorStatus(source.name, True, duration)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for t in self.targets:
+            t.close()
+        for s in self.sources:
+            close = getattr(s.source, "close", None)
+            if close is not None:
+                close()
+
+
+class _TimedFailure(Exception):
+    def __init__(self, error: BaseException, duration: float) -> None:
+        super().__init__(str(error))
+        self.error = error
+        self.duration = duration
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
+    start = time.monotonic()
+    try:
+        value = fn()
+    except Exception as exc:
+        raise _TimedFailure(exc, time.monotonic() - start) from exc
+    return time.monotonic() - start, value
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0][:300]
+
+
+def _hardware_families() -> Any:
+    try:
+        return importlib.import_module("kvops.exporter.hardware_families")
+    except ModuleNotFoundError as exc:  # hardware collectors not in this build
+        if exc.name != "kvops.exporter.hardware_families":
+            raise
+        return None
+
+
+def render(snap: Snapshot) -> list[Metric]:
+    """All families for one snapshot."""
+    metrics = target_families(snap.targets)
+    hw = _hardware_families()
+    if hw is not None:
+        metrics += hw.gpu_families(snap.gpus)
+        if snap.host is not None:
+            metrics += hw.host_families(snap.host)
+        metrics += hw.process_families(snap.processes)
+    metrics += self_families(snap.collectors)
+    return metrics
+
+
+class SnapshotCollector(Collector):
+    """prometheus_client Collector over a ScrapeRunner (for registries and tests)."""
+
+    def __init__(self, runner: ScrapeRunner) -> None:
+        self.runner = runner
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing is fetched at registration
+
+    def collect(self) -> Iterator[Metric]:
+        yield from render(self.runner.snapshot())

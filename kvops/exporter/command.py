@@ -1,0 +1,88 @@
+"""`kvops exporter`: serve one normalised kvops_* exposition for Prometheus."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+DEFAULT_LISTEN = "0.0.0.0:9435"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="URL",
+        help="vLLM or LMCache base URL or its /metrics URL (repeatable); none: host and GPU only",
+    )
+    parser.add_argument("--listen", default=None, metavar="HOST:PORT", help=f"default {DEFAULT_LISTEN}")
+    parser.add_argument(
+        "--config", metavar="FILE", help="YAML: targets (url, bearer_token_file, ca_file), ..."
+    )
+    parser.add_argument("--web-config", metavar="FILE", help="exporter-toolkit web config: TLS, basic auth")
+    parser.add_argument("--max-body-bytes", type=int, default=None, metavar="N", help="default 16 MiB")
+    parser.add_argument(
+        "--timeout", type=float, default=None, metavar="S", help="upstream timeout, default 5"
+    )
+    parser.add_argument(
+        "--no-collector",
+        action="append",
+        default=[],
+        choices=["host", "nvidia", "amd"],
+        help="turn a hardware/host collector off (repeatable)",
+    )
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def run(args: argparse.Namespace) -> int:
+    import logging
+    import signal
+    import sys
+    import threading
+
+    from kvops.exporter.config import load_config
+    from kvops.exporter.server import ExporterServer, parse_listen
+    from kvops.exporter.webconfig import load as load_web_config
+
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    config = load_config(args)
+    host, port = parse_listen(config.listen or DEFAULT_LISTEN)
+    web = load_web_config(args.web_config) if args.web_config else None
+    runner = build_runner(config)
+    server = ExporterServer((host, port), lambda timeout: _render(runner, timeout), web)
+    stop = threading.Event()
+
+    def _shutdown(_signum: int, _frame: Any) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _shutdown)
+    signal.signal(signal.SIGINT, _shutdown)
+    server.serve_in_thread()
+    logging.getLogger("kvops.exporter").info(
+        "serving %s/metrics for %d target(s)", server.url, len(config.targets)
+    )
+    stop.wait()
+    server.shutdown()
+    server.server_close()
+    runner.close()
+    return 0
+
+
+def build_runner(config: Any) -> Any:
+    from kvops.exporter.collector import ScrapeRunner, default_hardware_sources
+    from kvops.sources.target import TargetScraper
+
+    scrapers = [TargetScraper(t.url, t.options) for t in config.targets]
+    sources = [s for s in default_hardware_sources() if s.name not in config.disabled_collectors]
+    return ScrapeRunner(scrapers, sources, timeout=config.timeout)
+
+
+def _render(runner: Any, timeout: float | None) -> list[Any]:
+    from kvops.exporter.collector import render
+
+    return render(runner.snapshot(timeout))
