@@ -182,6 +182,23 @@ GPU_XGMI_READ = _c(
 GPU_XGMI_WRITE = _c(
     "kvops_gpu_xgmi_write_bytes_total", "Bytes written over an AMD XGMI link.", (*GPU_LABELS, "link")
 )
+GPU_PCIE_LINK_GENERATION = _g(
+    "kvops_gpu_pcie_link_generation",
+    "PCIe link generation; kind=current (drops at idle with power saving) or max (device and slot).",
+    (*GPU_LABELS, "kind"),
+)
+GPU_PCIE_LINK_WIDTH = _g(
+    "kvops_gpu_pcie_link_width_lanes", "PCIe link width in lanes; kind=current or max.", (*GPU_LABELS, "kind")
+)
+GPU_GTT_USED = _g(
+    "kvops_gpu_gtt_used_bytes", "AMD GTT in use: host memory mapped for the GPU (amdsmi).", GPU_LABELS
+)
+GPU_GTT_TOTAL = _g("kvops_gpu_gtt_total_bytes", "AMD GTT size: host memory the GPU may map.", GPU_LABELS)
+GPU_PROCESS_MEMORY = _g(
+    "kvops_gpu_process_memory_bytes",
+    "GPU memory a process uses (NVML usedGpuMemory, amdsmi vram_mem); absent where the driver cannot say.",
+    (*GPU_LABELS, "pid"),
+)
 
 # --- host (collectors/host.py) ----------------------------------------------------------------
 HOST_MEM_TOTAL = _g("kvops_host_memory_total_bytes", "MemTotal from /proc/meminfo.")
@@ -191,6 +208,21 @@ HOST_MEM_SHMEM = _g(
 )
 HOST_MEM_MLOCKED = _g("kvops_host_memory_mlocked_bytes", "Mlocked from /proc/meminfo.")
 HOST_SHM_FREE = _g("kvops_host_shm_free_bytes", "Free space in /dev/shm.")
+HOST_SHM_SIZE = _g("kvops_host_shm_size_bytes", "Size of the /dev/shm filesystem.")
+HOST_MEM_UNEVICTABLE = _g(
+    "kvops_host_memory_unevictable_bytes", "Unevictable from /proc/meminfo (mlocked, ramfs, ...)."
+)
+HOST_HUGEPAGES = _g(
+    "kvops_host_hugepages_bytes",
+    "HugeTLB pool from /proc/meminfo, pages times Hugepagesize; state=total|free.",
+    ("state",),
+)
+HOST_NUMA_MEM_TOTAL = _g(
+    "kvops_host_numa_memory_total_bytes", "MemTotal of a NUMA node (/sys/devices/system/node).", ("node",)
+)
+HOST_NUMA_MEM_FREE = _g(
+    "kvops_host_numa_memory_free_bytes", "MemFree of a NUMA node (/sys/devices/system/node).", ("node",)
+)
 
 # --- bench (kvops bench dma --textfile: written for node_exporter's textfile collector) ----
 BENCH_CASE_LABELS: tuple[str, ...] = (*GPU_LABELS, "direction", "memory", "block_bytes", "blocks")

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import nvml_stub
 import pytest
+
+from collectors import nvml_stub
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import nvml_stub
 import pytest
-from nvml_stub import StubGpu
 
+from collectors import nvml_stub
+from collectors.nvml_stub import StubGpu
 from kvops.collectors.nvidia import NvidiaCollector, NvmlUnavailable, WrappingCounter
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,0 +1,138 @@
+"""Which processes serve a vLLM target on this host, how much host memory they hold, which GPUs.
+
+vLLM V1 is several processes (API server -> engine core -> GPU workers), all descendants
+of the process listening on the target's port. Their host memory is summed from
+/proc/PID/status: RssAnon (pageable), RssShmem (where CUDA pinned buffers and /dev/shm
+land, hardware.md §4.2), VmLck, VmPin. psutil finds the listener (it maps sockets to
+PIDs); the tree and the memory are read under `root` so tests can use a recorded /proc.
+
+GPU PIDs from NVML/amdsmi are host-namespace PIDs: a kvops inside a container with its
+own PID namespace will not match them (no GPU join then, never a wrong one).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from kvops.snapshot import GpuSample, ProcessMemory
+
+_KB = 1024
+# /proc/PID/status field -> ProcessMemory attribute
+_FIELDS = {"RssAnon": "rss_anon", "RssShmem": "rss_shmem", "VmLck": "locked", "VmPin": "pinned"}
+
+
+def read_status(pid: int, root: str = "/") -> dict[str, float] | None:
+    """PPid and the memory fields (bytes) of /proc/PID/status; None if the process is gone."""
+    out: dict[str, float] = {}
+    try:
+        with open(Path(root, "proc", str(pid), "status"), encoding="utf-8", errors="replace") as f:
+            for line in f:
+                key, _, rest = line.partition(":")
+                if key == "PPid" or key in _FIELDS:
+                    parts = rest.split()
+                    if parts:
+                        out[key] = float(parts[0]) * (_KB if key != "PPid" else 1)
+    except (OSError, ValueError):
+        return None
+    return out
+
+
+def _all_statuses(root: str) -> dict[int, dict[str, float]]:
+    statuses: dict[int, dict[str, float]] = {}
+    try:
+        names = os.listdir(Path(root, "proc"))
+    except OSError:
+        return statuses
+    for name in names:
+        if name.isdigit():
+            st = read_status(int(name), root)
+            if st is not None:
+                statuses[int(name)] = st
+    return statuses
+
+
+def tree_memory(target: str, pids: list[int], root: str = "/") -> ProcessMemory | None:
+    """Memory of `pids` and all their descendants, summed; None if none of them exists."""
+    statuses = _all_statuses(root)
+    children: dict[int, list[int]] = {}
+    for pid, st in statuses.items():
+        children.setdefault(int(st.get("PPid", 0)), []).append(pid)
+    seen: list[int] = []
+    todo = [p for p in pids if p in statuses]
+    while todo:
+        pid = todo.pop()
+        if pid in seen:
+            continue
+        seen.append(pid)
+        todo.extend(children.get(pid, []))
+    if not seen:
+        return None
+    pm = ProcessMemory(target=target, pids=sorted(seen))
+    for attr_key, attr in _FIELDS.items():
+        values = [statuses[p][attr_key] for p in seen if attr_key in statuses[p]]
+        setattr(pm, attr, float(sum(values)) if values else None)  # kernel threads have none
+    return pm
+
+
+def is_local_host(host: str) -> bool:
+    """True for loopback, the wildcard, this host's name, or one of its interface addresses.
+
+    Names other than localhost and this host's own are not resolved: a DNS lookup per
+    scrape could hang, and a remote vLLM's processes are out of reach anyway.
+    """
+    host = host.strip("[]").lower()
+    if host in ("localhost", "localhost.localdomain"):
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host in {socket.gethostname().lower(), socket.getfqdn().lower()}
+    if ip.is_loopback or ip.is_unspecified:
+        return True
+    import psutil
+
+    return any(a.address.split("%")[0] == str(ip) for addrs in psutil.net_if_addrs().values() for a in addrs)
+
+
+def listening_pids(port: int) -> list[int]:
+    """PIDs with a TCP socket listening on `port` (any address). Empty without permission."""
+    import psutil
+
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return []
+    return sorted(
+        {
+            c.pid
+            for c in conns
+            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid
+        }
+    )
+
+
+def target_processes(target_url: str, root: str = "/") -> ProcessMemory | None:
+    """The target's process tree memory when it is served from this host, else None."""
+    try:
+        parts = urlsplit(target_url if "//" in target_url else f"http://{target_url}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    if port is None:
+        port = 443 if parts.scheme == "https" else 80
+    if not is_local_host(host):
+        return None
+    pids = listening_pids(port)
+    return tree_memory(target_url, pids, root) if pids else None
+
+
+def attach_gpus(pm: ProcessMemory, gpus: list[GpuSample]) -> None:
+    """Fill pm.gpus with (index, uuid) of every GPU on which one of pm's processes runs."""
+    mine = set(pm.pids)
+    pm.gpus = [(g.index, g.uuid) for g in gpus if mine.intersection(g.processes)]

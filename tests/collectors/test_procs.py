@@ -1,0 +1,100 @@
+"""Target -> process tree -> host memory and GPUs."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kvops.collectors.procs import attach_gpus, is_local_host, read_status, target_processes, tree_memory
+from kvops.snapshot import GpuSample, ProcessMemory
+
+FIXTURE = str(Path(__file__).resolve().parent / "fixtures" / "host")
+KB = 1024
+
+
+def test_tree_sums_the_vllm_processes_only() -> None:
+    pm = tree_memory("http://127.0.0.1:8000", [100], FIXTURE)
+    assert pm is not None
+    assert pm.pids == [100, 101, 102, 103]  # not 1 (its parent) nor 200 (a sibling)
+    assert pm.rss_anon == (1500000 + 2500000 + 3000000 + 3100000) * KB
+    assert pm.rss_shmem == (2048 + 4096 + 104857600 * 2) * KB
+    assert pm.locked == 64 * KB
+    assert pm.pinned == 64 * KB
+
+
+def test_tree_of_a_missing_process_is_none() -> None:
+    assert tree_memory("t", [99999], FIXTURE) is None
+
+
+def test_attach_gpus_from_vendor_process_lists() -> None:
+    pm = ProcessMemory(target="t", pids=[100, 101, 102, 103])
+    gpus = [
+        GpuSample(index="0", uuid="GPU-a", vendor="nvidia", processes={102: 1e9}),
+        GpuSample(index="1", uuid="GPU-b", vendor="nvidia", processes={103: None}),
+        GpuSample(index="2", uuid="GPU-c", vendor="nvidia", processes={555: 1e9}),
+    ]
+    attach_gpus(pm, gpus)
+    assert pm.gpus == [("0", "GPU-a"), ("1", "GPU-b")]
+
+
+@pytest.mark.parametrize(
+    ("host", "local"),
+    [
+        ("127.0.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", True),
+        ("192.0.2.10", False),
+        ("example.invalid", False),
+        (socket.gethostname(), True),
+    ],
+)
+def test_is_local_host(host: str, local: bool) -> None:
+    assert is_local_host(host) is local
+
+
+def test_remote_target_is_none() -> None:
+    assert target_processes("http://192.0.2.10:8000/metrics") is None
+    assert target_processes("not a url ::::") is None
+
+
+_SERVER = """
+import http.server, socketserver, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; b = bytearray(64 << 20); time.sleep(60)"])
+srv = socketserver.TCPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
+print(srv.server_address[1], child.pid, flush=True)
+srv.handle_request()
+"""
+
+
+@pytest.fixture
+def local_server() -> Iterator[tuple[int, int, int]]:
+    """A process listening on loopback with one child: (port, server pid, child pid)."""
+    proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port, child = (int(x) for x in proc.stdout.readline().split())
+    time.sleep(0.3)  # let the child touch its 64 MiB
+    yield port, proc.pid, child
+    subprocess.run(["kill", str(child)], check=False)
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def test_live_target_process_tree(local_server: tuple[int, int, int]) -> None:
+    port, server, child = local_server
+    pm = target_processes(f"http://127.0.0.1:{port}/metrics")
+    assert pm is not None
+    assert pm.target == f"http://127.0.0.1:{port}/metrics"
+    assert pm.pids == sorted([server, child])
+    expected = [read_status(p) for p in (server, child)]
+    assert all(e is not None for e in expected)
+    assert pm.rss_anon == pytest.approx(sum(e["RssAnon"] for e in expected if e), rel=0.05)
+    assert pm.rss_anon is not None and pm.rss_anon > 64 * 2**20  # the child's buffer is in the sum
+    assert pm.locked == sum(e["VmLck"] for e in expected if e)
