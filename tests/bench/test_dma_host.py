@@ -13,7 +13,7 @@ from kvops.bench import dma
 from kvops.bench.plan import build_plan
 from kvops.bench.results import CaseFailure, CaseResult
 
-from .conftest import host_clock_timer
+from .helpers import host_clock_timer
 
 KIB = 2**10
 

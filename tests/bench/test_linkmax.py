@@ -10,7 +10,7 @@ from kvops.bench import linkmax
 from kvops.bench.results import LinkMax
 from kvops.snapshot import GpuSample
 
-from .conftest import DEVICE
+from .helpers import DEVICE
 
 GEN5_X16 = 63.0e9
 
