@@ -23,8 +23,9 @@ from prometheus_client.process_collector import ProcessCollector
 
 from kvops import __version__
 from kvops.errors import UsageError
-from kvops.sim.engine import Engine, Histogram
+from kvops.sim.engine import GIB, Engine, Histogram
 from kvops.sim.layouts import CACHE_CONFIG_LABELS, LAYOUTS, PRESENCE
+from kvops.snapshot import EngineSample
 
 SIMULATED = " [simulated by kvops sim]"
 OLDEST, NEWEST = (0, 10, 0), (0, 33)
@@ -51,6 +52,11 @@ class VllmVersion:
         if self.minor <= 23:
             return "0.20"  # 0.12-0.23: offload transfers only with transfer_type (from 0.16)
         return "0.33"  # 0.24-0.33: flat store/load names plus the deprecated ones
+
+    @property
+    def has_offloading_flags(self) -> bool:
+        """--kv-offloading-size/-backend (and their cache_config labels) exist from 0.11.1."""
+        return (self.minor, self.patch) >= (11, 1)
 
     def has(self, family: str) -> bool:
         span = PRESENCE.get(family)
@@ -107,6 +113,9 @@ class SimCollector:
         }
         if self.version.layout == "0.11" and not cfg.offload:
             subs["kv_offloading_backend"] = "None"  # 0.11 had no default backend
+        if not self.version.has_offloading_flags:
+            labels.pop("kv_offloading_size", None)
+            labels.pop("kv_offloading_backend", None)
         for k, v in subs.items():
             if k in labels:
                 labels[k] = v
@@ -218,6 +227,42 @@ class SimCollector:
             ),
             "vllm:cache_config_info": one(1.0),
         }
+
+    def sample(self, target: str) -> EngineSample:
+        """The numbers this exposition carries, as kvops's normaliser should read them back.
+
+        Only what the chosen release exposes is set; the rest stays None (unknown).
+        """
+        e = self.engine
+        c = e.counters
+        cfg = e.config
+        names = {f["name"] for f in self.families}
+        has = names.__contains__
+        seen = e.first_seen
+        out = EngineSample(target=target, model_name=cfg.model_name, engine="0")
+        out.kv_cache_usage = e.kv_cache_usage
+        out.local_queries, out.local_hits = float(c.prefix_queries), float(c.prefix_hits)
+        out.preemptions = float(c.preemptions)
+        out.requests_running, out.requests_waiting = float(len(e.running)), float(len(e.waiting))
+        if has("vllm:external_prefix_cache_queries"):
+            whole = self.version.layout == "0.11"
+            out.external_queries = float(c.external_queries_whole_prompt if whole else c.external_queries)
+            out.external_hits = float(c.external_hits)
+        flat = has("vllm:kv_offload_store_bytes")
+        typed = has("vllm:kv_offload_total_bytes")
+        pre_created = self.version.layout == "0.33"  # deprecated series exist from start-up
+        for direction, nbytes, secs in (
+            ("store", c.store_bytes, c.store_seconds),
+            ("load", c.load_bytes, c.load_seconds),
+        ):
+            if (flat and direction in seen) or (typed and (pre_created or direction in seen)):
+                setattr(out, f"{direction}_bytes", float(nbytes))
+                setattr(out, f"{direction}_seconds", float(secs))
+        if has("vllm:kv_offload_config_info") and c.steps > 0:
+            out.cpu_tier_bytes = float(cfg.num_cpu_blocks * cfg.bytes_per_block)
+        elif cfg.offload and "kv_offloading_size" in self.cache_config:
+            out.cpu_tier_bytes = float(cfg.kv_offloading_size_gib or 0.0) * GIB
+        return out
 
     # -- collect -----------------------------------------------------------------------
     def collect(self) -> Iterator[Metric]:

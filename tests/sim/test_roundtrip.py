@@ -1,0 +1,65 @@
+"""kvops's own parser and normaliser read every rendered vLLM format back to the sim's numbers."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kvops.sim.render import Renderer, parse_version
+from kvops.sim.server import build_engine
+from kvops.sources import exposition, vllm
+
+TARGET = "http://127.0.0.1:8000"
+VERSIONS = [
+    "0.10.0",
+    "0.11.0",
+    "0.11.2",
+    "0.13.0",
+    "0.16.0",
+    "0.20.0",
+    "0.23.1",
+    "0.24.0",
+    "0.26.0",
+    "0.33.0",
+]
+
+
+def read_back(renderer: Renderer) -> dict[str, object]:
+    result = exposition.parse(renderer.render().decode(), vllm.WANTED)
+    assert not result.errors
+    target = vllm.normalise(result, TARGET)
+    assert target.up
+    assert len(target.engines) == 1
+    return dataclasses.asdict(target.engines[0])
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("offload", [64.0, None])
+def test_every_version_reads_back_to_the_simulators_numbers(version: str, offload: float | None) -> None:
+    engine = build_engine(seed=3, workload="chat", kv_offloading_size_gib=offload, num_gpu_blocks=2048)
+    renderer = Renderer(engine, parse_version(version), 1.8e9, {"vllm_version": version})
+    checked_loads = False
+    # Early (first stores, no load yet), then later when loads and evictions have happened.
+    for t in (0.5, 40.0, 90.0):
+        engine.advance_to(t)
+        expected = dataclasses.asdict(renderer.collector.sample(TARGET))
+        assert read_back(renderer) == expected, (version, t)
+        checked_loads |= (expected["load_bytes"] or 0) > 0
+    if offload and parse_version(version).minor >= 16:
+        assert checked_loads, "the run never loaded from the CPU tier: the test would prove little"
+
+
+def test_formats_differ_where_vllm_differed() -> None:
+    engine = build_engine(seed=0, num_gpu_blocks=2048)
+    engine.advance_to(60.0)
+    got = {}
+    for version in ("0.10.0", "0.11.2", "0.20.0", "0.33.0"):
+        got[version] = read_back(Renderer(engine, parse_version(version), 1.8e9, {}))
+    assert got["0.10.0"]["external_queries"] is None and got["0.10.0"]["store_bytes"] is None
+    assert got["0.11.2"]["store_bytes"] is None  # 0.11 had no offload transfer metrics
+    # 0.11.x counted external queries over the whole prompt, later releases over the GPU misses.
+    assert got["0.11.2"]["external_queries"] == got["0.11.2"]["local_queries"]
+    assert got["0.33.0"]["external_queries"] < got["0.11.2"]["external_queries"]
+    assert got["0.20.0"]["store_bytes"] == got["0.33.0"]["store_bytes"] > 0
+    assert got["0.33.0"]["cpu_tier_bytes"] == 64 * 2**30
