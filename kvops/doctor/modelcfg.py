@@ -181,7 +181,11 @@ def _count_attention_layers(text: dict[str, Any], num_layers: int) -> tuple[int,
         linear = [t for t in layer_types if any(m in t.lower() for m in _LINEAR_MARKERS)]
         if linear:
             attn = sum(1 for t in layer_types if t in _ATTENTION_LAYER_TYPES)
-            return attn, True, [f"hybrid: {attn} of {len(layer_types)} layers keep per-token KV (layer_types)"]
+            return (
+                attn,
+                True,
+                [f"hybrid: {attn} of {len(layer_types)} layers keep per-token KV (layer_types)"],
+            )
         return len(layer_types), False, []
     pattern = text.get("hybrid_override_pattern")  # Nemotron-H: M = Mamba, * = attention, - = MLP
     if isinstance(pattern, str) and "M" in pattern:

@@ -170,7 +170,9 @@ def describe(plat: Platform) -> list[str]:
         + (f" (cgroup limit {gib(plat.memory_limit_bytes)})" if plat.memory_limit_bytes else ""),
         f"/dev/shm: {gib(plat.shm_free_bytes)} free of {gib(plat.shm_total_bytes)}",
         "ulimit -l: "
-        + ("could not check" if memlock is None else "unlimited" if memlock < 0 else f"{memlock // 1024} KiB"),
+        + (
+            "could not check" if memlock is None else "unlimited" if memlock < 0 else f"{memlock // 1024} KiB"
+        ),
         f"kernel: {plat.kernel or 'could not check'}",
         "ROCm/AITER env: " + (", ".join(f"{k}={v}" for k, v in plat.env.items()) or "none set"),
     ]

@@ -74,7 +74,9 @@ class SizeReport:
                     " B/token/layer (fp8 keys + fp32 scale per 128)"
                     + ("; fp8 MLA uses DSv3.2's 656 B/token/layer layout." if size == 1 else ".")
                 )
-            lines.append("MLA under TP: every rank keeps the whole latent, so the per-GPU figure is not divided.")
+            lines.append(
+                "MLA under TP: every rank keeps the whole latent, so the per-GPU figure is not divided."
+            )
         else:
             lines.append(
                 f"{'GQA' if 'gqa' in m.kinds else 'MHA'}: 2 (K,V) x {m.attention_layers} layers x {m.num_kv_heads} KV heads"

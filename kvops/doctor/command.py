@@ -1,0 +1,71 @@
+"""`kvops doctor`: recognise known failures in a model, a serve command, a log and this machine."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", metavar="DIR|config.json", help="model directory or its config.json")
+    parser.add_argument(
+        "--cmd", metavar="LINE", help='the serve line: "vllm serve ...", python -m ..., docker run'
+    )
+    parser.add_argument("--log", metavar="FILE", help="a vLLM log file, or - for stdin (streamed)")
+    parser.add_argument(
+        "--vllm-version", metavar="X.Y.Z", help="vLLM version (else the log's, else installed)"
+    )
+    parser.add_argument(
+        "--here", action="store_true", help="also judge this machine (GPU, RAM, /dev/shm, ...)"
+    )
+    parser.add_argument("--check", action="append", metavar="ID", help="run only this check (repeatable)")
+    parser.add_argument("--list-checks", action="store_true", help="list the playbooks doctor knows")
+    parser.add_argument(
+        "--repro", metavar="ID", help="reproduce a failure with vLLM's own code, then the fix"
+    )
+    parser.add_argument("--timeout", type=float, default=900.0, help="seconds for each --repro server start")
+    parser.add_argument("--json", action="store_true", help="print only JSON on stdout")
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvops.doctor import catalog as catalog_mod
+    from kvops.doctor import cmdline, logs, modelcfg, report
+    from kvops.doctor.diagnose import diagnose, resolve_version
+    from kvops.doctor.platform import probe
+    from kvops.errors import UsageError
+
+    catalog = catalog_mod.load()
+    if args.list_checks:
+        print(report.list_checks(catalog, args.json))
+        return 0
+    if args.check:
+        unknown = [c for c in args.check if catalog.get(c) is None]
+        if unknown:
+            raise UsageError(f"unknown check {unknown[0]!r} (see kvops doctor --list-checks)")
+
+    model = modelcfg.load(args.model) if args.model else None
+    cmd = cmdline.parse(args.cmd) if args.cmd is not None else None
+    if cmd is not None:
+        cmd.kv_transfer_config()  # malformed JSON inside --cmd: one line, exit 2
+    if args.repro:
+        from kvops.doctor import repro
+
+        return repro.run(
+            catalog, args.repro, model=model, model_arg=args.model, cmd=cmd, timeout=args.timeout
+        )
+
+    scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
+    version, source = resolve_version(args.vllm_version, scan)
+    no_input = not (args.model or args.cmd or args.log)
+    platform = probe() if (args.here or no_input) else None
+    result = diagnose(
+        catalog,
+        model=model,
+        cmd=cmd,
+        log=scan,
+        version=version,
+        version_source=source,
+        platform=platform,
+        only=set(args.check) if args.check else None,
+    )
+    print(report.to_json(result, catalog) if args.json else report.to_text(result, catalog))
+    return result.exit_code

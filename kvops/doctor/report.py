@@ -1,0 +1,156 @@
+"""Diagnosis → text for people or JSON for scripts (the DESIGN.md doctor contract)."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from kvops.doctor.catalog import Catalog, Fix
+from kvops.doctor.cmdline import redact_text, secret_values
+from kvops.doctor.diagnose import Diagnosis, Finding
+from kvops.doctor.platform import describe
+
+
+def to_json(d: Diagnosis, catalog: Catalog) -> str:
+    secrets = secret_values(d.cmd)
+    out: dict[str, Any] = {
+        "findings": [f.to_dict() for f in d.findings],
+        "vllm_version": {"version": d.version, "source": d.version_source},
+        "model": None
+        if d.model is None
+        else {
+            "path": d.model.path,
+            "model_type": d.model.model_type,
+            "attention": d.model.attention,
+            "kinds": sorted(d.model.kinds),
+            "num_layers": d.model.num_layers,
+            "kv_bytes_per_token": d.model.kv_bytes_per_token(),
+        },
+        "command": None
+        if d.cmd is None
+        else {
+            "launcher": d.cmd.launcher,
+            "command": d.cmd.render(),
+            "connector": d.cmd.connector(),
+            "unknown_flags": list(d.cmd.unknown_flags),
+        },
+        "platform": None if d.platform is None else d.platform.to_dict(),
+        "log_lines": d.log_lines,
+        "notes": d.notes,
+        "playbook_problems": list(catalog.problems),
+        "exit_code": d.exit_code,
+    }
+    return redact_text(json.dumps(out, indent=2), secrets)
+
+
+def _first_sentences(text: str, limit: int = 360) -> str:
+    text = re.sub(r"\s+", " ", text).strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    dot = cut.rfind(". ")
+    return (cut[: dot + 1] if dot > 80 else cut.rstrip() + "...").strip()
+
+
+def _describe_fix(fix: Fix) -> str:
+    parts = []
+    if fix.remove:
+        parts.append("remove " + " ".join(fix.remove))
+    if fix.add:
+        parts.append("add " + " ".join(fix.add))
+    if fix.env:
+        parts.append("env " + " ".join(f"{k}={'<unset>' if v is None else v}" for k, v in fix.env.items()))
+    if fix.docker_add:
+        parts.append("docker " + " ".join(fix.docker_add))
+    what = "; ".join(parts)
+    return f"{what}: {fix.note}" if what and fix.note else what or fix.note
+
+
+def _finding_text(f: Finding) -> list[str]:
+    pb = f.playbook
+    lines = [f"{f.severity.upper()} {pb.id} ({f.source}): {pb.title}"]
+    lines.append(f"  why: {_first_sentences(pb.section('Meaning'))}")
+    if f.evidence:
+        lines.append("  evidence:")
+        lines += [f"    - {e}" for e in f.evidence]
+    if f.unknown:
+        lines.append("  could not check: " + "; ".join(f.unknown))
+    if pb.fix is not None:
+        lines.append(f"  fix [{pb.fix.confidence}]: {_describe_fix(pb.fix)}")
+    if f.fixed_command:
+        lines.append("  fixed command:")
+        lines.append(f"    {f.fixed_command}")
+    if pb.alternatives:
+        lines.append("  alternatives (weakest last):")
+        for alt, cmd in zip(pb.alternatives, f.alternative_commands or [None] * len(pb.alternatives)):
+            lines.append(f"    - [{alt.confidence}] {_describe_fix(alt)}")
+            if cmd:
+                lines.append(f"        {cmd}")
+    lines.append(f"  playbook: playbooks/{pb.path.name}  (confidence: {pb.confidence})")
+    return lines
+
+
+def to_text(d: Diagnosis, catalog: Catalog) -> str:
+    secrets = secret_values(d.cmd)
+    lines: list[str] = []
+    src = f" ({d.version_source})" if d.version else ""
+    lines.append(f"vLLM version: {d.version or 'unknown'}{src}")
+    if d.model is not None:
+        m = d.model
+        lines.append(
+            f"model: {m.model_type}, attention {m.attention} ({', '.join(sorted(m.kinds))}),"
+            f" {m.num_layers} layers, {m.kv_bytes_per_token():,} KV bytes/token"
+        )
+    if d.cmd is not None:
+        lines.append(f"command: {d.cmd.launcher}, KV connector: {d.cmd.connector() or 'none'}")
+    if d.log_lines is not None:
+        lines.append(f"log: {d.log_lines:,} lines read")
+    if d.platform is not None:
+        lines.append("this machine:")
+        lines += [f"  {line}" for line in describe(d.platform)]
+    for note in d.notes:
+        lines.append(f"note: {note}")
+    for problem in catalog.problems:
+        lines.append(f"playbook problem: {problem}")
+    lines.append("")
+    for f in d.findings:
+        lines += _finding_text(f)
+        lines.append("")
+    errors = sum(f.severity == "error" for f in d.findings)
+    warnings = sum(f.severity == "warning" for f in d.findings)
+    if not d.findings:
+        lines.append("No known failure matched.")
+    else:
+        lines.append(f"{errors} error(s), {warnings} warning(s), {len(d.findings) - errors - warnings} info")
+    return redact_text("\n".join(lines), secrets)
+
+
+def list_checks(catalog: Catalog, as_json: bool) -> str:
+    rows = [
+        {
+            "id": pb.id,
+            "kind": pb.kind,
+            "severity": pb.severity,
+            "title": pb.title,
+            "confidence": pb.confidence,
+            "matches": [k for k, v in (("log", pb.signatures), ("config", pb.conditions)) if v],
+            "playbook": f"playbooks/{pb.path.name}",
+        }
+        for pb in (*catalog.failures, *catalog.alerts)
+    ]
+    if as_json:
+        return json.dumps({"checks": rows, "playbook_problems": list(catalog.problems)}, indent=2)
+    lines = [f"{len(catalog.failures)} failure checks:"]
+    lines += [
+        f"  {r['id']:<40} {r['severity']:<8} {'+'.join(r['matches']):<11} {r['title'][:80]}"
+        for r in rows
+        if r["kind"] == "failure"
+    ]
+    if catalog.alerts:
+        lines.append(f"{len(catalog.alerts)} alert runbooks (for the alert rules; not matched by doctor):")
+        lines += [
+            f"  {r['id']:<40} {r['severity']:<8} {r['title'][:80]}" for r in rows if r["kind"] != "failure"
+        ]
+    lines += [f"playbook problem: {p}" for p in catalog.problems]
+    return "\n".join(lines)
