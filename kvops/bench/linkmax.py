@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 
 from kvops.bench.results import DeviceInfo, LinkMax
+from kvops.collectors import linkspeed
 from kvops.snapshot import GpuSample
 
 FLAG_SOURCE = "--link-max-gbps"
@@ -63,14 +64,31 @@ def match_gpu(device: DeviceInfo, samples: Sequence[GpuSample]) -> tuple[GpuSamp
     return None, f"no GPU among {len(samples)} reported matches torch's uuid/PCI address"
 
 
+def capacity(sample: GpuSample) -> tuple[float | None, str]:
+    """What the link should give per direction, and how that was worked out.
+
+    The maximum generation and width the device and slot allow come first: the current
+    ones drop while the GPU idles (ASPM), which is when this is read. The collector's own
+    figure (current link, else max) is the fallback for collectors that report only it.
+    """
+    gen, width = sample.pcie_link_gen_max, sample.pcie_link_width_max
+    best = linkspeed.bytes_per_second(gen, width)
+    if best:
+        return best, f"PCIe Gen{gen} x{width}, the most device and slot allow"
+    value = sample.pcie_link_max_bytes_per_second
+    if value and value > 0:
+        return float(value), "as the collector reports it"
+    return None, ""
+
+
 def from_samples(device: DeviceInfo, samples: Sequence[GpuSample], collector: str) -> LinkMax:
     sample, how = match_gpu(device, samples)
     if sample is None:
         return LinkMax(None, f"{collector} collector: {how}")
-    value = sample.pcie_link_max_bytes_per_second
-    if not value or value <= 0:
+    value, detail = capacity(sample)
+    if value is None:
         return LinkMax(None, f"{collector} collector has no link max for GPU {sample.index}")
-    return LinkMax(float(value), f"{collector} collector, GPU {sample.index} by {how}")
+    return LinkMax(value, f"{collector} collector, GPU {sample.index} by {how}: {detail}")
 
 
 def from_collector(device: DeviceInfo) -> LinkMax:

@@ -31,6 +31,7 @@ class DeviceInfo:
     def as_dict(self) -> dict[str, object]:
         return {
             "index": self.index,
+            "torch_device": self.torch_device,
             "name": self.name,
             "backend": self.backend,
             "runtime": self.runtime,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -109,9 +110,7 @@ class _no_exit:
 @pytest.fixture
 def host_stand_in(monkeypatch: pytest.MonkeyPatch) -> None:
     """The two GPU-only pieces replaced: the device lookup and the event timer. Copies are real."""
-    monkeypatch.setattr(
-        dma, "open_device", lambda index: DEVICE.__class__(**{**DEVICE.as_dict(), "torch_device": "cpu"})
-    )
+    monkeypatch.setattr(dma, "open_device", lambda index: dataclasses.replace(DEVICE, torch_device="cpu"))
     monkeypatch.setattr(dma, "time_transfer", host_clock_timer)
 
 

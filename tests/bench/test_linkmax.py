@@ -1,8 +1,12 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import subprocess
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -51,20 +55,32 @@ def test_matches_by_uuid_not_by_index() -> None:
         gpu("3", "GPU-58F4EF56-7BD3-D0C7-CE7B-A7ED3E2F4FE5", "00000000:3B:00.0"),
     ]
     link = linkmax.from_samples(DEVICE, samples, "nvidia")
-    assert link == LinkMax(GEN5_X16, "nvidia collector, GPU 3 by uuid")
+    assert link == LinkMax(GEN5_X16, "nvidia collector, GPU 3 by uuid: as the collector reports it")
 
 
 def test_falls_back_to_pci_address_when_uuids_differ_in_form() -> None:
     device = dataclasses.replace(DEVICE, uuid="not-comparable", backend="rocm")
     samples = [gpu("0", "amd-uuid-1", "0000:18:00.0", 31.5e9), gpu("1", "amd-uuid-2", "0000:3b:00.0")]
-    assert linkmax.from_samples(device, samples, "amd") == LinkMax(GEN5_X16, "amd collector, GPU 1 by pci")
+    link = linkmax.from_samples(device, samples, "amd")
+    assert link.bytes_per_second == GEN5_X16 and link.source.startswith("amd collector, GPU 1 by pci")
 
 
 def test_only_gpu_is_used_when_torch_gives_nothing_to_match() -> None:
     device = dataclasses.replace(DEVICE, uuid=None, pci_bus_id=None)
-    assert linkmax.from_samples(device, [gpu("0", "GPU-x", None)], "nvidia").source.endswith("by only GPU")
+    assert linkmax.from_samples(device, [gpu("0", "GPU-x", None)], "nvidia").source.startswith(
+        "nvidia collector, GPU 0 by only GPU"
+    )
     unknown = linkmax.from_samples(device, [gpu("0", "GPU-x", None), gpu("1", "GPU-y", None)], "nvidia")
     assert not unknown.known and "no GPU among 2" in unknown.source
+
+
+def test_max_generation_and_width_win_over_the_idle_trained_link() -> None:
+    # At idle the link trains down (ASPM): Gen1 x16 now, Gen5 x16 possible.
+    idle = gpu("0", DEVICE.uuid or "", None, link=4.0e9)
+    idle.pcie_link_gen, idle.pcie_link_width, idle.pcie_link_gen_max, idle.pcie_link_width_max = 1, 16, 5, 16
+    link = linkmax.from_samples(DEVICE, [idle], "nvidia")
+    assert link.bytes_per_second == pytest.approx(32e9 * 16 * 128 / 130 / 8)
+    assert link.source.endswith("PCIe Gen5 x16, the most device and slot allow")
 
 
 def test_a_gpu_without_link_max_leaves_it_unknown() -> None:
@@ -104,3 +120,25 @@ def test_the_collector_on_this_machine_gives_a_reason_when_it_has_no_figure() ->
     link = linkmax.from_collector(DEVICE)
     assert not link.known
     assert link.source and "\n" not in link.source
+
+
+def test_link_max_through_the_real_nvidia_collector_and_pynvml(tmp_path: Path) -> None:
+    """NvidiaCollector over real pynvml over the project's stub libnvidia-ml.so.1 (tests/collectors)."""
+    from collectors import nvml_stub
+
+    libdir = nvml_stub.build(tmp_path / "nvml")
+    devices = nvml_stub.gpus(3)
+    devices[2].link_gen, devices[2].link_gen_max = 1, 4  # idle at Gen1, Gen4 x16 possible
+    config = nvml_stub.write_config(tmp_path / "nvml.conf", devices)
+    # torch's device 0 is the driver's GPU 2 (CUDA_VISIBLE_DEVICES=2); torch prints the uuid bare.
+    device = dataclasses.replace(DEVICE, uuid=devices[2].uuid.removeprefix("GPU-"), pci_bus_id=None)
+    code = (
+        "import json; from kvops.bench import linkmax; from kvops.bench.results import DeviceInfo; "
+        f"print(json.dumps(linkmax.from_collector(DeviceInfo(**{device.as_dict()!r})).as_dict()))"
+    )
+    env = {**os.environ, "LD_LIBRARY_PATH": str(libdir), nvml_stub.CONFIG_ENV: str(config)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    link = json.loads(proc.stdout)
+    assert link["bytes_per_second"] == pytest.approx(16e9 * 16 * 128 / 130 / 8)  # Gen4 x16, 31.5 GB/s
+    assert link["source"] == "nvidia collector, GPU 2 by uuid: PCIe Gen4 x16, the most device and slot allow"
