@@ -18,16 +18,18 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-# layout key -> (fixture folder, the fullest dump, an earlier dump of the same run or None)
-SOURCES: dict[str, tuple[str, str, str | None]] = {
-    "0.10": ("0.10.0", "nooffload.prom", None),
-    "0.11": ("0.11.2", "offload-t2.prom", "offload-t1.prom"),
-    "0.20": ("0.20.0", "offload-t2.prom", "offload-t1.prom"),
-    "0.33": ("0.33.0", "offload-t2.prom", "offload-t1.prom"),
+# layout key -> (fixture folder, the fullest dump, an earlier dump of the same run or None,
+#                a dump with offloading off or None)
+SOURCES: dict[str, tuple[str, str, str | None, str | None]] = {
+    "0.10": ("0.10.0", "nooffload.prom", None, "nooffload.prom"),
+    "0.11": ("0.11.2", "offload-t2.prom", "offload-t1.prom", "showhidden-nooffload.prom"),
+    "0.20": ("0.20.0", "offload-t2.prom", "offload-t1.prom", None),
+    "0.33": ("0.33.0", "offload-t2.prom", "offload-t1.prom", "nooffload.prom"),
 }
 CORE_LABELS = {"model_name", "engine"}
 # Families that exist only when a KV connector (offloading) is configured.
-OFFLOAD_PREFIXES = ("vllm:kv_offload_", "vllm:external_prefix_cache_")
+# Where no dump with offloading off exists (0.20): the connector's own families.
+OFFLOAD_PREFIXES = ("vllm:kv_offload_",)
 
 
 def _families(path: Path) -> dict[str, Any]:
@@ -61,9 +63,10 @@ def _buckets(family: Any) -> tuple[float, ...] | None:
 def extract(fixtures: Path) -> dict[str, Any]:
     layouts: dict[str, Any] = {}
     cache_config: dict[str, dict[str, str]] = {}
-    for key, (folder, full, early) in SOURCES.items():
+    for key, (folder, full, early, plain) in SOURCES.items():
         fams = _families(fixtures / folder / full)
         early_fams = _families(fixtures / folder / early) if early else {}
+        plain_fams = _families(fixtures / folder / plain) if plain else None
         entries = []
         for name, fam in fams.items():
             if not name.startswith("vllm:"):
@@ -88,7 +91,9 @@ def extract(fixtures: Path) -> dict[str, Any]:
                     "engine_label": engine_label,
                     "children": children,
                     "lazy": (not fam.samples) or bool(lazy_children),
-                    "offload_only": name.startswith(OFFLOAD_PREFIXES),
+                    "offload_only": name not in plain_fams
+                    if plain_fams is not None
+                    else name.startswith(OFFLOAD_PREFIXES),
                     "created": f"{name}_created" in fams,
                     "buckets": _buckets(fam),
                 }
