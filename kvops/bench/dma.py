@@ -79,6 +79,10 @@ def time_transfer(streams_copies: Sequence[Copies], repeats: int, warmup: int) -
     """Seconds each timed repeat took to run every stream's copies; the timing core.
 
     The CUDA (HIP on ROCm) calls, and why each is there:
+    - pinned host buffers (made in _allocate, pin_memory=True: cudaHostAlloc): page-locked,
+      so the copy engine reads them by DMA, as vLLM's CPU tier is allocated.
+    - torch.cuda.device(gpu): streams, events and synchronize act on the GPU the buffers
+      live on; left alone they would act on device 0 whatever --device said.
     - torch.cuda.Stream(): one stream per direction, so a bidirectional case really
       overlaps H2D and D2H (copies on one stream serialise).
     - torch.cuda.synchronize(): before each repeat, so nothing earlier is still in flight
@@ -86,9 +90,9 @@ def time_transfer(streams_copies: Sequence[Copies], repeats: int, warmup: int) -
     - Event(enable_timing=True).record() on the launching stream before and after, with
       stream.wait_event(start) and wait_stream(stream): the GPU's own clock over exactly
       the copies of all streams; host timers would also time Python and the driver queue.
-    - dst.copy_(src, non_blocking=True): cudaMemcpyAsync. From pinned host memory it is a
-      DMA straight from the buffer (what vLLM's offloading does); from pageable memory the
-      driver stages through its own pinned buffer, which is the cost being measured there.
+    - dst.copy_(src, non_blocking=True): cudaMemcpyAsync. From pinned memory it returns at
+      once and the DMA runs on the stream; from pageable memory the driver stages through
+      its own pinned buffer and blocks the host, which is the cost measured there.
       The events bracket issuing too: a batched case pays torch's per-copy issue cost.
     - end.synchronize(): waits for the end event only, then elapsed_time (milliseconds).
     Warm-up repeats run the same path (first-touch page faults, lazy context and allocator
@@ -96,24 +100,26 @@ def time_transfer(streams_copies: Sequence[Copies], repeats: int, warmup: int) -
     """
     import torch
 
-    launch = torch.cuda.current_stream()
-    streams = [torch.cuda.Stream() for _ in streams_copies]
-    start = torch.cuda.Event(enable_timing=True)
-    end = torch.cuda.Event(enable_timing=True)
-    seconds: list[float] = []
-    for i in range(warmup + repeats):
-        torch.cuda.synchronize()
-        start.record(launch)
-        for stream, copies in zip(streams, streams_copies, strict=True):
-            stream.wait_event(start)
-            with torch.cuda.stream(stream):
-                for dst, src in copies:
-                    dst.copy_(src, non_blocking=True)
-            launch.wait_stream(stream)
-        end.record(launch)
-        end.synchronize()
-        if i >= warmup:
-            seconds.append(start.elapsed_time(end) / 1e3)
+    gpu = next(t.device for copies in streams_copies for pair in copies for t in pair if t.is_cuda)
+    with torch.cuda.device(gpu):
+        launch = torch.cuda.current_stream()
+        streams = [torch.cuda.Stream() for _ in streams_copies]
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        seconds: list[float] = []
+        for i in range(warmup + repeats):
+            torch.cuda.synchronize()
+            start.record(launch)
+            for stream, copies in zip(streams, streams_copies, strict=True):
+                stream.wait_event(start)
+                with torch.cuda.stream(stream):
+                    for dst, src in copies:
+                        dst.copy_(src, non_blocking=True)
+                launch.wait_stream(stream)
+            end.record(launch)
+            end.synchronize()
+            if i >= warmup:
+                seconds.append(start.elapsed_time(end) / 1e3)
     return seconds
 
 
