@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kvops.collectors import linkspeed
+from kvops.collectors.sampler import BackgroundSampler, Rates
 from kvops.snapshot import GpuSample
 
 log = logging.getLogger(__name__)
@@ -75,57 +76,6 @@ class WrappingCounter:
         return self.total
 
 
-class _ThroughputSampler:
-    """Background thread for nvmlDeviceGetPcieThroughput, which blocks ~20 ms per direction.
-
-    collect() only reads the latest result; the thread starts on first use and samples
-    every `interval` seconds the GPUs collect() last asked for.
-    """
-
-    def __init__(self, nvml: Any, interval: float) -> None:
-        self._nvml = nvml
-        self._interval = interval
-        self._lock = threading.Lock()
-        self._wanted: dict[str, Any] = {}  # uuid -> handle
-        self._rates: dict[str, tuple[float | None, float | None]] = {}
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-
-    def want(self, handles: dict[str, Any]) -> None:
-        with self._lock:
-            self._wanted = dict(handles)
-            if handles and self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="kvops-nvml-pcie", daemon=True)
-                self._thread.start()
-
-    def rates(self, uuid: str) -> tuple[float | None, float | None]:
-        with self._lock:
-            return self._rates.get(uuid, (None, None))
-
-    def _sample(self, handle: Any, counter: int) -> float | None:
-        try:
-            # NVML says KB/s; like nvitop we read KB as KiB
-            return float(self._nvml.nvmlDeviceGetPcieThroughput(handle, counter)) * 1024
-        except Exception:  # any NVML error: no figure this round
-            return None
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with self._lock:
-                wanted = dict(self._wanted)
-            for uuid, handle in wanted.items():
-                tx = self._sample(handle, self._nvml.NVML_PCIE_UTIL_TX_BYTES)
-                rx = self._sample(handle, self._nvml.NVML_PCIE_UTIL_RX_BYTES)
-                with self._lock:
-                    self._rates[uuid] = (tx, rx)
-            self._stop.wait(self._interval)
-
-    def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-
-
 class NvidiaCollector:
     """Collects one GpuSample per NVIDIA GPU. Construction never raises or loads NVML."""
 
@@ -143,7 +93,7 @@ class NvidiaCollector:
         self._nvlink_count: dict[str, int] = {}
         self._identity: dict[str, tuple[str | None, str | None]] = {}
         self._warned: set[tuple[str, str]] = set()
-        self._sampler: _ThroughputSampler | None = None
+        self._sampler: BackgroundSampler | None = None
 
     # --- setup -------------------------------------------------------------------------
     def _ensure_init(self) -> Any:
@@ -228,7 +178,9 @@ class NvidiaCollector:
                         sample.pcie_tx_bytes_per_second, sample.pcie_rx_bytes_per_second = tx, rx
                 samples.append(sample)
             if fallback and self._sampler is None:
-                self._sampler = _ThroughputSampler(nvml, self._throughput_interval)
+                self._sampler = BackgroundSampler(
+                    self._pcie_throughput, self._throughput_interval, "kvops-nvml-pcie"
+                )
             if self._sampler is not None:
                 self._sampler.want(fallback)
             return samples
@@ -322,6 +274,18 @@ class NvidiaCollector:
             member, bits, signed = _VALUE_TYPES.get(int(fv.valueType), ("ullVal", 64, False))
             out[key] = (float(getattr(fv.value, member)), bits, signed)
         return out
+
+    def _pcie_throughput(self, handle: Any) -> Rates:
+        """Both directions of the driver's 20 ms sample; on the sampler thread only."""
+        nvml = self._nvml
+        rates: list[float | None] = []
+        for counter in (nvml.NVML_PCIE_UTIL_TX_BYTES, nvml.NVML_PCIE_UTIL_RX_BYTES):
+            try:
+                # NVML says KB/s; like nvitop we read KB as KiB
+                rates.append(float(nvml.nvmlDeviceGetPcieThroughput(handle, counter)) * 1024)
+            except nvml.NVMLError:
+                rates.append(None)
+        return rates[0], rates[1]
 
     def close(self) -> None:
         with self._lock:

@@ -1,13 +1,14 @@
-"""Fixtures for the collector tests: the NVML stub built once and loaded into this process."""
+"""Fixtures for the collector tests: the NVML and AMD SMI stubs, built once per session."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
-from collectors import nvml_stub
+from collectors import amd_stub, nvml_stub
 
 
 @pytest.fixture(scope="session")
@@ -26,5 +27,25 @@ def nvml_script(nvml_libdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
     def script(devices: list[nvml_stub.StubGpu], init_ret: int = 0) -> Path:
         return nvml_stub.write_config(config, devices, init_ret=init_ret)
+
+    return script
+
+
+@pytest.fixture(scope="session")
+def amdsmi_module(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
+    """The real amdsmi package, imported against the stub libamd_smi.so."""
+    return amd_stub.import_amdsmi(amd_stub.build(tmp_path_factory.mktemp("rocm")))
+
+
+@pytest.fixture
+def amd_script(
+    amdsmi_module: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Callable[..., Path]:
+    """Call with a list of StubAmdGpu (and init_ret=, pci_sleep_ms=) to set what the stub answers."""
+    config = tmp_path / "amdsmi.conf"
+    monkeypatch.setenv(amd_stub.CONFIG_ENV, str(config))
+
+    def script(devices: list[amd_stub.StubAmdGpu], **kw: int) -> Path:
+        return amd_stub.write_config(config, amdsmi_module, devices, **kw)
 
     return script

@@ -1,0 +1,216 @@
+"""AMD GPUs through AMD SMI (`amdsmi`, which needs ROCm's libamd_smi.so).
+
+Per GPU: identity, VRAM and GTT (host memory mapped for the GPU) in bytes, the gpu-metrics
+table's PCIe link, replay count, XGMI read/write per link (KB) and GFX activity, the max
+link from amdsmi_get_pcie_info, per-process VRAM, and PCIe throughput from
+amdsmi_get_gpu_pci_throughput on a background thread (it sleeps 1 s in the kernel).
+Facts and quirks: shared/research/hardware.md §2.
+
+`import amdsmi` without ROCm prints two lines to stdout and raises KeyError: the import
+runs with stdout captured and any failure becomes AmdSmiUnavailable, one line. Values
+may be the string "N/A" (or lists holding it): those are unknown, never 0.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import threading
+import time
+from typing import Any
+
+from kvops.collectors import linkspeed
+from kvops.collectors.sampler import BackgroundSampler, Rates
+from kvops.snapshot import GpuSample
+
+log = logging.getLogger(__name__)
+
+_KB = 1024
+_INIT_RETRY_SECONDS = 30.0
+
+
+class AmdSmiUnavailable(RuntimeError):
+    """AMD SMI cannot be used on this host; str() is one line for the log."""
+
+
+def _num(value: Any) -> float | None:
+    """amdsmi's value as a float, or None for "N/A", bools, and anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _import_amdsmi() -> Any:
+    """The amdsmi module, with whatever it prints on import kept off our stdout."""
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured):
+            import amdsmi
+    except ImportError:
+        raise AmdSmiUnavailable("amdsmi is not installed (pip install 'kvops[amd]')") from None
+    except Exception:  # KeyError('libamd_smi.so') and the like: the library did not load
+        printed = " ".join(captured.getvalue().split())
+        log.debug("import amdsmi: %s", printed)
+        raise AmdSmiUnavailable("AMD SMI library (libamd_smi.so) not found (no ROCm on this host)") from None
+    return amdsmi
+
+
+def _error_line(amdsmi: Any, e: Exception) -> str:
+    if isinstance(e, amdsmi.AmdSmiLibraryException):
+        return str(e.get_error_info(detailed=False))
+    return " ".join(str(e).split()) or type(e).__name__
+
+
+class AmdCollector:
+    """Collects one GpuSample per AMD GPU. Construction never raises or imports amdsmi."""
+
+    name = "amd"
+
+    def __init__(self, throughput_interval: float = 5.0) -> None:
+        self._throughput_interval = throughput_interval
+        self._amdsmi: Any = None
+        self._initialized = False
+        self._init_error: str | None = None
+        self._init_failed_at = 0.0
+        self._lock = threading.Lock()
+        self._unsupported: set[tuple[str, str]] = set()
+        self._warned: set[tuple[str, str]] = set()
+        self._identity: dict[str, tuple[str | None, str | None]] = {}
+        self._sampler: BackgroundSampler | None = None
+
+    def _ensure_init(self) -> Any:
+        if self._initialized:
+            return self._amdsmi
+        if self._init_error and time.monotonic() - self._init_failed_at < _INIT_RETRY_SECONDS:
+            raise AmdSmiUnavailable(self._init_error)
+        try:
+            amdsmi = _import_amdsmi()
+            try:
+                amdsmi.amdsmi_init(amdsmi.AmdSmiInitFlags.INIT_AMD_GPUS)
+            except amdsmi.AmdSmiException as e:
+                raise AmdSmiUnavailable(f"AMD SMI init failed: {_error_line(amdsmi, e)}") from None
+        except AmdSmiUnavailable as e:
+            self._init_error, self._init_failed_at = str(e), time.monotonic()
+            raise
+        self._amdsmi, self._initialized, self._init_error = amdsmi, True, None
+        return amdsmi
+
+    def _query(self, key: str, what: str, fn: Any, *args: Any) -> Any:
+        """fn(*args), or None where amdsmi would not say; NOT_SUPPORTED is not asked again."""
+        if (key, what) in self._unsupported:
+            return None
+        amdsmi = self._amdsmi
+        try:
+            return fn(*args)
+        except amdsmi.AmdSmiLibraryException as e:
+            if e.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NOT_SUPPORTED:
+                self._unsupported.add((key, what))
+            elif (key, what) not in self._warned:
+                self._warned.add((key, what))
+                log.warning("amdsmi %s failed on GPU %s: %s", what, key, _error_line(amdsmi, e))
+        except Exception as e:  # a binding-level error: this value only
+            if (key, what) not in self._warned:
+                self._warned.add((key, what))
+                log.warning("amdsmi %s failed on GPU %s: %s", what, key, _error_line(amdsmi, e))
+        return None
+
+    def collect(self) -> list[GpuSample]:
+        with self._lock:
+            amdsmi = self._ensure_init()
+            try:
+                handles = amdsmi.amdsmi_get_processor_handles()
+            except amdsmi.AmdSmiException as e:
+                raise AmdSmiUnavailable(f"AMD SMI could not list GPUs: {_error_line(amdsmi, e)}") from None
+            samples = [self._sample(str(i), h) for i, h in enumerate(handles)]
+            if self._sampler is None and samples:
+                self._sampler = BackgroundSampler(
+                    self._pci_throughput, self._throughput_interval, "kvops-amd-pcie"
+                )
+            if self._sampler is not None:
+                self._sampler.want({s.uuid: h for s, h in zip(samples, handles, strict=True)})
+                for s in samples:
+                    s.pcie_tx_bytes_per_second, s.pcie_rx_bytes_per_second = self._sampler.rates(s.uuid)
+            return samples
+
+    def _sample(self, index: str, h: Any) -> GpuSample:
+        a = self._amdsmi
+        key = f"index {index}"
+        uuid = self._query(key, "uuid", a.amdsmi_get_gpu_device_uuid, h) or ""
+        if uuid:
+            key = uuid
+        if key not in self._identity:
+            asic = self._query(key, "asic", a.amdsmi_get_gpu_asic_info, h) or {}
+            name = asic.get("market_name")
+            self._identity[key] = (
+                name if isinstance(name, str) and name != "N/A" else None,
+                self._query(key, "bdf", a.amdsmi_get_gpu_device_bdf, h),
+            )
+        name, bdf = self._identity[key]
+        s = GpuSample(index=index, uuid=uuid, vendor="amd", name=name, pci_bus_id=bdf)
+
+        vram, gtt = a.AmdSmiMemoryType.VRAM, a.AmdSmiMemoryType.GTT
+        s.memory_total_bytes = _num(self._query(key, "vram_total", a.amdsmi_get_gpu_memory_total, h, vram))
+        s.memory_used_bytes = _num(self._query(key, "vram_used", a.amdsmi_get_gpu_memory_usage, h, vram))
+        for what, fn in (
+            ("gtt_total", a.amdsmi_get_gpu_memory_total),
+            ("gtt_used", a.amdsmi_get_gpu_memory_usage),
+        ):
+            value = _num(self._query(key, what, fn, h, gtt))
+            if value is not None:
+                s.extra[f"{what}_bytes"] = value
+
+        m = self._query(key, "metrics", a.amdsmi_get_gpu_metrics_info, h) or {}
+        gfx = _num(m.get("average_gfx_activity"))
+        s.utilization = None if gfx is None else gfx / 100.0
+        s.pcie_replays = _num(m.get("pcie_replay_count_acc"))
+        width, speed = _num(m.get("pcie_link_width")), _num(m.get("pcie_link_speed"))  # speed in 0.1 GT/s
+        gt_per_s = None if speed is None else speed / 10
+        s.pcie_link_width = None if width is None else int(width)
+        s.pcie_link_gen = linkspeed.generation_from_rate(gt_per_s)
+        for per_link, values in (
+            (s.xgmi_read_bytes, m.get("xgmi_read_data_acc")),
+            (s.xgmi_write_bytes, m.get("xgmi_write_data_acc")),
+        ):
+            for link, kb in enumerate(values if isinstance(values, list) else []):
+                if _num(kb) is not None:
+                    per_link[str(link)] = float(kb) * _KB  # accumulated KB per link
+
+        pcie = self._query(key, "pcie_info", a.amdsmi_get_pcie_info, h) or {}
+        static = pcie.get("pcie_static") or {}
+        max_width, max_speed = _num(static.get("max_pcie_width")), _num(static.get("max_pcie_speed"))
+        # max_pcie_speed has no unit in the header; amd-smi shows e.g. 32000 as 32 GT/s (MT/s)
+        max_gt = None if max_speed is None else (max_speed / 1000 if max_speed > 1000 else max_speed)
+        s.pcie_link_width_max = None if max_width is None else int(max_width)
+        s.pcie_link_gen_max = linkspeed.generation_from_rate(max_gt)
+        s.pcie_link_max_bytes_per_second = linkspeed.bytes_per_second_from_rate(
+            gt_per_s, s.pcie_link_width
+        ) or linkspeed.bytes_per_second_from_rate(max_gt, s.pcie_link_width_max)
+
+        for p in self._query(key, "processes", a.amdsmi_get_gpu_process_list, h) or []:
+            usage = p.get("memory_usage") or {}
+            s.processes[int(p["pid"])] = _num(usage.get("vram_mem"))
+        return s
+
+    def _pci_throughput(self, handle: Any) -> Rates:
+        """(sent, received) bytes/s from amdgpu's pcie_bw; blocks 1 s, sampler thread only.
+
+        The counts are packets: bytes = count x max_pkt_sz, as amd-smi's CLI computes.
+        """
+        t = self._amdsmi.amdsmi_get_gpu_pci_throughput(handle)
+        sent, received, size = _num(t.get("sent")), _num(t.get("received")), _num(t.get("max_pkt_sz"))
+        if size is None:
+            return None, None
+        return (None if sent is None else sent * size, None if received is None else received * size)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._sampler is not None:
+                self._sampler.close()
+                self._sampler = None
+            if self._initialized:
+                try:
+                    self._amdsmi.amdsmi_shut_down()
+                except Exception as e:  # shutting down: nothing left to degrade
+                    log.debug("amdsmi_shut_down: %s", e)
+                self._initialized = False
