@@ -524,10 +524,10 @@ def parse(text: str) -> ServeCommand:
 def _split_launch(tokens: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
     if len(tokens) >= 2 and tokens[0].endswith("vllm") and tokens[1] == "serve":
         return tuple(tokens[:2]), tokens[2:]
-    if len(tokens) >= 3 and re.search(r"python[\d.]*$", tokens[0]) and tokens[1] == "-m":
-        if tokens[2] in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main"):
-            n = 4 if tokens[2].endswith("cli.main") and len(tokens) > 3 and tokens[3] == "serve" else 3
-            return tuple(tokens[:n]), tokens[n:]
+    python_m = len(tokens) >= 3 and re.search(r"python[\d.]*$", tokens[0]) and tokens[1] == "-m"
+    if python_m and tokens[2] in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main"):
+        n = 4 if tokens[2].endswith("cli.main") and len(tokens) > 3 and tokens[3] == "serve" else 3
+        return tuple(tokens[:n]), tokens[n:]
     return None, tokens
 
 

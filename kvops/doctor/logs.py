@@ -24,7 +24,7 @@ from kvops.doctor.catalog import Playbook
 from kvops.errors import UsageError
 
 PREFIX = re.compile(
-    r"^(?:\S+\s+)?"  # optional container/k8s timestamp
+    r"^(?:\d{4}-\d\d-\d\dT\S+\s+)?"  # optional container/k8s timestamp (docker logs -t)
     r"(?:\((?P<proc>[\w.-]+(?: [\w.-]+)*?) pid=(?P<pid>\d+)\)\s*)?"
     r"(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s?)?"
 )

@@ -83,7 +83,9 @@ def _finding_text(f: Finding) -> list[str]:
         lines.append(f"    {f.fixed_command}")
     if pb.alternatives:
         lines.append("  alternatives (weakest last):")
-        for alt, cmd in zip(pb.alternatives, f.alternative_commands or [None] * len(pb.alternatives)):
+        for alt, cmd in zip(
+            pb.alternatives, f.alternative_commands or [None] * len(pb.alternatives), strict=False
+        ):
             lines.append(f"    - [{alt.confidence}] {_describe_fix(alt)}")
             if cmd:
                 lines.append(f"        {cmd}")

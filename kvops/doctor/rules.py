@@ -145,7 +145,8 @@ def _check_shm_too_small(ctx: Context) -> Verdict:
         shm = parse_size(raw) if raw else DOCKER_DEFAULT_SHM
         if shm is None:
             return Verdict(None, unknown=[f"cannot read --shm-size {raw!r}"])
-        ev = f"container /dev/shm {shm / GIB:.2f} GiB ({'--shm-size ' + raw if raw else 'docker default 64 MiB'})"
+        given = f"--shm-size {raw}" if raw else "docker default 64 MiB"
+        ev = f"container /dev/shm {shm / GIB:.2f} GiB ({given})"
         return Verdict(
             shm < need, evidence=[f"{ev} < --kv-offloading-size {size:g} GiB" if shm < need else ev]
         )

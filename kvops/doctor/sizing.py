@@ -79,7 +79,8 @@ class SizeReport:
             )
         else:
             lines.append(
-                f"{'GQA' if 'gqa' in m.kinds else 'MHA'}: 2 (K,V) x {m.attention_layers} layers x {m.num_kv_heads} KV heads"
+                f"{'GQA' if 'gqa' in m.kinds else 'MHA'}: 2 (K,V) x {m.attention_layers} layers"
+                f" x {m.num_kv_heads} KV heads"
                 f" x head_dim {m.head_dim} x {size} B"
             )
         if "hybrid" in m.kinds:

@@ -1,4 +1,5 @@
 """Writes the constructed vLLM logs in this folder (see README.md). Run: python make_logs.py"""
+# ruff: noqa: E501 - constructed log lines are kept whole so they read like the real thing
 
 from __future__ import annotations
 
@@ -149,32 +150,32 @@ CASES: dict[str, list[str]] = {
         "RuntimeError: wrong! device_gemm with the specified compilation parameters does not support this GEMM problem",
     ),
     "ROCM-AITER-DENSE-GEMM-NOT-SUPPORTED": traceback(
-        CORE
-        + [
+        [
+            *CORE,
             (
                 "/opt/aiter/aiter/ops/gemm_op_a8w8.py",
                 312,
                 "gemm_a8w8_blockscale_CK",
                 "return gemm_a8w8_blockscale(",
-            )
+            ),
         ],
         "RuntimeError: This GEMM is not supported!",
     ),
     "ROCM-AITER-MLA-HEADS": traceback(
-        CORE
-        + [
+        [
+            *CORE,
             (
                 f"{V}/v1/attention/backends/mla/rocm_aiter_mla.py",
                 228,
                 "__init__",
                 "assert num_heads == 16 or num_heads == 128, (",
-            )
+            ),
         ],
         "AssertionError: Aiter MLA only supports 16 or 128 number of heads. Provided 32 number of heads."
         " Try adjusting tensor_parallel_size value.",
     ),
     "VLLM-HMA-DISABLED-UNIFY-FAIL": traceback(
-        CORE + [(f"{V}/v1/core/kv_cache_utils.py", 1190, "unify_hybrid_kv_cache_specs", "raise ValueError(")],
+        [*CORE, (f"{V}/v1/core/kv_cache_utils.py", 1190, "unify_hybrid_kv_cache_specs", "raise ValueError(")],
         "ValueError: Hybrid KV cache manager is disabled but failed to convert the KV cache specs to one unified type.",
     ),
     "VLLM-HMA-TURNED-OFF-BY-CONNECTOR": [
@@ -185,35 +186,35 @@ CASES: dict[str, list[str]] = {
         )
     ],
     "VLLM-DSA-BLOCK-SIZE-64": traceback(
-        CORE + [(f"{V}/v1/worker/utils.py", 310, "select_common_block_size", "raise ValueError(")],
+        [*CORE, (f"{V}/v1/worker/utils.py", 310, "select_common_block_size", "raise ValueError(")],
         "ValueError: No common block size for 16 between kv_manager=[16] and backend=[64]",
     ),
     "VLLM-OFFLOAD-HASH-ALIGN-ASSERT": traceback(
-        CORE
-        + [
+        [
+            *CORE,
             (
                 f"{V}/distributed/kv_transfer/kv_connector/v1/offloading/config.py",
                 61,
                 "__post_init__",
                 "assert self.tokens_per_block % tokens_per_hash == 0, (",
-            )
+            ),
         ],
         "AssertionError: tokens_per_block=4 not divisible by tokens_per_hash=8704. Hybrid models (e.g. Mamba+Attention)"
         " need --enable-prefix-caching to align block sizes.",
     ),
     "VLLM-KV-NO-MEMORY": traceback(
-        CORE + [(f"{V}/v1/core/kv_cache_utils.py", 686, "check_enough_kv_cache_memory", "raise ValueError(")],
+        [*CORE, (f"{V}/v1/core/kv_cache_utils.py", 686, "check_enough_kv_cache_memory", "raise ValueError(")],
         "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine.",
     ),
     "VLLM-KV-MAX-SEQ-LEN-TOO-LARGE": traceback(
-        CORE + [(f"{V}/v1/core/kv_cache_utils.py", 700, "check_enough_kv_cache_memory", "raise ValueError(")],
+        [*CORE, (f"{V}/v1/core/kv_cache_utils.py", 700, "check_enough_kv_cache_memory", "raise ValueError(")],
         "ValueError: To serve at least one request with the models's max seq len (262144), (24.00 GiB KV cache is needed,"
         " which is larger than the available KV cache memory (8.04 GiB). Based on the available memory, the estimated"
         " maximum model length is 87840. Try increasing `gpu_memory_utilization` or decreasing `max_model_len` when"
         " initializing the engine.",
     ),
     "VLLM-FREE-MEMORY-STARTUP": traceback(
-        CORE + [(f"{V}/v1/worker/gpu_worker.py", 239, "init_device", "raise ValueError(")],
+        [*CORE, (f"{V}/v1/worker/gpu_worker.py", 239, "init_device", "raise ValueError(")],
         "ValueError: Free memory on device cuda:0 (12.18/23.56 GiB) on startup is less than desired GPU memory utilization"
         " (0.92, 21.67 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.",
         WRK,
@@ -224,7 +225,7 @@ CASES: dict[str, list[str]] = {
         " or tensor_parallel_size to provide more KV cache memory. total_cumulative_preemption_cnt=1"
     ],
     "GPU-OOM-GENERIC": traceback(
-        CORE + [(f"{V}/v1/worker/gpu_model_runner.py", 3120, "_dummy_run", "outputs = self.model(")],
+        [*CORE, (f"{V}/v1/worker/gpu_model_runner.py", 3120, "_dummy_run", "outputs = self.model(")],
         "torch.OutOfMemoryError: HIP out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity of 15.87 GiB"
         " of which 860.50 MiB is free.",
     ),
@@ -291,14 +292,14 @@ CASES: dict[str, list[str]] = {
         f'{WRK}   File "<unknown>", line 0, in swap_blocks(at::Tensor&, at::Tensor&, long, at::Tensor const&)',
     ],
     "FP8-KV-UNSUPPORTED-ARCH": traceback(
-        CORE
-        + [
+        [
+            *CORE,
             (
                 "/usr/local/lib/python3.12/dist-packages/triton/compiler/code_generator.py",
                 1296,
                 "visit_Call",
                 "raise CompilationError(",
-            )
+            ),
         ],
         "ValueError(\"type fp8e4nv not supported in this architecture. The supported fp8 dtypes are ('fp8e4b15', 'fp8e5')\")",
     ),
@@ -315,14 +316,14 @@ CASES: dict[str, list[str]] = {
         " symbol: _ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_ib",
     ),
     "LMCACHE-DSA-POINTER-MISMATCH": traceback(
-        CORE
-        + [
+        [
+            *CORE,
             (
                 "/usr/local/lib/python3.12/dist-packages/lmcache/v1/gpu_connector/gpu_connectors.py",
                 622,
                 "_initialize_pointers",
                 "self.kv_cache_pointers.numpy()[:] = [t.data_ptr() for t in kv_caches]",
-            )
+            ),
         ],
         "ValueError: could not broadcast input array from shape (99,) into shape (78,)",
     ),

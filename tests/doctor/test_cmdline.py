@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import pytest
+
+from kvops.doctor import cmdline
+from kvops.errors import UsageError
+
+SEED_AMD = """docker run --rm \\
+  --device /dev/kfd \\
+  --device /dev/dri \\
+  --group-add=video \\
+  --ipc=host \\
+  --env "VLLM_USE_TRITON_FLASH_ATTN=0" \\
+  -e HF_TOKEN=hf_abcdefghijklmnopqrstuvwxyz \\
+  -p 8000:8000 \\
+  vllm/vllm-openai-rocm:latest \\
+  --model Qwen/Qwen3-VL-235B-A22B-Instruct \\
+  --tensor-parallel-size 8 \\
+  --max-model-len 32768 \\
+  --kv-offloading-backend native \\
+  --kv-offloading-size 64 \\
+  --disable-hybrid-kv-cache-manager"""
+
+
+def test_vllm_serve_flag_forms() -> None:
+    c = cmdline.parse("vllm serve m --kv-offloading-size=64 --max_model_len 4096 --trust-remote-code -tp 4 --seed 1")
+    assert c.launcher == "vllm-serve" and c.model == "m"
+    assert c.get("--kv-offloading-size") == "64"
+    assert c.get("--max-model-len") == "4096"  # underscores mean dashes, as in vLLM
+    assert c.has("--trust-remote-code") and c.get("--trust-remote-code") is None
+    assert c.tensor_parallel_size() == 4
+    assert c.offloading() == "native" and c.connector() == "OffloadingConnector"
+
+
+def test_boolean_flag_does_not_swallow_the_model() -> None:
+    c = cmdline.parse("vllm serve --disable-hybrid-kv-cache-manager org/model")
+    assert c.model == "org/model"
+
+
+def test_python_module_form_with_kv_transfer_config_json() -> None:
+    c = cmdline.parse(
+        "python3 -m vllm.entrypoints.openai.api_server --model m "
+        """--kv-transfer-config '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'"""
+    )
+    assert c.launcher == "api-server" and c.served_model() == "m"
+    assert c.kv_transfer_config() == {"kv_connector": "LMCacheConnectorV1", "kv_role": "kv_both"}
+    assert c.offloading() == "lmcache"
+
+
+def test_malformed_kv_transfer_config_is_one_usage_error() -> None:
+    c = cmdline.parse("vllm serve m --kv-transfer-config '{oops'")
+    with pytest.raises(UsageError, match="not valid JSON"):
+        c.kv_transfer_config()
+
+
+def test_docker_line_with_env_and_rocm_image() -> None:
+    c = cmdline.parse(SEED_AMD)
+    assert c.launcher == "docker" and c.image == "vllm/vllm-openai-rocm:latest"
+    assert c.env_dict()["VLLM_USE_TRITON_FLASH_ATTN"] == "0"
+    assert c.platform_hint() == "rocm"
+    assert c.docker_opt("--ipc") == "host"
+    assert c.offloading_size_gib() == 64.0
+
+
+def test_unknown_flags_are_kept_and_noted() -> None:
+    c = cmdline.parse("vllm serve m --future-flag 3 --kv-offloading-size 8")
+    assert c.unknown_flags == ("--future-flag",)
+    assert "--future-flag 3" in c.render()
+
+
+def test_fix_removes_both_spellings_adds_flags_and_env() -> None:
+    c = cmdline.parse(SEED_AMD)
+    fixed = c.with_fix(
+        remove=["--kv-offloading-size", "--kv-offloading-backend", "--disable-hybrid-kv-cache-manager"],
+        add=["--kv-cache-dtype=fp8"],
+        env={"VLLM_ROCM_USE_AITER_MOE": "0"},
+    ).render()
+    assert "--kv-offloading" not in fixed and "--disable-hybrid" not in fixed
+    assert "--kv-cache-dtype=fp8" in fixed and "-e VLLM_ROCM_USE_AITER_MOE=0" in fixed
+    reparsed = cmdline.parse(fixed)  # the printed line parses back to the same thing
+    assert reparsed.env_dict()["VLLM_ROCM_USE_AITER_MOE"] == "0"
+    assert reparsed.image == c.image and reparsed.get("--model") == c.get("--model")
+
+
+def test_docker_option_fix_replaces_shm_size() -> None:
+    c = cmdline.parse("docker run --shm-size 1g vllm/vllm-openai:v0.17.0 --model m --kv-offloading-size 64")
+    fixed = c.with_fix(docker_add=["--ipc=host"]).render()
+    assert "--ipc=host" in fixed and "--shm-size" not in fixed
+
+
+def test_secrets_print_as_names() -> None:
+    c = cmdline.parse("HF_TOKEN=hf_secretsecretsecret1 vllm serve m --api-key sk-live-123456 --hf-token=hf_x")
+    line = c.render()
+    assert "hf_secret" not in line and "sk-live" not in line and "hf_x" not in line
+    assert "HF_TOKEN=$HF_TOKEN" in line and "--api-key $VLLM_API_KEY" in line and "--hf-token=$HF_TOKEN" in line
+    assert "$HF_TOKEN" in c.with_fix(add=["--seed=1"]).render()
+
+
+def test_redact_text_hides_known_values_and_assignments() -> None:
+    known = {"sk-live-123456": "$VLLM_API_KEY"}
+    text = "got sk-live-123456 and MY_PASSWORD=hunter2 and password: pw1 and hf_abcdefghijklmnopqrst"
+    out = cmdline.redact_text(text, known)
+    for secret in ("sk-live-123456", "hunter2", "pw1", "hf_abcdefghijklmnopqrst"):
+        assert secret not in out
+    assert "MY_PASSWORD=$MY_PASSWORD" in out
+    assert cmdline.redact_text("12 tokens per block, --ssl-keyfile k.pem") == "12 tokens per block, --ssl-keyfile k.pem"
+
+
+@pytest.mark.parametrize("line", ["", "ls -la", "vllm serve 'unterminated", "docker run --rm"])
+def test_not_a_serve_line_is_a_usage_error(line: str) -> None:
+    with pytest.raises(UsageError):
+        cmdline.parse(line)

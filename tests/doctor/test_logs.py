@@ -1,0 +1,91 @@
+from __future__ import annotations
+
+import io
+import re
+
+import pytest
+
+from kvops.doctor import catalog, logs
+from kvops.errors import UsageError
+
+from .conftest import LOGS
+
+RENAMED = {
+    "VLLM-OFFLOAD-DSA-INDEXER-KEYERROR": "mla-indexer-keyerror",
+    "ROCM-AITER-CK-MOE-GEMM-UNSUPPORTED": "aiter-gemm-unsupported",
+}
+
+
+@pytest.fixture(scope="module")
+def books() -> catalog.Catalog:
+    return catalog.load()
+
+
+def test_every_catalogued_failure_is_found_in_its_realistic_log(failures, books) -> None:
+    missed = []
+    for entry in failures:
+        expected = RENAMED.get(entry["id"], entry["id"].lower())
+        path = LOGS / f"{entry['id'].lower()}.log"
+        text = path.read_text()
+        # the fixture carries the catalogue's own signature, independent of the playbook copy
+        assert re.search(entry["signature_regex"], text), path.name
+        scan = logs.scan_file(str(path), books.failures)
+        if expected not in scan.hits:
+            missed.append(expected)
+        assert scan.version == "0.17.0"
+    assert missed == []
+
+
+def test_clean_offloading_startup_matches_nothing(books) -> None:
+    scan = logs.scan_file(str(LOGS / "clean-llama-3.1-8b-offload.log"), books.failures)
+    assert scan.hits == {}
+
+
+def test_same_keyerror_is_told_apart_by_its_traceback(books) -> None:
+    pp = logs.scan_file(str(LOGS / "vllm-pp-get-layers-keyerror.log"), books.failures)
+    assert "vllm-pp-get-layers-keyerror" in pp.hits and "mla-indexer-keyerror" not in pp.hits
+    dsa = logs.scan_file(str(LOGS / "vllm-offload-dsa-indexer-keyerror.log"), books.failures)
+    assert "mla-indexer-keyerror" in dsa.hits and "vllm-pp-get-layers-keyerror" not in dsa.hits
+    assert any("register_kv_caches" in e for e in dsa.hits["mla-indexer-keyerror"].evidence())
+
+
+def test_bare_signature_without_context_is_not_claimed(books) -> None:
+    lines = ["(EngineCore_DP0 pid=1) ERROR 10-14 17:00:48 [core.py:708] KeyError: 'model.layers.0.self_attn.attn'"]
+    assert "vllm-offload-mla-keyerror" not in logs.scan(lines, books.failures).hits
+    # ...but the serve command can supply the context
+    hits = logs.scan(lines, books.failures, command_text="vllm serve m --kv-offloading-size 64").hits
+    assert "vllm-offload-mla-keyerror" in hits
+
+
+def test_context_after_the_signature_counts(books) -> None:
+    lines = ["RuntimeError: wrong! device_gemm with the specified compilation parameters does not support this GEMM problem"]
+    lines += ["noise"] * 5 + ["  File aiter/fused_moe.py, line 1, in fused_moe"]
+    assert "aiter-gemm-unsupported" in logs.scan(lines, books.failures).hits
+
+
+def test_prefix_is_stripped() -> None:
+    line = "(EngineCore_DP0 pid=123) ERROR 10-14 17:00:48 [core.py:708] KeyError: 'x'"
+    assert logs.strip_prefix(line) == "KeyError: 'x'"
+    assert logs.strip_prefix("INFO 10-14 17:00:30 [__init__.py:216] hi") == "hi"
+
+
+def test_binary_log_is_a_usage_error(tmp_path, books) -> None:
+    path = tmp_path / "core"
+    path.write_bytes(b"\x7fELF\x00\x00\x01" * 100)
+    with pytest.raises(UsageError, match="binary"):
+        logs.scan_file(str(path), books.failures)
+
+
+def test_long_log_is_streamed_and_counted(books) -> None:
+    noise = b"(APIServer pid=1) INFO 10-14 17:00:48 [loggers.py:123] Engine 000: Running: 3 reqs\n"
+    body = noise * 200_000 + (LOGS / "rocm-aiter-ck-moe-gemm-unsupported.log").read_bytes() + noise * 1000
+    scan = logs.scan(logs.decoded_lines(io.BytesIO(body), "big"), books.failures)
+    assert "aiter-gemm-unsupported" in scan.hits
+    assert scan.lines == body.count(b"\n")
+    assert scan.hits["aiter-gemm-unsupported"].line_no > 200_000
+
+
+def test_repeated_signature_is_counted_once(books) -> None:
+    line = "(EngineCore_DP0 pid=1) ERROR 10-14 17:00:48 [core.py:708] ValueError: No available memory for the cache blocks."
+    hit = logs.scan([line] * 10, books.failures).hits["vllm-kv-no-memory"]
+    assert hit.count == 10 and "10 matching lines" in hit.evidence()[-1]
