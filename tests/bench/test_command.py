@@ -164,3 +164,52 @@ def test_table_from_a_full_run_says_its_units_and_link(
     assert "64 KiB ×2" in out
     # No collector for this stand-in device's figure here, no flag: said plainly.
     assert "link max unknown (" in out
+
+
+def test_a_refused_pinned_allocation_fails_its_cases_only(
+    host_stand_in: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The CPU build of torch has no pinned allocator: a real refusal, as on a host out of lockable memory.
+    rc = main(
+        [
+            "bench",
+            "dma",
+            "--sizes",
+            "16KiB",
+            "--memory",
+            "pinned",
+            "pageable",
+            "--blocks",
+            "1",
+            "--repeats",
+            "2",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert rc == 1
+    assert "pageable · host→device (load)" in captured.out
+    assert "pinned · " not in captured.out
+    failed = [line for line in captured.out.splitlines() if line.startswith("failed: pinned")]
+    assert len(failed) == 3 and all("pin_memory" in line for line in failed)
+    assert captured.err.count("case failed: pinned") == 3
+
+
+def test_ctrl_c_keeps_the_cases_already_measured(
+    host_stand_in: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls: list[int] = []
+
+    def interrupted_on_third(streams_copies, repeats: int, warmup: int) -> list[float]:  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return host_clock_timer(streams_copies, repeats, warmup)
+
+    monkeypatch.setattr(dma, "time_transfer", interrupted_on_third)
+    textfile = tmp_path / "bench.prom"
+    rc = main([*ARGS, "--json", "--textfile", str(textfile)])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 130
+    assert data["interrupted"] is True and len(data["results"]) == 2
+    fams = {f.name: f.samples for f in text_string_to_metric_families(textfile.read_text())}
+    assert len(fams["kvops_bench_dma_bandwidth_bytes_per_second"]) == 2

@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kvops.bench.units import format_size, from_unit, parse_size, to_unit, unit_note
 from kvops.errors import UsageError
@@ -64,3 +66,10 @@ def test_gb_is_ten_to_the_nine_and_gib_two_to_the_thirty() -> None:
 def test_unit_note_states_the_exponent() -> None:
     assert "1 GB = 10^9 bytes" in unit_note("GB")
     assert "1 GiB = 2^30 bytes" in unit_note("GiB")
+
+
+@given(st.integers(min_value=1, max_value=2**40))
+def test_formatted_exact_sizes_read_back_to_the_same_bytes(n: int) -> None:
+    text = format_size(n)
+    if "." not in text:  # exact forms only; rounded ones say so with decimals
+        assert parse_size(text) == n
