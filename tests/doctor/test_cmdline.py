@@ -23,7 +23,9 @@ SEED_AMD = """docker run --rm \\
 
 
 def test_vllm_serve_flag_forms() -> None:
-    c = cmdline.parse("vllm serve m --kv-offloading-size=64 --max_model_len 4096 --trust-remote-code -tp 4 --seed 1")
+    c = cmdline.parse(
+        "vllm serve m --kv-offloading-size=64 --max_model_len 4096 --trust-remote-code -tp 4 --seed 1"
+    )
     assert c.launcher == "vllm-serve" and c.model == "m"
     assert c.get("--kv-offloading-size") == "64"
     assert c.get("--max-model-len") == "4096"  # underscores mean dashes, as in vLLM
@@ -92,7 +94,9 @@ def test_secrets_print_as_names() -> None:
     c = cmdline.parse("HF_TOKEN=hf_secretsecretsecret1 vllm serve m --api-key sk-live-123456 --hf-token=hf_x")
     line = c.render()
     assert "hf_secret" not in line and "sk-live" not in line and "hf_x" not in line
-    assert "HF_TOKEN=$HF_TOKEN" in line and "--api-key $VLLM_API_KEY" in line and "--hf-token=$HF_TOKEN" in line
+    assert (
+        "HF_TOKEN=$HF_TOKEN" in line and "--api-key $VLLM_API_KEY" in line and "--hf-token=$HF_TOKEN" in line
+    )
     assert "$HF_TOKEN" in c.with_fix(add=["--seed=1"]).render()
 
 
@@ -103,7 +107,10 @@ def test_redact_text_hides_known_values_and_assignments() -> None:
     for secret in ("sk-live-123456", "hunter2", "pw1", "hf_abcdefghijklmnopqrst"):
         assert secret not in out
     assert "MY_PASSWORD=$MY_PASSWORD" in out
-    assert cmdline.redact_text("12 tokens per block, --ssl-keyfile k.pem") == "12 tokens per block, --ssl-keyfile k.pem"
+    assert (
+        cmdline.redact_text("12 tokens per block, --ssl-keyfile k.pem")
+        == "12 tokens per block, --ssl-keyfile k.pem"
+    )
 
 
 @pytest.mark.parametrize("line", ["", "ls -la", "vllm serve 'unterminated", "docker run --rm"])

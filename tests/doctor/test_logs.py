@@ -50,7 +50,9 @@ def test_same_keyerror_is_told_apart_by_its_traceback(books) -> None:
 
 
 def test_bare_signature_without_context_is_not_claimed(books) -> None:
-    lines = ["(EngineCore_DP0 pid=1) ERROR 10-14 17:00:48 [core.py:708] KeyError: 'model.layers.0.self_attn.attn'"]
+    lines = [
+        "(EngineCore_DP0 pid=1) ERROR 10-14 17:00:48 [core.py:708] KeyError: 'model.layers.0.self_attn.attn'"
+    ]
     assert "vllm-offload-mla-keyerror" not in logs.scan(lines, books.failures).hits
     # ...but the serve command can supply the context
     hits = logs.scan(lines, books.failures, command_text="vllm serve m --kv-offloading-size 64").hits
@@ -58,7 +60,9 @@ def test_bare_signature_without_context_is_not_claimed(books) -> None:
 
 
 def test_context_after_the_signature_counts(books) -> None:
-    lines = ["RuntimeError: wrong! device_gemm with the specified compilation parameters does not support this GEMM problem"]
+    lines = [
+        "RuntimeError: wrong! device_gemm with the specified compilation parameters does not support this GEMM problem"
+    ]
     lines += ["noise"] * 5 + ["  File aiter/fused_moe.py, line 1, in fused_moe"]
     assert "aiter-gemm-unsupported" in logs.scan(lines, books.failures).hits
 

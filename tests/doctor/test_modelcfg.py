@@ -72,7 +72,11 @@ def test_tensor_parallel_shards_gqa_heads_but_not_mla_latent() -> None:
 
 @pytest.mark.parametrize(
     ("content", "message"),
-    [("{not json", "not valid JSON"), ("[1, 2]", "not a JSON object"), ('{"model_type": "x"}', "num_hidden_layers")],
+    [
+        ("{not json", "not valid JSON"),
+        ("[1, 2]", "not a JSON object"),
+        ('{"model_type": "x"}', "num_hidden_layers"),
+    ],
 )
 def test_bad_config_is_one_usage_error(tmp_path, content: str, message: str) -> None:
     (tmp_path / "config.json").write_text(content)

@@ -1,0 +1,255 @@
+"""`kvops doctor` and `kvops size` end to end, through kvops.cli.main."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvops.doctor import catalog, diagnose, platform
+
+from .conftest import LOGS, MODELS
+
+DSV32 = str(MODELS / "deepseek-v3.2.json")
+DSV32_CMD = (
+    "vllm serve deepseek-ai/DeepSeek-V3.2 --tensor-parallel-size 8 "
+    "--kv-offloading-backend native --kv-offloading-size 64 --disable-hybrid-kv-cache-manager"
+)
+OFFLOAD_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config")
+
+
+def findings(out: str) -> dict[str, dict]:
+    return {f["id"]: f for f in json.loads(out)["findings"]}
+
+
+def test_dsv32_with_offloading_on_affected_version_is_an_error(kvops) -> None:
+    code, out, err = kvops(
+        "doctor", "--model", DSV32, "--cmd", DSV32_CMD, "--vllm-version", "0.17.0", "--json"
+    )
+    assert code == 1, err
+    f = findings(out)["mla-indexer-keyerror"]
+    assert f["severity"] == "error"
+    fixed = f["fixed_command"]
+    assert not any(flag in fixed for flag in OFFLOAD_FLAGS)
+    assert "--kv-cache-dtype=fp8" in fixed and fixed.startswith("vllm serve deepseek-ai/DeepSeek-V3.2")
+    assert f["playbook"] == "playbooks/mla-indexer-keyerror.md"
+
+
+@pytest.mark.parametrize("version", ["0.11.2", "0.18.0", "0.20.1"])
+def test_dsv32_outside_the_affected_versions_is_not_reported(kvops, version: str) -> None:
+    code, out, _ = kvops("doctor", "--model", DSV32, "--cmd", DSV32_CMD, "--vllm-version", version, "--json")
+    assert "mla-indexer-keyerror" not in findings(out)
+    assert code == 0
+
+
+def test_dsv32_with_unknown_version_is_a_warning_naming_the_versions(kvops, monkeypatch) -> None:
+    monkeypatch.setattr(diagnose, "resolve_version", lambda flag, log: (None, "unknown"))
+    from kvops.doctor import command  # noqa: F401 - resolve_version is imported inside run()
+
+    code, out, _ = kvops("doctor", "--model", DSV32, "--cmd", DSV32_CMD, "--json")
+    f = findings(out)["mla-indexer-keyerror"]
+    assert f["severity"] == "warning" and code == 0
+    assert any(">=0.12.0,<0.18.0" in u for u in f["could_not_check"])
+
+
+def test_version_comes_from_the_log_when_not_given(kvops) -> None:
+    log = str(LOGS / "vllm-offload-dsa-indexer-keyerror.log")
+    code, out, _ = kvops("doctor", "--model", DSV32, "--cmd", DSV32_CMD, "--log", log, "--json")
+    data = json.loads(out)
+    assert data["vllm_version"] == {"version": "0.17.0", "source": "log"}
+    f = findings(out)["mla-indexer-keyerror"]
+    assert f["source"] == "log" and any("indexer.k_cache" in e for e in f["evidence"])
+    assert code == 1
+
+
+def test_aiter_gemm_log_gives_the_sourced_env_fix_first_and_the_seed_claim_last(kvops) -> None:
+    log = str(LOGS / "rocm-aiter-ck-moe-gemm-unsupported.log")
+    code, out, _ = kvops("doctor", "--log", log, "--json")
+    f = findings(out)["aiter-gemm-unsupported"]
+    assert code == 1
+    assert f["fix"]["env"] == {"VLLM_ROCM_USE_AITER_MOE": "0"} and f["fix_confidence"] == "sourced"
+    last = f["alternatives"][-1]
+    assert last["confidence"] == "reported by the AMD guide, unverified"
+    assert "--kv-offloading-size=64" in last["add"]
+    assert all(a["confidence"] == "sourced" for a in f["alternatives"][:-1])
+
+
+def test_aiter_text_output_shows_fixed_docker_command(kvops) -> None:
+    cmd = (
+        "docker run --ipc=host -e VLLM_ROCM_USE_AITER=1 -e HF_TOKEN=hf_abcdefghijklmnopqrstuv "
+        "vllm/vllm-openai-rocm:latest --model Qwen/Qwen3-VL-235B-A22B-Instruct --tensor-parallel-size 8"
+    )
+    log = str(LOGS / "rocm-aiter-ck-moe-gemm-unsupported.log")
+    code, out, _ = kvops(
+        "doctor", "--cmd", cmd, "--log", log, "--model", str(MODELS / "qwen3-vl-235b-a22b.json")
+    )
+    assert code == 1
+    assert "ERROR aiter-gemm-unsupported" in out
+    assert "-e VLLM_ROCM_USE_AITER_MOE=0" in out and "hf_abc" not in out and "HF_TOKEN=$HF_TOKEN" in out
+    assert "reported by the AMD guide, unverified" in out
+
+
+def test_aiter_config_rule_warns_from_the_command_alone(kvops) -> None:
+    cmd = "VLLM_ROCM_USE_AITER=1 vllm serve Qwen/Qwen3-VL-235B-A22B-Instruct --tensor-parallel-size 8"
+    code, out, _ = kvops("doctor", "--cmd", cmd, "--model", str(MODELS / "qwen3-vl-235b-a22b.json"), "--json")
+    f = findings(out)["aiter-gemm-unsupported"]
+    assert f["severity"] == "warning" and code == 0
+    assert any("1536 / TP 8 = 192" in e for e in f["evidence"])
+
+
+def test_clean_llama_8b_offloading_setup_has_no_error(kvops) -> None:
+    cmd = "vllm serve meta-llama/Llama-3.1-8B-Instruct --kv-offloading-backend native --kv-offloading-size 16"
+    log = str(LOGS / "clean-llama-3.1-8b-offload.log")
+    code, out, _ = kvops(
+        "doctor", "--model", str(MODELS / "llama-3.1-8b.json"), "--cmd", cmd, "--log", log, "--json"
+    )
+    assert code == 0
+    assert [f for f in json.loads(out)["findings"] if f["severity"] == "error"] == []
+
+
+def test_docker_default_shm_is_too_small_for_the_offload_buffer(kvops) -> None:
+    cmd = "docker run --gpus all vllm/vllm-openai:v0.17.0 --model m --kv-offloading-size 32"
+    code, out, _ = kvops("doctor", "--cmd", cmd, "--json")
+    f = findings(out)["vllm-offload-shm-insufficient"]
+    assert code == 1 and "--ipc=host" in f["fixed_command"]
+    ok = kvops("doctor", "--cmd", cmd.replace("--gpus all", "--gpus all --ipc=host"), "--json")[1]
+    assert "vllm-offload-shm-insufficient" not in findings(ok)
+
+
+def test_secrets_never_printed_in_any_output(kvops, tmp_path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        "(APIServer pid=1) INFO 10-14 17:00:33 [utils.py:233] non-default args: {'api_key': 'sk-live-0123456789'}\n"
+        + (LOGS / "vllm-kv-no-memory.log")
+        .read_text()
+        .replace("ValueError: No available", "HF_TOKEN=hf_zzzzzzzzzzzzzzzzzzzzzz ValueError: No available")
+    )
+    cmd = "HF_TOKEN=hf_zzzzzzzzzzzzzzzzzzzzzz vllm serve m --api-key sk-live-0123456789 --seed 1"
+    for fmt in ([], ["--json"]):
+        code, out, err = kvops("doctor", "--cmd", cmd, "--log", str(log), *fmt)
+        assert code == 1
+        assert "hf_zzzz" not in out + err and "sk-live" not in out + err
+        assert "$HF_TOKEN" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--model", "/nonexistent/config.json"], "not found"),
+        (["--log", "/nonexistent.log"], "not found"),
+        (["--cmd", "vllm serve m --kv-transfer-config '{bad'"], "not valid JSON"),
+        (["--cmd", "rm -rf /"], "not a vllm serve"),
+        (["--check", "no-such-check"], "unknown check"),
+        (["--frobnicate"], "unrecognized arguments"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(kvops, argv: list[str], message: str) -> None:
+    code, out, err = kvops("doctor", *argv)
+    assert code == 2 and out == ""
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_malformed_model_json_and_binary_log_exit_2(kvops, tmp_path) -> None:
+    (tmp_path / "config.json").write_text('{"num_hidden_layers": 2,')
+    code, _, err = kvops("doctor", "--model", str(tmp_path))
+    assert code == 2 and "not valid JSON" in err and err.count("\n") == 1
+    binary = tmp_path / "dump.log"
+    binary.write_bytes(b"\x00\x01\x02" * 1000)
+    code, _, err = kvops("doctor", "--log", str(binary))
+    assert code == 2 and "binary" in err and err.count("\n") == 1
+
+
+def test_list_checks_covers_every_failure_and_lists_alert_runbooks(kvops, failures) -> None:
+    code, out, _ = kvops("doctor", "--list-checks", "--json")
+    rows = json.loads(out)["checks"]
+    ids = {r["id"] for r in rows if r["kind"] == "failure"}
+    assert code == 0 and len(ids) == len(failures)
+    assert {"mla-indexer-keyerror", "aiter-gemm-unsupported", "vllm-offload-shm-insufficient"} <= ids
+    text = kvops("doctor", "--list-checks")[1]
+    assert "mla-indexer-keyerror" in text
+
+
+def test_loader_accepts_alert_runbooks_and_reports_broken_files(tmp_path) -> None:
+    (tmp_path / "KvopsTargetDown.md").write_text(
+        "---\nid: KvopsTargetDown\nkind: alert\ntitle: t\nseverity: critical\n---\n## Meaning\nx\n"
+    )
+    (tmp_path / "broken.md").write_text("no front matter")
+    (tmp_path / "bad-regex.md").write_text(
+        "---\nid: bad-regex\nkind: failure\ntitle: t\nseverity: error\nsignatures: ['(']\n---\n"
+    )
+    cat = catalog.load(tmp_path)
+    assert [a.id for a in cat.alerts] == ["KvopsTargetDown"] and cat.failures == ()
+    assert len(cat.problems) == 2 and any("does not compile" in p for p in cat.problems)
+
+
+def test_repro_without_vllm_or_gpu_says_so_and_prints_commands(kvops) -> None:
+    code, out, _ = kvops("doctor", "--repro", "mla-indexer-keyerror", "--model", DSV32)
+    assert code == 0
+    assert "could not reproduce here" in out and "vllm is not importable" in out
+    assert f"vllm serve {DSV32} --kv-offloading-backend native --kv-offloading-size 64" in out
+    assert f"vllm serve {DSV32} --kv-cache-dtype fp8" in out
+
+
+def test_repro_uses_the_users_command_and_its_fix(kvops) -> None:
+    code, out, _ = kvops(
+        "doctor", "--repro", "mla-indexer-keyerror", "--cmd", DSV32_CMD + " --api-key sk-9999999"
+    )
+    assert code == 0 and DSV32_CMD.split(" --kv")[0] in out and "sk-9999999" not in out
+
+
+def test_platform_findings_only_with_here() -> None:
+    cat = catalog.load()
+    old = platform.Platform(kernel="4.18.0-553.el8", memlock_bytes=64 * 1024, shm_free_bytes=1 << 30)
+    cmd_findings = diagnose.diagnose(cat, platform=None)
+    assert cmd_findings.findings == []
+    here = diagnose.diagnose(cat, platform=old)
+    ids = {f.id for f in here.findings}
+    assert {"vllm-offload-madv-populate-einval", "vllm-offload-host-register-failed"} <= ids
+    new = platform.Platform(kernel="6.8.0", memlock_bytes=-1)
+    assert diagnose.diagnose(cat, platform=new).findings == []
+
+
+def test_probe_reads_a_fixture_tree(tmp_path) -> None:
+    proc, sys_root = tmp_path / "proc", tmp_path / "sys"
+    (proc / "sys" / "kernel").mkdir(parents=True)
+    (proc / "sys" / "kernel" / "osrelease").write_text("5.10.0-test\n")
+    (proc / "meminfo").write_text("MemTotal:       2097152 kB\nMemFree: 1 kB\n")
+    card = sys_root / "class" / "drm" / "card0" / "device"
+    card.mkdir(parents=True)
+    (card / "vendor").write_text("0x1002\n")
+    plat = platform.probe(proc, sys_root, tmp_path, environ={"VLLM_ROCM_USE_AITER": "1", "HOME": "/x"})
+    assert plat.vendor == "amd" and plat.gpu_count == 1 and plat.host_ram_bytes == 2 << 30
+    assert plat.kernel_version() == (5, 10) and plat.env == {"VLLM_ROCM_USE_AITER": "1"}
+    assert "GPU memory: could not check" in platform.describe(plat)
+
+
+def test_size_llama_405b_says_516096(kvops) -> None:
+    code, out, _ = kvops("size", "--model", str(MODELS / "llama-3.1-405b.json"), "--json")
+    data = json.loads(out)
+    assert code == 0 and data["kv_bytes_per_token"] == 516096 and data["attention"] == "gqa"
+    # config's max_position_embeddings (131072) x 1 sequence
+    assert data["recommended_kv_offloading_size_gib"] == 63
+    assert data["seed_guidance_gib"]["context"] == 131072
+
+
+def test_size_mla_explains_why_it_is_small(kvops) -> None:
+    code, out, _ = kvops("size", "--model", str(MODELS / "deepseek-v3.json"), "--max-model-len", "32768")
+    assert code == 0
+    assert "KV bytes per token: 70,272" in out and "naive MHA formula" in out and "latent" in out
+    assert "32K -> 32-64" in out
+
+
+def test_size_tp_fp8_and_concurrency(kvops) -> None:
+    argv = ["size", "--model", str(MODELS / "llama-3.1-405b.json"), "--json", "--kv-cache-dtype", "fp8"]
+    data = json.loads(
+        kvops(*argv, "--tensor-parallel-size", "8", "--max-model-len", "65536", "--concurrency", "4")[1]
+    )
+    assert data["kv_bytes_per_token"] == 516096 // 2
+    assert data["kv_bytes_per_token_per_gpu"] == 516096 // 2 // 8
+    assert data["buffer_bytes"] == 516096 // 2 * 65536 * 4
+    assert data["recommended_kv_offloading_size_gib"] == 63
+
+
+def test_size_bad_input_exit_2(kvops) -> None:
+    assert kvops("size", "--model", "/nope")[0] == 2
+    assert kvops("size", "--model", str(MODELS / "llama-3.1-8b.json"), "--concurrency", "0")[0] == 2
