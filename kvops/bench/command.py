@@ -81,7 +81,11 @@ def run_dma(args: argparse.Namespace) -> int:
         _check_textfile(args.textfile)
     if args.dry_run:
         if args.json:
-            print(json.dumps({"plan": plan.as_dict(), "link_max": linkmax.planned(link_flag)}, indent=2))
+            planned_link = {
+                "bytes_per_second": link_flag,
+                "source": linkmax.FLAG_SOURCE if link_flag is not None else "collector, at run time",
+            }
+            print(json.dumps({"plan": plan.as_dict(), "link_max": planned_link}, indent=2))
         else:
             print(describe(plan, linkmax.planned(link_flag)))
         return 0
