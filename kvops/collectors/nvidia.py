@@ -232,13 +232,16 @@ class NvidiaCollector:
         if uuid not in self._nvlink_count:
             got = self._field_values(uuid, h, [FI_NVLINK_LINK_COUNT])
             links = got.get((FI_NVLINK_LINK_COUNT, 0))
-            self._nvlink_count[uuid] = int(links[0]) if links else 0
+            if links is not None:
+                self._nvlink_count[uuid] = int(links[0])
+            elif (uuid, f"field{FI_NVLINK_LINK_COUNT}") in self._unsupported:
+                self._nvlink_count[uuid] = 0  # no NVLink on this GPU; a transient error asks again
         ids: list[tuple[int, int]] = [
             (f, 0)
             for f in (FI_PCIE_COUNT_TX_BYTES, FI_PCIE_COUNT_RX_BYTES)
             if (uuid, f"field{f}") not in self._unsupported
         ]
-        for link in range(self._nvlink_count[uuid]):
+        for link in range(self._nvlink_count.get(uuid, 0)):
             ids += [(FI_NVLINK_THROUGHPUT_DATA_TX, link), (FI_NVLINK_THROUGHPUT_DATA_RX, link)]
         got = self._field_values(uuid, h, ids) if ids else {}
         for (fid, scope), (value, bits, signed) in got.items():
