@@ -119,7 +119,8 @@ def test_docker_default_shm_is_too_small_for_the_offload_buffer(kvops) -> None:
 def test_secrets_never_printed_in_any_output(kvops, tmp_path) -> None:
     log = tmp_path / "vllm.log"
     log.write_text(
-        "(APIServer pid=1) INFO 10-14 17:00:33 [utils.py:233] non-default args: {'api_key': 'sk-live-0123456789'}\n"
+        "(APIServer pid=1) INFO 10-14 17:00:33 [utils.py:233]"
+        " non-default args: {'api_key': 'sk-live-0123456789'}\n"
         + (LOGS / "vllm-kv-no-memory.log")
         .read_text()
         .replace("ValueError: No available", "HF_TOKEN=hf_zzzzzzzzzzzzzzzzzzzzzz ValueError: No available")

@@ -61,7 +61,8 @@ def test_bare_signature_without_context_is_not_claimed(books) -> None:
 
 def test_context_after_the_signature_counts(books) -> None:
     lines = [
-        "RuntimeError: wrong! device_gemm with the specified compilation parameters does not support this GEMM problem"
+        "RuntimeError: wrong! device_gemm with the specified compilation parameters"
+        " does not support this GEMM problem"
     ]
     lines += ["noise"] * 5 + ["  File aiter/fused_moe.py, line 1, in fused_moe"]
     assert "aiter-gemm-unsupported" in logs.scan(lines, books.failures).hits
@@ -90,6 +91,9 @@ def test_long_log_is_streamed_and_counted(books) -> None:
 
 
 def test_repeated_signature_is_counted_once(books) -> None:
-    line = "(EngineCore_DP0 pid=1) ERROR 10-14 17:00:48 [core.py:708] ValueError: No available memory for the cache blocks."
+    line = (
+        "(EngineCore_DP0 pid=1) ERROR 10-14 17:00:48 [core.py:708]"
+        " ValueError: No available memory for the cache blocks."
+    )
     hit = logs.scan([line] * 10, books.failures).hits["vllm-kv-no-memory"]
     assert hit.count == 10 and "10 matching lines" in hit.evidence()[-1]
