@@ -11,8 +11,13 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kvops.errors import UsageError
+
+if TYPE_CHECKING:
+    from kvops.bench.plan import Plan
+    from kvops.bench.results import CaseFailure, CaseResult
 
 DMA_HELP = "pinned/pageable host<->GPU copy bandwidth by block size (needs torch and a CUDA/ROCm GPU)"
 
@@ -92,12 +97,10 @@ def run_dma(args: argparse.Namespace) -> int:
     return _measure_and_report(args, plan, link_flag)
 
 
-def _measure_and_report(args: argparse.Namespace, plan: object, link_flag: float | None) -> int:
+def _measure_and_report(args: argparse.Namespace, plan: Plan, link_flag: float | None) -> int:
     from kvops.bench import dma, linkmax, report
-    from kvops.bench.plan import Plan
-    from kvops.bench.results import BenchRun, CaseFailure, CaseResult
+    from kvops.bench.results import BenchRun, CaseResult
 
-    assert isinstance(plan, Plan)
     device = dma.open_device(args.device)  # the refusal: no torch, no GPU, no such index
     link = linkmax.resolve(device, link_flag)
     run = BenchRun(device=device, link=link, repeats=plan.repeats, warmup=plan.warmup)
@@ -143,7 +146,7 @@ def _measure_and_report(args: argparse.Namespace, plan: object, link_flag: float
     return 1 if run.failures or unverified else 0
 
 
-def _plan_from_args(args: argparse.Namespace) -> object:
+def _plan_from_args(args: argparse.Namespace) -> Plan:
     from kvops.bench.plan import DEFAULT_SIZES, DIRECTIONS, MEMORIES, build_plan
     from kvops.bench.units import parse_size
 
@@ -187,10 +190,10 @@ def _check_textfile(path: Path) -> None:
         )
 
 
-def _case_name(outcome: object) -> str:
+def _case_name(outcome: CaseResult | CaseFailure) -> str:
     from kvops.bench.units import format_size
 
-    case = outcome.case  # type: ignore[attr-defined]
+    case = outcome.case
     blocks = f" ×{case.blocks}" if case.blocks > 1 else ""
     return f"{case.memory} {case.direction} {format_size(case.block_bytes)}{blocks}"
 
