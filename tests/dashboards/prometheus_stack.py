@@ -1,0 +1,190 @@
+"""A real stack on loopback: `kvops sim` -> `kvops exporter` (over the NVML stub) -> Prometheus
+with the kvops recording and alert rules. Each is a child process on a free port, stopped by
+its own pid; Prometheus gets a temporary TSDB and a generated config.
+
+    with PrometheusStack(tmp_dir) as stack:
+        stack.query('kvops_target_up')
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRAPE_INTERVAL_S = 1
+# Grafana's $__rate_interval is at least four scrape intervals; a little more keeps every
+# rate() window holding two samples even when a scrape lands late on a busy CI machine.
+RATE_INTERVAL = "10s"
+VARIABLE_VALUES = {"$job": ".*", "$instance": ".*", "$model": ".*", "$gpu": ".*"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def substitute(expr: str) -> str:
+    """A panel query as Grafana sends it with every variable on "All"."""
+    expr = expr.replace("$__rate_interval", RATE_INTERVAL)
+    for var, value in VARIABLE_VALUES.items():
+        expr = expr.replace(var, value)
+    assert "$" not in expr, f"unsubstituted variable in {expr}"
+    return expr
+
+
+def load_nvml_stub() -> ModuleType:
+    """tests/collectors/nvml_stub.py: builds and scripts a stub libnvidia-ml.so.1."""
+    name = "kvops_nvml_stub_for_dashboards"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "tests" / "collectors" / "nvml_stub.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+def wait_http(url: str, deadline_s: float, proc: subprocess.Popen[bytes], log: Path) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
+        try:
+            if requests.get(url, timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} not ready after {deadline_s}s:\n{log.read_text()[-2000:]}")
+
+
+class PrometheusStack:
+    def __init__(self, work: Path, rule_files: list[Path]) -> None:
+        self.work = work
+        self.rule_files = rule_files
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.sim_url = ""
+        self.exporter_url = ""
+        self.prometheus_url = ""
+
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None = None
+    ) -> tuple[subprocess.Popen, Path]:
+        log = self.work / f"{name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.work)
+        self.procs.append(proc)
+        return proc, log
+
+    def _stub_gpus(self, sim_pid: int) -> dict[str, str]:
+        """Environment that makes the exporter's NVML collector see two scripted H100s."""
+        stub = load_nvml_stub()
+        libdir = stub.build(self.work / "nvml")
+        devices = stub.gpus(2)
+        for i, gpu in enumerate(devices):
+            gpu.nvlink_kib = {0: (1000 * (i + 1), 2000 * (i + 1)), 1: (3000, 4000)}
+            gpu.replay = 3 * i
+            gpu.procs = {sim_pid: 20_000_000_000}  # the sim plays the vLLM worker on both GPUs
+        config = stub.write_config(self.work / "nvml.conf", devices)
+        return {"LD_LIBRARY_PATH": str(libdir), stub.CONFIG_ENV: str(config)}
+
+    def start(self) -> PrometheusStack:
+        kvops = [sys.executable, "-m", "kvops.cli"]
+        sim_port, exporter_port, prom_port = free_port(), free_port(), free_port()
+        sim, sim_log = self._spawn("sim", [*kvops, "sim", "--listen", f"127.0.0.1:{sim_port}"])
+        self.sim_url = f"http://127.0.0.1:{sim_port}"
+        wait_http(self.sim_url + "/metrics", 30, sim, sim_log)
+
+        env = {**os.environ, **self._stub_gpus(sim.pid)}
+        exporter, exporter_log = self._spawn(
+            "exporter",
+            [*kvops, "exporter", "--target", self.sim_url, "--listen", f"127.0.0.1:{exporter_port}"],
+            env,
+        )
+        self.exporter_url = f"http://127.0.0.1:{exporter_port}"
+        wait_http(self.exporter_url + "/metrics", 30, exporter, exporter_log)
+
+        config = self.work / "prometheus.yml"
+        config.write_text(
+            "global:\n"
+            f"  scrape_interval: {SCRAPE_INTERVAL_S}s\n"
+            f"  evaluation_interval: {SCRAPE_INTERVAL_S}s\n"
+            "rule_files:\n" + "".join(f"  - {p}\n" for p in self.rule_files) + "scrape_configs:\n"
+            "  - job_name: kvops\n"
+            "    static_configs:\n"
+            f"      - targets: ['127.0.0.1:{exporter_port}']\n"
+        )
+        prometheus = shutil.which("prometheus")
+        if prometheus is None:
+            raise RuntimeError("prometheus not found: apt-get install -y prometheus")
+        prom, prom_log = self._spawn(
+            "prometheus",
+            [
+                prometheus,
+                f"--config.file={config}",
+                f"--storage.tsdb.path={self.work / 'tsdb'}",
+                f"--web.listen-address=127.0.0.1:{prom_port}",
+                "--log.level=warn",
+            ],
+        )
+        self.prometheus_url = f"http://127.0.0.1:{prom_port}"
+        wait_http(self.prometheus_url + "/-/ready", 60, prom, prom_log)
+        return self
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in reversed(self.procs):
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=10)
+        self.procs.clear()
+
+    def __enter__(self) -> PrometheusStack:
+        try:
+            return self.start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def api(self, path: str, **params: Any) -> Any:
+        resp = requests.get(f"{self.prometheus_url}/api/v1/{path}", params=params, timeout=10)
+        body = resp.json()
+        if body.get("status") != "success":
+            raise AssertionError(f"{path} {params}: {body.get('errorType')}: {body.get('error')}")
+        return body["data"]
+
+    def query(self, expr: str) -> list[dict[str, Any]]:
+        """Instant query; raises with Prometheus's message if it does not parse or evaluate."""
+        return self.api("query", query=expr)["result"]
+
+    def exporter_metrics(self) -> set[str]:
+        """Names of the samples the exporter serves right now (HELP/TYPE lines skipped)."""
+        text = requests.get(self.exporter_url + "/metrics", timeout=10).text
+        return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and line[0] != "#"}
+
+    def wait_for(self, expr: str, deadline_s: float) -> list[dict[str, Any]]:
+        end = time.monotonic() + deadline_s
+        while True:
+            result = self.query(expr)
+            if result or time.monotonic() > end:
+                return result
+            time.sleep(0.5)

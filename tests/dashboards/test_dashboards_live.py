@@ -1,0 +1,139 @@
+"""Every dashboard query against a real Prometheus that scrapes the real exporter.
+
+Prometheus (Debian's) loads alerts/*.yml and scrapes `kvops exporter` pointed at `kvops sim`,
+with the NVML stub standing in for two GPUs. Each panel query, variables set to "All", must
+parse and return at least one series; each variable must list a value; each rule must
+evaluate without error and each recording rule must produce data.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_stack import ROOT, PrometheusStack, substitute
+
+pytestmark = pytest.mark.slow
+
+DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
+RULE_FILES = sorted((ROOT / "alerts").glob("*.yml"))
+
+# Panels that cannot have data on this machine, by dashboard file and title, with the reason.
+# test_unchecked_panels_really_have_no_data keeps this list honest.
+NOT_CHECKED = {
+    ("kvops-gpu-host-memory.json", "XGMI traffic"): "AMD XGMI: no amdsmi stub here, no AMD GPU",
+}
+
+
+def panel_targets() -> list[tuple[str, str, str, str]]:
+    """(file, panel title, refId, expr) for every query of every committed dashboard."""
+    out = []
+    for path in DASHBOARDS:
+        for panel in json.loads(path.read_text())["panels"]:
+            for target in panel.get("targets", []):
+                out.append((path.name, panel["title"], target["refId"], target["expr"]))
+    return out
+
+
+# Series that need exporter features still being built (process-tree collection): while the
+# exporter's /metrics has no such family at all, the checks that need it are reported as
+# expected failures naming the metric; the moment it serves the family they are asserted.
+NEEDS_EXPORTER_FEATURE = {
+    "kvops_vllm_process_memory_bytes": "target process memory (collectors/procs.py) not served yet",
+    "kvops_target_gpu_info": "target-to-GPU join (collectors/procs.py) not served yet",
+}
+EXPR_NEEDS = {
+    "kvops_vllm_process_memory_bytes": {"kvops_vllm_process_memory_bytes"},
+    "target:kvops_gpu_pcie_link_max_bytes_per_second:min": {"kvops_target_gpu_info"},
+}
+
+TARGETS = panel_targets()
+CHECKED = [t for t in TARGETS if (t[0], t[1]) not in NOT_CHECKED]
+UNCHECKED = [t for t in TARGETS if (t[0], t[1]) in NOT_CHECKED]
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusStack]:
+    with PrometheusStack(tmp_path_factory.mktemp("prometheus-stack"), RULE_FILES) as running:
+        # Data is there once a 5m-window recording rule over a counter has two samples.
+        ready = running.wait_for("kvops:offload_bandwidth_bytes_per_second:rate5m", 60)
+        assert ready, "the recording rules produced nothing within 60 s"
+        running.wait_for(substitute("rate(kvops_gpu_pcie_replay_total[$__rate_interval])"), 30)
+        yield running
+
+
+@pytest.mark.parametrize(
+    ("file_name", "title", "ref", "expr"), CHECKED, ids=[f"{t[0][6:-5]}:{t[1]}:{t[2]}" for t in CHECKED]
+)
+def test_panel_query_returns_series(
+    stack: PrometheusStack, file_name: str, title: str, ref: str, expr: str
+) -> None:
+    result = stack.query(substitute(expr))
+    if not result:
+        xfail_if_exporter_lacks(stack, expr)
+    assert result, f"{file_name} / {title} / {ref}: no series for {substitute(expr)}"
+
+
+def xfail_if_exporter_lacks(stack: PrometheusStack, expr: str) -> None:
+    """An expected failure, when `expr` needs a family the exporter does not serve yet."""
+    served = stack.exporter_metrics()
+    for name, needed in EXPR_NEEDS.items():
+        if name in expr:
+            for metric in sorted(needed - served):
+                pytest.xfail(f"exporter does not serve {metric}: {NEEDS_EXPORTER_FEATURE[metric]}")
+
+
+def test_unchecked_panels_really_have_no_data(stack: PrometheusStack) -> None:
+    # If one of these starts returning data (an amdsmi stub landed), move it to the checked set.
+    assert UNCHECKED, "NOT_CHECKED names no panel of the dashboards"
+    for file_name, title, ref, expr in UNCHECKED:
+        assert stack.query(substitute(expr)) == [], f"{file_name} / {title} / {ref} has data now: check it"
+
+
+def test_every_variable_lists_a_value(stack: PrometheusStack) -> None:
+    for path in DASHBOARDS:
+        for var in json.loads(path.read_text())["templating"]["list"]:
+            if var["type"] != "query":
+                continue
+            inner = var["definition"][len("label_values(") : -1]
+            selector, _, label = inner.rpartition(", ")
+            values = stack.api(f"label/{label}/values", **{"match[]": substitute(selector)})
+            assert values, f"{path.name}: variable {var['name']} has no values"
+
+
+def test_every_rule_evaluates_and_every_recording_rule_has_data(stack: PrometheusStack) -> None:
+    groups: list[dict[str, Any]] = stack.api("rules")["groups"]
+    rules = [rule for group in groups for rule in group["rules"]]
+    assert {r["name"] for r in rules if r["type"] == "alerting"} >= {
+        "KvopsTargetDown",
+        "KvopsCollectorFailing",
+    }
+    # The stack fixture waited for a recording rule's data, so every group has run by now:
+    # "unknown" (never evaluated) is as wrong as "err" (say, a many-to-many join).
+    assert {r["name"]: r.get("lastError") for r in rules if r["health"] != "ok"} == {}
+    empty = [r["name"] for r in rules if r["type"] == "recording" and not stack.wait_for(r["name"], 10)]
+    for name in empty:
+        xfail_if_exporter_lacks(stack, name)
+    assert empty == [], "recording rules without data"
+
+
+def test_healthy_stack_fires_no_kvops_target_or_collector_alert(stack: PrometheusStack) -> None:
+    # The sim is up and the stub GPUs answer: nothing in the rules should even be pending for them.
+    alerts = stack.api("alerts")["alerts"]
+    noisy = [
+        a["labels"]
+        for a in alerts
+        if a["labels"]["alertname"] in {"KvopsTargetDown", "KvopsCollectorFailing"}
+    ]
+    assert noisy == []
+
+
+def test_scrape_is_of_the_exporter_not_a_fixture(stack: PrometheusStack) -> None:
+    up = stack.query('up{job="kvops"}')
+    assert [float(s["value"][1]) for s in up] == [1.0]
+    targets = stack.query("kvops_target_up")
+    assert [s["metric"]["target"] for s in targets] == [stack.sim_url]
+    assert Path(stack.work / "tsdb").is_dir()
