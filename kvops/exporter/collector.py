@@ -14,13 +14,15 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import wait as wait_futures
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
+from kvops.errors import UsageError
 from kvops.exporter.families import self_families, target_families
 from kvops.snapshot import CollectorStatus, GpuSample, HostSample, Snapshot, TargetSample
+from kvops.sources.http import FetchOptions, normalise_target
 from kvops.sources.target import TargetScraper
 
 log = logging.getLogger(__name__)
@@ -74,27 +76,84 @@ def default_hardware_sources() -> list[Any]:
     return sources
 
 
+class TargetDiscovery(Protocol):
+    """Finds targets at run time (e.g. vLLM pods on this node). `targets()` is called on every
+    scrape, so it answers from its own cache; it may raise, which costs only discovered targets."""
+
+    name: str
+
+    def targets(self) -> list[str]: ...
+
+
+# Threads are created on demand up to this many: one per target and source in flight.
+MAX_WORKERS = 256
+
+
 class ScrapeRunner:
-    def __init__(self, targets: list[TargetScraper], sources: list[Any], timeout: float = DEFAULT_TIMEOUT):
-        self.targets = targets
+    def __init__(
+        self,
+        targets: list[TargetScraper],
+        sources: list[Any],
+        timeout: float = DEFAULT_TIMEOUT,
+        discovery: TargetDiscovery | None = None,
+        discovered_options: FetchOptions | None = None,
+    ):
+        self.static_targets = targets
         self.sources = [_GuardedSource(s) for s in sources]
         self.timeout = timeout
+        self.discovery = discovery
+        self._discovered_options = discovered_options
+        self._discovered: dict[str, TargetScraper] = {}
+        self._discovery_error: str | None = None
         self._lmcache_targets: set[str] = set()
-        # One worker per target and source, so a hung one never delays another.
-        self._pool = ThreadPoolExecutor(
-            max_workers=len(targets) + len(self.sources) + 1, thread_name_prefix="kvops-scrape"
-        )
+        self._pool = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="kvops-scrape")
+
+    @property
+    def targets(self) -> list[TargetScraper]:
+        return [*self.static_targets, *self._discovered.values()]
+
+    def _refresh_discovered(self) -> CollectorStatus | None:
+        if self.discovery is None:
+            return None
+        start = time.monotonic()
+        try:
+            urls = self.discovery.targets()
+        except Exception as exc:  # keep the last known targets: a flaky API must not drop them
+            error = _one_line(exc)
+            if error != self._discovery_error:
+                log.warning("target discovery %s: %s", self.discovery.name, error)
+            self._discovery_error = error
+            return CollectorStatus(self.discovery.name, False, time.monotonic() - start, error)
+        self._discovery_error = None
+        static = {t.target for t in self.static_targets}
+        wanted: dict[str, str] = {}
+        for url in urls:
+            try:
+                normalised = normalise_target(url)
+            except UsageError as exc:
+                log.warning("target discovery %s: skipping %s", self.discovery.name, exc)
+                continue
+            if normalised not in static:
+                wanted[normalised] = url
+        for gone in set(self._discovered) - set(wanted):
+            self._discovered.pop(gone).close()  # its series disappear with it
+        for normalised, url in wanted.items():
+            if normalised not in self._discovered:
+                self._discovered[normalised] = TargetScraper(url, self._discovered_options)
+        return CollectorStatus(self.discovery.name, True, time.monotonic() - start)
 
     def snapshot(self, timeout: float | None = None) -> Snapshot:
         budget = self.timeout if timeout is None else min(timeout, self.timeout)
         start = time.monotonic()
         deadline = start + budget
-        target_futures = [self._pool.submit(t.scrape, deadline) for t in self.targets]
+        discovery_status = self._refresh_discovered()
+        targets = self.targets
+        target_futures = [self._pool.submit(t.scrape, deadline) for t in targets]
         source_futures = [self._pool.submit(_timed, s.run) for s in self.sources]
         wait_futures([*target_futures, *source_futures], timeout=max(0.0, deadline - time.monotonic()))
 
         snap = Snapshot(time=start)
-        for scraper, future in zip(self.targets, target_futures, strict=True):
+        for scraper, future in zip(targets, target_futures, strict=True):
             if future.done():
                 snap.targets.append(future.result())
             else:
@@ -102,6 +161,8 @@ class ScrapeRunner:
                     TargetSample(scraper.target, up=False, error=f"timed out after {budget:g} s")
                 )
         self._target_statuses(snap, time.monotonic() - start)
+        if discovery_status is not None:
+            snap.collectors.append(discovery_status)
 
         for source, future in zip(self.sources, source_futures, strict=True):
             status = self._collect_source(source, future, budget, snap)
@@ -147,6 +208,7 @@ class ScrapeRunner:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for t in self.targets:
             t.close()
+        self._discovered.clear()
         for s in self.sources:
             close = getattr(s.source, "close", None)
             if close is not None:
