@@ -133,6 +133,7 @@ class Request:
     unhashed: int = 0  # GPU blocks held that are not (yet) full and hashed
     num_preemptions: int = 0
     prefilling: bool = False
+    running: bool = False
     scheduled_at: float | None = None
     first_token_at: float | None = None
 
@@ -199,6 +200,8 @@ class Engine:
         self._arrivals: list[tuple[float, int, Arrival]] = []
         self._seq = 0
         self._rid = 0
+        self._freed = 0  # bumps whenever blocks are released (admission may now succeed)
+        self._blocked: tuple[int, int] | None = None
         for arrival in workload.start(self.rng):
             self._push(arrival)
 
@@ -248,6 +251,7 @@ class Engine:
         self.gpu_unhashed -= req.unhashed
         req.held = []
         req.unhashed = 0
+        self._freed += 1
 
     # ---- CPU tier ---------------------------------------------------------------------
     def _store(self, keys: list[int]) -> None:
@@ -337,7 +341,7 @@ class Engine:
         decoding: list[Request] = []
         # 1. Running requests first: continue a chunked prefill, or decode one token.
         for req in list(self.running):
-            if req not in self.running:
+            if not req.running:
                 continue  # preempted earlier in this loop
             if req.prefilling:
                 n = min(req.length - req.computed, budget)
@@ -354,7 +358,7 @@ class Engine:
                 self._preempt(victim)
                 if victim is req:
                     break
-            if req not in self.running:
+            if not req.running:
                 continue
             if need > 0:
                 self._allocate(need)
@@ -364,11 +368,15 @@ class Engine:
         # 2. Admit waiting requests in order while blocks, sequences and budget allow.
         while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
             req = self.waiting[0]
+            if self._blocked == (req.rid, self._freed):
+                break  # it did not fit, and no block has been freed since
             n = self._admit(req, budget)
             if n is None:
+                self._blocked = (req.rid, self._freed)
                 break
             self.waiting.popleft()
             self.running.append(req)
+            req.running = True
             if n > 0:
                 scheduled.append((req, n))
                 budget -= n
@@ -396,10 +404,11 @@ class Engine:
         for req in decoding:
             before = req.computed
             req.generated += 1
-            req.computed = req.length - 1  # the newest token's KV is written next step
-            new_keys = self._fill_blocks(req, before, req.computed)
-            if new_keys and cfg.offload:
-                self._store(new_keys)
+            req.computed = after = before + 1  # the newest token's KV is written next step
+            if after % bs == 0:  # a block just became full
+                new_keys = self._fill_blocks(req, before, after)
+                if new_keys and cfg.offload:
+                    self._store(new_keys)
         self.counters.generation_tokens += sampled
         if decoding:
             self._observe("vllm:inter_token_latency_seconds", dt, len(decoding))
@@ -491,6 +500,7 @@ class Engine:
 
     def _preempt(self, req: Request) -> None:
         self.running.remove(req)
+        req.running = False
         self._release(req)
         req.computed = 0
         req.num_preemptions += 1
@@ -499,6 +509,7 @@ class Engine:
 
     def _finish(self, req: Request) -> None:
         self.running.remove(req)
+        req.running = False
         self._release(req)
         c = self.counters
         c.requests_finished += 1
