@@ -34,6 +34,12 @@ class Finding:
     def id(self) -> str:
         return self.playbook.id
 
+    def commands_for_alternatives(self) -> list[str | None]:
+        alts = self.alternative_commands
+        return (
+            alts if len(alts) == len(self.playbook.alternatives) else [None] * len(self.playbook.alternatives)
+        )
+
     def to_dict(self) -> dict[str, Any]:
         pb = self.playbook
         fix = pb.fix or Fix()
@@ -47,7 +53,10 @@ class Finding:
             "could_not_check": self.unknown,
             "fix": fix.to_dict(),
             "fix_confidence": fix.confidence,
-            "alternatives": [a.to_dict(with_confidence=True) for a in pb.alternatives],
+            "alternatives": [
+                {**a.to_dict(with_confidence=True), "fixed_command": cmd}
+                for a, cmd in zip(pb.alternatives, self.commands_for_alternatives(), strict=True)
+            ],
             "fixed_command": self.fixed_command,
             "playbook": f"playbooks/{pb.path.name}",
         }
@@ -123,6 +132,8 @@ def diagnose(
             continue
         if cmd is not None and pb.fix is not None and not pb.fix.is_empty():
             finding.fixed_command = _apply(cmd, pb.fix)
+            if finding.fixed_command is None:
+                finding.unknown.append("the command already carries this fix")
         finding.alternative_commands = [
             _apply(cmd, alt) if cmd is not None and not alt.is_empty() else None for alt in pb.alternatives
         ]
@@ -141,5 +152,14 @@ def diagnose(
     )
 
 
-def _apply(cmd: ServeCommand, fix: Fix) -> str:
-    return cmd.with_fix(fix.remove, fix.add, fix.env, fix.docker_add).render()
+def _apply(cmd: ServeCommand, fix: Fix) -> str | None:
+    """The command with the fix applied; None when that changes nothing (nothing to paste)."""
+    fixed = cmd.with_fix(fix.remove, fix.add, fix.env, fix.docker_add)
+    return None if _same(fixed, cmd) else fixed.render()
+
+
+def _same(a: ServeCommand, b: ServeCommand) -> bool:
+    def norm(c: ServeCommand) -> tuple[object, ...]:
+        return (sorted(c.env_dict().items()), sorted((x.flag, x.value) for x in c.args), c.docker_opts)
+
+    return norm(a) == norm(b)

@@ -254,3 +254,15 @@ def test_size_tp_fp8_and_concurrency(kvops) -> None:
 def test_size_bad_input_exit_2(kvops) -> None:
     assert kvops("size", "--model", "/nope")[0] == 2
     assert kvops("size", "--model", str(MODELS / "llama-3.1-8b.json"), "--concurrency", "0")[0] == 2
+
+
+def test_a_fix_the_command_already_has_prints_no_command(kvops) -> None:
+    seed = (
+        "docker run --ipc=host -e VLLM_ROCM_USE_AITER=1 vllm/vllm-openai-rocm:latest --model m "
+        "--kv-offloading-backend native --kv-offloading-size 64 --disable-hybrid-kv-cache-manager"
+    )
+    log = str(LOGS / "rocm-aiter-ck-moe-gemm-unsupported.log")
+    f = findings(kvops("doctor", "--cmd", seed, "--log", log, "--json")[1])["aiter-gemm-unsupported"]
+    assert "VLLM_ROCM_USE_AITER_MOE=0" in f["fixed_command"]
+    assert f["alternatives"][-1]["fixed_command"] is None  # the seed's flags are already there
+    assert "VLLM_ROCM_USE_AITER=0" in f["alternatives"][-2]["fixed_command"]
