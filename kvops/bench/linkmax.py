@@ -9,6 +9,7 @@ figure unknown; it never stops the measurement.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import re
 from collections.abc import Sequence
@@ -87,8 +88,10 @@ def from_samples(device: DeviceInfo, samples: Sequence[GpuSample], collector: st
         return LinkMax(None, f"{collector} collector: {how}")
     value, detail = capacity(sample)
     if value is None:
-        return LinkMax(None, f"{collector} collector has no link max for GPU {sample.index}")
-    return LinkMax(value, f"{collector} collector, GPU {sample.index} by {how}: {detail}")
+        source = f"{collector} collector has no link max for GPU {sample.index}"
+    else:
+        source = f"{collector} collector, GPU {sample.index} by {how}: {detail}"
+    return LinkMax(value, source, gpu_index=sample.index, gpu_uuid=sample.uuid)
 
 
 def from_collector(device: DeviceInfo) -> LinkMax:
@@ -117,10 +120,12 @@ def from_collector(device: DeviceInfo) -> LinkMax:
 
 
 def resolve(device: DeviceInfo, flag_bytes_per_second: float | None) -> LinkMax:
-    """The user's figure wins; else the collector's."""
+    """The user's figure wins; else the collector's. The collector is asked either way, for
+    the GPU's identity (index, UUID) in the driver's numbering."""
+    found = from_collector(device)
     if flag_bytes_per_second is not None:
-        return LinkMax(flag_bytes_per_second, FLAG_SOURCE)
-    return from_collector(device)
+        return dataclasses.replace(found, bytes_per_second=flag_bytes_per_second, source=FLAG_SOURCE)
+    return found
 
 
 def planned(flag_bytes_per_second: float | None) -> str:

@@ -104,7 +104,8 @@ class _RunCollector:
         from prometheus_client.core import GaugeMetricFamily
 
         run, d = self.run, self.run.device
-        gpu = [str(d.index), d.uuid or "", d.vendor]
+        # The driver's numbering where the collector matched the GPU, else torch's.
+        gpu = [run.link.gpu_index or str(d.index), run.link.gpu_uuid or d.uuid or "", d.vendor]
 
         def family(spec: names.MetricSpec) -> GaugeMetricFamily:
             return GaugeMetricFamily(spec.name, spec.help, labels=list(spec.labels))

@@ -47,13 +47,22 @@ class LinkMax:
 
     bytes_per_second: float | None
     source: str  # "nvidia" | "amd" collector, "--link-max-gbps", or why it is unknown
+    # The collector's index and UUID of the GPU, when it was matched: the textfile labels its
+    # series with them so they join the exporter's kvops_gpu_* series (torch renumbers GPUs).
+    gpu_index: str | None = None
+    gpu_uuid: str | None = None
 
     @property
     def known(self) -> bool:
         return self.bytes_per_second is not None and self.bytes_per_second > 0
 
     def as_dict(self) -> dict[str, object]:
-        return {"bytes_per_second": self.bytes_per_second, "source": self.source}
+        return {
+            "bytes_per_second": self.bytes_per_second,
+            "source": self.source,
+            "gpu_index": self.gpu_index,
+            "gpu_uuid": self.gpu_uuid,
+        }
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,12 @@ def test_matches_by_uuid_not_by_index() -> None:
         gpu("3", "GPU-58F4EF56-7BD3-D0C7-CE7B-A7ED3E2F4FE5", "00000000:3B:00.0"),
     ]
     link = linkmax.from_samples(DEVICE, samples, "nvidia")
-    assert link == LinkMax(GEN5_X16, "nvidia collector, GPU 3 by uuid: as the collector reports it")
+    assert link == LinkMax(
+        GEN5_X16,
+        "nvidia collector, GPU 3 by uuid: as the collector reports it",
+        gpu_index="3",
+        gpu_uuid="GPU-58F4EF56-7BD3-D0C7-CE7B-A7ED3E2F4FE5",
+    )
 
 
 def test_falls_back_to_pci_address_when_uuids_differ_in_form() -> None:
@@ -134,11 +139,15 @@ def test_link_max_through_the_real_nvidia_collector_and_pynvml(tmp_path: Path) -
     device = dataclasses.replace(DEVICE, uuid=devices[2].uuid.removeprefix("GPU-"), pci_bus_id=None)
     code = (
         "import json; from kvops.bench import linkmax; from kvops.bench.results import DeviceInfo; "
-        f"print(json.dumps(linkmax.from_collector(DeviceInfo(**{device.as_dict()!r})).as_dict()))"
+        f"d = DeviceInfo(**{device.as_dict()!r}); "
+        "print(json.dumps([linkmax.from_collector(d).as_dict(), linkmax.resolve(d, 50e9).as_dict()]))"
     )
     env = {**os.environ, "LD_LIBRARY_PATH": str(libdir), nvml_stub.CONFIG_ENV: str(config)}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert proc.returncode == 0, proc.stderr
-    link = json.loads(proc.stdout)
+    link, flagged = json.loads(proc.stdout)
     assert link["bytes_per_second"] == pytest.approx(16e9 * 16 * 128 / 130 / 8)  # Gen4 x16, 31.5 GB/s
     assert link["source"] == "nvidia collector, GPU 2 by uuid: PCIe Gen4 x16, the most device and slot allow"
+    assert (link["gpu_index"], link["gpu_uuid"]) == ("2", devices[2].uuid)
+    # The user's figure replaces the value, not the identity the collector found.
+    assert flagged == {**link, "bytes_per_second": 50e9, "source": "--link-max-gbps"}

@@ -70,7 +70,7 @@ def test_json_is_in_base_units(sample_run: BenchRun) -> None:
     first = data["results"][0]
     assert first["bytes_per_second"]["median"] == pytest.approx(2 * MIB / 100e-6)
     assert first["link_fraction"] == pytest.approx(2 * MIB / 100e-6 / 63e9)
-    assert data["link_max"] == {"bytes_per_second": 63e9, "source": "nvidia collector, GPU 0 by uuid"}
+    assert data["link_max"]["bytes_per_second"] == 63e9
     assert data["device"]["backend"] == "cuda"
     assert data["results"][2]["verified"] is False
 
@@ -97,6 +97,15 @@ def test_textfile_parses_with_prometheus_client_and_uses_declared_names(sample_r
     ratios = [s.value for s in fams["kvops_bench_dma_link_ratio"]]
     assert len(ratios) == 3 and all(0 < r < 1 for r in ratios)
     assert fams["kvops_bench_dma_finished_timestamp_seconds"][0].value == 1_790_000_000.0
+
+
+def test_textfile_labels_use_the_collectors_gpu_numbering_when_matched(sample_run: BenchRun) -> None:
+    # torch's device 0 is the driver's GPU 3 (CUDA_VISIBLE_DEVICES=3): label as the exporter does.
+    sample_run.link = LinkMax(63e9, "nvidia collector", gpu_index="3", gpu_uuid="GPU-58f4ef56")
+    fams = _families(textfile_text(sample_run))
+    for samples in fams.values():
+        for s in samples:
+            assert (s.labels["gpu"], s.labels["uuid"], s.labels["vendor"]) == ("3", "GPU-58f4ef56", "nvidia")
 
 
 def test_textfile_without_link_max_has_no_ratio_series(sample_run: BenchRun) -> None:
