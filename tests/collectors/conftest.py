@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -31,10 +32,16 @@ def nvml_script(nvml_libdir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPat
     return script
 
 
-@pytest.fixture(scope="session")
-def amdsmi_module(tmp_path_factory: pytest.TempPathFactory) -> ModuleType:
-    """The real amdsmi package, imported against the stub libamd_smi.so."""
-    return amd_stub.import_amdsmi(amd_stub.build(tmp_path_factory.mktemp("rocm")))
+@pytest.fixture(scope="package")
+def amdsmi_module(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ModuleType]:
+    """The real amdsmi package, imported against the stub libamd_smi.so.
+
+    Forgotten again afterwards, so later tests in this process import amdsmi afresh and
+    see a host without ROCm, as they would without these tests.
+    """
+    yield amd_stub.import_amdsmi(amd_stub.build(tmp_path_factory.mktemp("rocm")))
+    for name in [m for m in sys.modules if m == "amdsmi" or m.startswith("amdsmi.")]:
+        del sys.modules[name]
 
 
 @pytest.fixture

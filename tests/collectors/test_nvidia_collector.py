@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from collectors import nvml_stub
 from collectors.nvml_stub import StubGpu
@@ -299,3 +301,15 @@ def test_subprocess_finds_stub_through_ld_library_path(nvml_libdir: Path, tmp_pa
     out = _run(_PROBE, env)
     assert out.stderr == f"8 {nvml_stub.gpus(8)[-1].uuid}\n"
     assert out.stdout == ""
+
+
+@given(start=st.integers(0, 2**32 - 1), steps=st.lists(st.integers(0, 2**32 - 1), max_size=30))
+def test_wrapping_32bit_counter_total_is_start_plus_true_increments(start: int, steps: list[int]) -> None:
+    """Whatever the increments (each under one wrap), the total is what really went over the link."""
+    c = WrappingCounter()
+    raw = start
+    total = c.update(raw, 32)
+    for step in steps:
+        raw = (raw + step) % 2**32
+        total = c.update(raw, 32)
+    assert total == start + sum(steps)

@@ -98,3 +98,14 @@ def test_live_target_process_tree(local_server: tuple[int, int, int]) -> None:
     assert pm.rss_anon == pytest.approx(sum(e["RssAnon"] for e in expected if e), rel=0.05)
     assert pm.rss_anon is not None and pm.rss_anon > 64 * 2**20  # the child's buffer is in the sum
     assert pm.locked == sum(e["VmLck"] for e in expected if e)
+
+
+def test_every_interface_address_is_local() -> None:
+    import psutil
+
+    families = (socket.AF_INET, socket.AF_INET6)
+    addrs = [
+        a.address.split("%")[0] for nic in psutil.net_if_addrs().values() for a in nic if a.family in families
+    ]
+    assert addrs
+    assert all(is_local_host(a) for a in addrs), addrs
