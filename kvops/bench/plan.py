@@ -151,8 +151,9 @@ def describe(plan: Plan, link_note: str) -> str:
     by_group: dict[tuple[str, str, bool], list[Case]] = {}
     for c in plan.cases:
         by_group.setdefault((c.memory, c.direction, c.blocks > 1), []).append(c)
+    n = len(plan.cases)
     lines = [
-        f"kvops bench dma plan: device {plan.device}, {len(plan.cases)} cases, "
+        f"kvops bench dma plan: device {plan.device}, {n} case{'' if n == 1 else 's'}, "
         f"{plan.warmup} warm-up + {plan.repeats} timed repeats each",
     ]
     for (memory, direction, batched), cases in by_group.items():
@@ -161,9 +162,14 @@ def describe(plan: Plan, link_note: str) -> str:
         lines.append(f"  {memory:8} {DIRECTION_TITLES[direction]:28} {shape:28} {sizes}")
     lines.extend(f"  note: {n}" for n in plan.notes)
     lines.append(
-        f"moves {plan.bytes_total / 1e9:.1f} GB in {plan.copies} transfers; "
+        f"moves {_decimal(plan.bytes_total)} in {plan.copies} transfers; "
         f"host buffers up to {format_size(plan.peak_host_bytes)} (pinned where the case says so)"
     )
     lines.append(f"link max: {link_note}")
     lines.append("timing: device events around each transfer, after warm-up (needs a CUDA or ROCm GPU)")
     return "\n".join(lines)
+
+
+def _decimal(n_bytes: int) -> str:
+    """Totals in decimal units, as bandwidth is: 508.7 GB, 48.2 MB."""
+    return f"{n_bytes / 1e9:.1f} GB" if n_bytes >= 1e9 else f"{n_bytes / 1e6:.1f} MB"

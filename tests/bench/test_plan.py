@@ -81,6 +81,14 @@ def test_describe_lists_groups_sizes_totals_and_link_source() -> None:
     assert "512 KiB×64, 2 MiB×64" in text
     assert "link max: 63.0 GB/s per direction (from --link-max-gbps)" in text
     assert "needs a CUDA or ROCm GPU" in text
+    # (0.5 + 2 + 32 + 128) MiB per shape, × 4 (h2d, d2h, bidir twice), × 6 repeats = 4.09e9 bytes.
+    assert "moves 4.1 GB in 72 transfers" in text
+
+
+def test_describe_small_plans_in_megabytes_and_singular() -> None:
+    plan = build_plan(sizes=[2**20], directions=["h2d"], memories=["pinned"], blocks=1, repeats=9, warmup=1)
+    text = describe(plan, "unknown")
+    assert "1 case," in text and "moves 10.5 MB in 10 transfers" in text
 
 
 def test_plan_json_round_trips() -> None:
