@@ -136,3 +136,14 @@ def attach_gpus(pm: ProcessMemory, gpus: list[GpuSample]) -> None:
     """Fill pm.gpus with (index, uuid) of every GPU on which one of pm's processes runs."""
     mine = set(pm.pids)
     pm.gpus = [(g.index, g.uuid) for g in gpus if mine.intersection(g.processes)]
+
+
+def processes_for(targets: list[str], gpus: list[GpuSample], root: str = "/") -> list[ProcessMemory]:
+    """ProcessMemory, GPUs attached, for each target served from this host; others left out."""
+    out: list[ProcessMemory] = []
+    for target in targets:
+        pm = target_processes(target, root)
+        if pm is not None:
+            attach_gpus(pm, gpus)
+            out.append(pm)
+    return out

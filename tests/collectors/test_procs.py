@@ -11,7 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from kvops.collectors.procs import attach_gpus, is_local_host, read_status, target_processes, tree_memory
+from kvops.collectors.procs import (
+    attach_gpus,
+    is_local_host,
+    processes_for,
+    read_status,
+    target_processes,
+    tree_memory,
+)
 from kvops.snapshot import GpuSample, ProcessMemory
 
 FIXTURE = str(Path(__file__).resolve().parent / "fixtures" / "host")
@@ -109,3 +116,11 @@ def test_every_interface_address_is_local() -> None:
     ]
     assert addrs
     assert all(is_local_host(a) for a in addrs), addrs
+
+
+def test_processes_for_joins_local_targets_to_their_gpus(local_server: tuple[int, int, int]) -> None:
+    port, _server, child = local_server
+    gpus = [GpuSample(index="1", uuid="GPU-b", vendor="nvidia", processes={child: 2e9})]
+    local = f"http://localhost:{port}"
+    (pm,) = processes_for([local, "http://192.0.2.10:8000"], gpus)
+    assert (pm.target, pm.gpus) == (local, [("1", "GPU-b")])
