@@ -57,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
     version, source = resolve_version(args.vllm_version, scan)
     no_input = not (args.model or args.cmd or args.log)
     platform = probe() if (args.here or no_input) else None
+    vllm_root = None
+    if source == "installed vllm":  # the installed vllm is the one judged: read its source too
+        from kvops.doctor.vllm_source import installed_root
+
+        vllm_root = installed_root()
     result = diagnose(
         catalog,
         model=model,
@@ -66,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
         version_source=source,
         platform=platform,
         only=set(args.check) if args.check else None,
+        vllm_root=vllm_root,
     )
     print(report.to_json(result, catalog) if args.json else report.to_text(result, catalog))
     return result.exit_code

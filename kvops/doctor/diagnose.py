@@ -8,6 +8,7 @@ scripts are both rendered from the same Finding objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kvops.doctor.catalog import Catalog, Fix, Playbook
@@ -101,9 +102,10 @@ def diagnose(
     version_source: str = "unknown",
     platform: Platform | None = None,
     only: set[str] | None = None,
+    vllm_root: Path | None = None,
 ) -> Diagnosis:
     here = platform is not None
-    ctx = Context(model=model, cmd=cmd, version=version, version_source=version_source, platform=platform)
+    ctx = Context(model, cmd, version, version_source, platform, vllm_root)
     secrets = secret_values(cmd)
     findings: list[Finding] = []
     for pb in catalog.failures:

@@ -13,6 +13,8 @@ Vocabulary (keys of `conditions:` in playbooks/*.md):
   env_on / env_not_off: [NAME]       (the command's env, else this host's env under --here)
   platform: [cuda | rocm]            (the command's image/env, else this host under --here)
   vllm_version: ">=0.12.0,<0.18.0"   here: true (judges this machine: only with --here)
+  vllm_source: {offloading_layer_filter: Attention}   (read from the installed vllm when it is
+                                     the judged version; holds when nothing can be read)
   kernel_below: "5.14"   memlock_limited: true   check: <named arithmetic check below>
   any_of: [{...}, {...}]             (one of the nested groups holds)
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from kvops.doctor.cmdline import ServeCommand, parse_size
@@ -42,6 +45,7 @@ class Context:
     version: str | None = None
     version_source: str = "unknown"
     platform: Platform | None = None  # set only when doctor may judge this machine
+    vllm_root: Path | None = None  # installed vllm's source, when it is the vLLM being judged
 
 
 @dataclass
@@ -294,6 +298,21 @@ def _one(key: str, want: Any, ctx: Context, here: bool) -> Verdict:
         if ok is None:
             return Verdict(None, unknown=[f"vLLM version {ctx.version!r} unreadable (applies to {want})"])
         return Verdict(ok, evidence=[f"vLLM {ctx.version} ({ctx.version_source}) is in {want}"] if ok else [])
+    if key == "vllm_source":
+        if ctx.vllm_root is None:
+            return Verdict(True)  # no installed source to read: the version rule decides
+        from kvops.doctor.vllm_source import offloading_layer_filter
+
+        for fact, value in want.items():
+            if fact != "offloading_layer_filter":
+                return Verdict(None, unknown=[f"unknown vllm_source fact {fact!r} in playbook"])
+            found = offloading_layer_filter(ctx.vllm_root)
+            if found is None:
+                return Verdict(True)
+            where = f"installed vllm at {ctx.vllm_root}"
+            if found != value:
+                return Verdict(False, evidence=[f"{where} looks offloaded layers up by {found}"])
+            return Verdict(True, evidence=[f"{where}: register_kv_caches looks layers up by {found}"])
     if key == "kernel_below":
         kv = ctx.platform.kernel_version() if ctx.platform else None
         if kv is None:
