@@ -1,4 +1,5 @@
-"""A real stack on loopback: `kvops sim` -> `kvops exporter` (over the NVML stub) -> Prometheus
+"""A real stack on loopback: `kvops sim` -> `kvops exporter` (over the NVML and AMD SMI stubs)
+-> Prometheus
 with the kvops recording and alert rules. Each is a child process on a free port, stopped by
 its own pid; Prometheus gets a temporary TSDB and a generated config.
 
@@ -100,6 +101,42 @@ class PrometheusStack:
         config = stub.write_config(self.work / "nvml.conf", devices)
         return {"LD_LIBRARY_PATH": str(libdir), stub.CONFIG_ENV: str(config)}
 
+    def _stub_amd_gpus(self, sim_pid: int) -> dict[str, str]:
+        """Environment that makes the exporter's AMD collector see two scripted MI300Xs.
+
+        The stub's config is written from a child process: it needs `amdsmi` imported against
+        the stub, and that import must not stay behind in the test process (the collector
+        tests import amdsmi against their own stub build)."""
+        rocm = self.work / "rocm"
+        config = self.work / "amdsmi.conf"
+        script = (
+            "import sys; sys.path.insert(0, sys.argv[1]); import amd_stub\n"
+            "from pathlib import Path\n"
+            "rocm = amd_stub.build(Path(sys.argv[2]))\n"
+            "amdsmi = amd_stub.import_amdsmi(rocm)\n"
+            "links = [None] * 6\n"
+            "gpus = [amd_stub.StubAmdGpu(uuid=f'amd-{i}', bdf=f'0000:c{i + 1}:00.0',\n"
+            "        procs={int(sys.argv[4]): 10**10},\n"
+            "        xgmi_read_kb=[1000 * (i + 1), 2000, *links], xgmi_write_kb=[3000, 4000, *links])\n"
+            "        for i in range(2)]\n"
+            "amd_stub.write_config(sys.argv[3], amdsmi, gpus, pci_sleep_ms=10)\n"
+        )
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                script,
+                str(ROOT / "tests" / "collectors"),
+                str(rocm),
+                str(config),
+                str(sim_pid),
+            ],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        return {"ROCM_PATH": str(rocm), "KVOPS_AMDSMI_STUB_CONFIG": str(config)}
+
     def start(self) -> PrometheusStack:
         kvops = [sys.executable, "-m", "kvops.cli"]
         sim_port, exporter_port, prom_port = free_port(), free_port(), free_port()
@@ -107,7 +144,7 @@ class PrometheusStack:
         self.sim_url = f"http://127.0.0.1:{sim_port}"
         wait_http(self.sim_url + "/metrics", 30, sim, sim_log)
 
-        env = {**os.environ, **self._stub_gpus(sim.pid)}
+        env = {**os.environ, **self._stub_gpus(sim.pid), **self._stub_amd_gpus(sim.pid)}
         exporter, exporter_log = self._spawn(
             "exporter",
             [*kvops, "exporter", "--target", self.sim_url, "--listen", f"127.0.0.1:{exporter_port}"],
