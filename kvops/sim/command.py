@@ -58,6 +58,15 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--model", default=None, metavar="DIR|config.json", help="size KV blocks from a model config"
     )
     parser.add_argument("--served-model-name", default=None, metavar="NAME")
+    what_if = parser.add_argument_group("what-if sizing (no server)")
+    what_if.add_argument(
+        "--what-if", action="store_true", help="replay the workload per CPU buffer size and compare"
+    )
+    what_if.add_argument("--sizes", default="0,16,64,128", metavar="GiB,...", help="default 0,16,64,128")
+    what_if.add_argument(
+        "--duration", type=float, default=120.0, metavar="S", help="simulated seconds per size (default 120)"
+    )
+    what_if.add_argument("--json", action="store_true", help="print only JSON to stdout")
 
 
 def model_options(args: argparse.Namespace) -> dict[str, object]:
@@ -80,6 +89,10 @@ def model_options(args: argparse.Namespace) -> dict[str, object]:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.what_if:
+        return run_what_if(args)
+    if args.json:
+        raise UsageError("--json goes with --what-if")
     import signal
     import sys
     import threading
@@ -101,4 +114,35 @@ def run(args: argparse.Namespace) -> int:
             pass
     finally:
         sim.stop()
+    return 0
+
+
+def run_what_if(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from kvops.sim import whatif
+
+    sizes = whatif.parse_sizes(args.sizes)
+    options = model_options(args)
+    options.pop("kv_offloading_size_gib")
+    results = whatif.run(sizes, args.duration, args.seed, **options)
+    if args.json:
+        meta = {
+            "workload": args.workload,
+            "model": args.model,
+            "seed": args.seed,
+            "duration_s": args.duration,
+            "simulated": True,
+            **{k: v for k, v in options.items() if k not in ("workload",)},
+        }
+        sys.stdout.write(json.dumps(whatif.to_json(results, meta), indent=1) + "\n")
+        return 0
+    print(
+        f"kvops sim --what-if: workload {args.workload}, seed {args.seed}, "
+        f"{args.duration:g} simulated seconds per size (simulated, not measured)"
+    )
+    print(whatif.format_table(results))
+    print()
+    print(whatif.format_plot(results))
     return 0
