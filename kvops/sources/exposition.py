@@ -111,40 +111,48 @@ def parse(
     else:
         wanted_set = frozenset(wanted)
         keep = wanted_set.__contains__
-    for line_no, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
+    types = result.types
+    errors = result.errors
+    for line_no, line in enumerate(text.splitlines(), start=1):
         if not line:
             continue
-        if line[0] == "#":
+        first = line[0]
+        if first == " " or first == "\t":
+            line = line.strip()
+            if not line:
+                continue
+            first = line[0]
+        if first == "#":
             if line.startswith("# TYPE "):
                 parts = line.split(None, 3)
                 if len(parts) == 4:
-                    result.types[parts[2]] = parts[3].strip()
+                    types[parts[2]] = parts[3].strip()
                 else:
-                    result.errors.append((line_no, "TYPE line without a name and type"))
+                    errors.append((line_no, "TYPE line without a name and type"))
             continue
-        # The name ends at the first '{' or whitespace; most lines are rejected here.
-        cut = len(line)
-        for sep in ("{", " ", "\t"):
-            i = line.find(sep, 0, cut)
-            if i != -1:
-                cut = i
+        # The name ends at '{' (a '{' after the name can only open its labels) or at the
+        # first blank; most lines are rejected by the name alone, unparsed.
+        cut = line.find("{")
+        if cut == -1:
+            cut = line.find(" ")
+            if cut == -1:
+                cut = line.find("\t")
+                if cut == -1:
+                    errors.append((line_no, f"sample without a value: {line[:60]!r}"))
+                    continue
         name = line[:cut]
-        if cut == len(line):
-            result.errors.append((line_no, f"sample without a value: {line[:60]!r}"))
-            continue
         if not keep(name):
             if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
                 try:
                     parse_sample_line(line)
                     result.has_prefixed_sample = True
                 except ParseError as exc:
-                    result.errors.append((line_no, str(exc)))
+                    errors.append((line_no, str(exc)))
             continue
         try:
             name, labels, value = parse_sample_line(line)
         except ParseError as exc:
-            result.errors.append((line_no, str(exc)))
+            errors.append((line_no, str(exc)))
             continue
         if count_prefixes and name.startswith(count_prefixes):
             result.has_prefixed_sample = True
