@@ -586,6 +586,32 @@ def gpu_host_memory() -> dict[str, Any]:
                     min=0,
                 ),
                 Panel(
+                    "GPU utilization",
+                    "Share of the driver's sample period the GPU was busy. "
+                    "Metric: `kvops_gpu_utilization_ratio`.",
+                    [Target(f"kvops_gpu_utilization_ratio{{{SEL_GPU}}}", LEGEND_GPU)],
+                    "percentunit",
+                    min=0,
+                    max=1,
+                ),
+                Panel(
+                    "PCIe link generation and width",
+                    "Current and maximum PCIe generation and lane count. A current link below the maximum "
+                    "under load (not at idle, where ASPM lowers it) has trained down: offload transfers "
+                    "slow with it. "
+                    "Metrics: `kvops_gpu_pcie_link_generation`, `kvops_gpu_pcie_link_width_lanes`.",
+                    [
+                        Target(
+                            f"kvops_gpu_pcie_link_generation{{{SEL_GPU}}}", "Gen {{kind}} · " + LEGEND_GPU
+                        ),
+                        Target(
+                            f"kvops_gpu_pcie_link_width_lanes{{{SEL_GPU}}}", "lanes {{kind}} · " + LEGEND_GPU
+                        ),
+                    ],
+                    "none",
+                    min=0,
+                ),
+                Panel(
                     "PCIe replays",
                     "Link-level retransmissions per second. Rising for 15 minutes fires "
                     "KvopsGpuPcieReplaysRising. Metric: `kvops_gpu_pcie_replay_total`.",
@@ -660,12 +686,31 @@ def gpu_host_memory() -> dict[str, Any]:
                     "/dev/shm free",
                     "Free space in /dev/shm, where vLLM's CPU offload tier lives, with the tier size. Under "
                     "a tenth of the tier fires KvopsShmFreeLowForOffload. Metrics: "
-                    "`kvops_host_shm_free_bytes`, `instance:kvops_offload_cpu_tier_bytes:sum`.",
+                    "`kvops_host_shm_free_bytes`, `kvops_host_shm_size_bytes`, "
+                    "`instance:kvops_offload_cpu_tier_bytes:sum`.",
                     [
                         Target(f"kvops_host_shm_free_bytes{{{SEL}}}", "free · {{instance}}"),
+                        Target(f"kvops_host_shm_size_bytes{{{SEL}}}", "size · {{instance}}"),
                         Target(
                             f"instance:kvops_offload_cpu_tier_bytes:sum{{{SEL}}}",
                             "offload tier · {{instance}}",
+                        ),
+                    ],
+                    "bytes",
+                    min=0,
+                ),
+                Panel(
+                    "NUMA node free memory",
+                    "Free and total memory per NUMA node. Pinned offload buffers on the node far from the "
+                    "GPU cost transfer bandwidth; one node running dry while another is free points there. "
+                    "Metrics: `kvops_host_numa_memory_free_bytes`, `kvops_host_numa_memory_total_bytes`.",
+                    [
+                        Target(
+                            f"kvops_host_numa_memory_free_bytes{{{SEL}}}", "free node {{node}} · {{instance}}"
+                        ),
+                        Target(
+                            f"kvops_host_numa_memory_total_bytes{{{SEL}}}",
+                            "total node {{node}} · {{instance}}",
                         ),
                     ],
                     "bytes",
