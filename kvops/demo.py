@@ -1,7 +1,4 @@
-"""`kvops demo`: the simulated vLLM and a live view of it, no GPU needed.
-
-Placeholder until `kvops top` lands: prints the interval figures once a second.
-"""
+"""`kvops demo`: the simulated vLLM and `kvops top` on it, no GPU needed."""
 
 from __future__ import annotations
 
@@ -9,31 +6,31 @@ import argparse
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--interval", type=float, default=1.0, metavar="S", help="seconds between frames")
+    parser.add_argument("--interval", default="1", metavar="S", help="seconds between frames (default 1)")
     parser.add_argument("--vllm-version", default="0.33.0", help="exposition format to simulate")
+    parser.add_argument("--once", action="store_true", help="print one frame as text and exit")
+    parser.add_argument("--json", action="store_true", help="with --once: the frame as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import time
-
-    from kvops.exporter.collector import ScrapeRunner
-    from kvops.rates import interval
+    from kvops.errors import UsageError
     from kvops.sim.server import start
-    from kvops.sources.target import TargetScraper
+    from kvops.top import command as top
+    from kvops.top.live import LiveSource
 
+    interval = top.parse_interval(args.interval)
+    if args.json and not args.once:
+        raise UsageError("--json goes with --once")
+    top.quiet_logs()
     sim = start(vllm_version=args.vllm_version)
-    runner = ScrapeRunner([TargetScraper(sim.url)], [])
     try:
-        prev = runner.snapshot()
-        while True:
-            time.sleep(args.interval)
-            cur = runner.snapshot()
-            for row in interval(prev, cur)["targets"]:
-                print(json.dumps(row), flush=True)
-            prev = cur
-    except KeyboardInterrupt:
-        return 0
+        source = LiveSource([sim.url], timeout=min(top.MAX_SCRAPE_TIMEOUT, max(1.0, interval)))
+        source.description = f"kvops demo: simulated vLLM {args.vllm_version} at {sim.url}"
+        if args.once:
+            try:
+                return top.print_once(source, interval, args.json)
+            finally:
+                source.close()
+        return top.run_app(source, interval)
     finally:
-        runner.close()
         sim.stop()

@@ -1,0 +1,442 @@
+"""The `kvops top` Textual app: a target table, GPU and host panels, help and detail screens.
+
+Scraping runs in a thread worker (one at a time: a slow scrape skips ticks instead of piling
+up); its Snapshot comes back through call_from_thread, so the UI thread never waits on the
+network. Everything shown is read from a Board (board.py), which takes its figures from
+kvops.rates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, ClassVar, Protocol
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical
+from textual.screen import ModalScreen, Screen
+from textual.widgets import DataTable, Footer, Input, Sparkline, Static
+
+from kvops.snapshot import Snapshot
+from kvops.top import units
+from kvops.top.board import SORTS, Board, Row, RowKey
+
+log = logging.getLogger(__name__)
+
+SPARK_WIDTH = 10
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("target", "Target"),
+    ("model", "Model"),
+    ("engine", "Eng"),
+    ("kv", "KV\n%"),
+    ("local", "Local\nhit %"),
+    ("external", "Ext\nhit %"),
+    ("store", "Store\nGB/s"),
+    ("load", "Load\nGB/s"),
+    ("ratio", "Load:\nStore"),
+    ("running", "Run"),
+    ("waiting", "Wait"),
+    ("preempt", "Pre-\nempt"),
+    ("store_trend", "Stored\nper s"),
+    ("load_trend", "Loaded\nper s"),
+)
+
+
+class Source(Protocol):
+    """Where frames come from: live scrapes, a Prometheus server, or a replay."""
+
+    description: str
+    live: bool
+
+    def next(self) -> Snapshot | None:
+        """Blocking: the next Snapshot, or None when there is none (a replay ended)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+HELP_TEXT = """\
+[b]kvops top[/b] — KV-cache offloading at a glance
+
+[b]Keys[/b]
+  q          quit (from any screen)
+  ?          this help (Esc closes it)
+  /          filter targets by URL or model (Enter keeps it, Esc clears)
+  s          sort: target, local hit, external hit, store, load, KV usage
+  p          pause / resume scraping
+  ↑ ↓        pick a target
+  Enter      detail view of the target (Esc goes back)
+
+[b]Columns[/b] (over the last interval)
+  KV %         GPU KV cache in use now
+  Local hit %  prefix-cache hits in GPU memory / tokens looked up
+  Ext hit %    hits in the offload tier (KV connector) / tokens looked up there
+  Store, Load  GB/s while transferring: bytes moved / summed transfer time
+               (store = GPU → offload tier, load = back to GPU)
+  Load:Store   bytes loaded per byte stored
+  Stored/s, Loaded/s  sparklines of bytes moved per wall-clock second
+
+[b]Units[/b]  GB/s = 10⁹ bytes per second · memory in GiB = 2³⁰ bytes · ratios in %.
+"-" means unknown: the target does not expose it, or nothing moved.
+
+[b]Colours[/b]  [bold red]red[/bold red]: hit rate under 50 %, PCIe link over 90 % busy,
+a target down, /dev/shm or RAM smaller than the offload tier.
+[bold yellow]yellow[/bold yellow]: GPU KV cache 95 % full or more.
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark", "dismiss", "close help"),
+        Binding("q", "app.quit", "quit"),
+    ]
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > Static { width: 84; height: auto; border: round $accent; padding: 0 1;
+                          background: $surface; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static(HELP_TEXT, id="help")
+
+
+_DETAIL_FIELDS: tuple[tuple[str, str, Any], ...] = (
+    ("KV cache usage", "kv_cache_usage", units.pct),
+    ("local hit rate", "local_hit_rate", units.pct),
+    ("external hit rate", "external_hit_rate", units.pct),
+    ("store bandwidth (while transferring)", "store_bandwidth_bytes_per_second", units.gbps),
+    ("load bandwidth (while transferring)", "load_bandwidth_bytes_per_second", units.gbps),
+    ("stored per wall second", "store_offered_bytes_per_second", units.gbps),
+    ("loaded per wall second", "load_offered_bytes_per_second", units.gbps),
+    ("load:store bytes", "load_store_ratio", units.ratio),
+    ("stored in the interval", "store_bytes", units.gb),
+    ("loaded in the interval", "load_bytes", units.gb),
+    ("local tokens looked up", "local_queries", units.count),
+    ("external tokens looked up", "external_queries", units.count),
+    ("preemptions in the interval", "preemptions", units.count),
+    ("requests running", "requests_running", units.count),
+    ("requests waiting", "requests_waiting", units.count),
+    ("offload tier configured", "cpu_tier_bytes", units.gib),
+)
+
+
+class DetailScreen(Screen[None]):
+    """Every figure of one engine, with the last minutes of traffic each way."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,enter,backspace", "app.pop_screen", "back"),
+        Binding("q", "app.quit", "quit"),
+        Binding("question_mark", "app.help", "help"),
+    ]
+    DEFAULT_CSS = """
+    DetailScreen { padding: 0 1; }
+    DetailScreen Sparkline { height: 4; margin-bottom: 1; }
+    DetailScreen .label { color: $text-muted; }
+    """
+
+    def __init__(self, board: Board, key: RowKey) -> None:
+        super().__init__()
+        self.board = board
+        self.key = key
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-figures")
+        yield Static("stored per second, last minutes", classes="label")
+        yield Sparkline([], id="detail-store")
+        yield Static("loaded per second, last minutes", classes="label")
+        yield Sparkline([], id="detail-load")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.refresh_figures()
+
+    def refresh_figures(self) -> None:
+        row = self.board.rows.get(self.key)
+        if row is None:
+            return
+        table = Table.grid(padding=(0, 2))
+        table.add_column(style="dim")
+        table.add_column()
+        table.add_row("target", row.target)
+        table.add_row("model", row.model or units.UNKNOWN)
+        table.add_row("engine", row.engine or units.UNKNOWN)
+        table.add_row(
+            "state", Text("up", style="green") if row.up else Text(f"down: {row.error}", "bold red")
+        )
+        for label, name, fmt in _DETAIL_FIELDS:
+            table.add_row(label, fmt(row.get(name)))
+        self.query_one("#detail-figures", Static).update(table)
+        self.query_one("#detail-store", Sparkline).data = [v or 0.0 for v in row.store_history]
+        self.query_one("#detail-load", Sparkline).data = [v or 0.0 for v in row.load_history]
+
+
+def _short_model(model: str) -> str:
+    # "meta-llama/Llama-3.1-8B-Instruct" -> the part people say; the detail view has it all.
+    return model.rsplit("/", 1)[-1]
+
+
+def _short_target(target: str) -> str:
+    # http:// is the usual case; https:// stays visible.
+    return target.removeprefix("http://")
+
+
+def _row_cells(row: Row) -> list[Text | str]:
+    if not row.up:
+        down = Text("down", style="bold red")
+        return [Text(_short_target(row.target), style="red"), _short_model(row.model), row.engine, down,
+                *([units.UNKNOWN] * 8), units.sparkline(list(row.store_history), SPARK_WIDTH),
+                units.sparkline(list(row.load_history), SPARK_WIDTH)]  # fmt: skip
+    kv = row.get("kv_cache_usage")
+    local, external = row.get("local_hit_rate"), row.get("external_hit_rate")
+
+    def num(value: float | None, scale: float, digits: int) -> str:
+        return units.UNKNOWN if value is None else f"{value / scale:.{digits}f}"
+
+    return [
+        _short_target(row.target),
+        _short_model(row.model),
+        row.engine,
+        Text(num(kv, 0.01, 1), style=units.usage_style(kv)),
+        Text(num(local, 0.01, 1), style=units.hit_rate_style(local)),
+        Text(num(external, 0.01, 1), style=units.hit_rate_style(external)),
+        num(row.get("store_bandwidth_bytes_per_second"), units.GB, 2),
+        num(row.get("load_bandwidth_bytes_per_second"), units.GB, 2),
+        units.ratio(row.get("load_store_ratio")),
+        units.count(row.get("requests_running")),
+        units.count(row.get("requests_waiting")),
+        units.count(row.get("preemptions")),
+        Text(units.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
+        Text(units.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
+    ]
+
+
+def gpu_table(board: Board) -> Table | Text:
+    gpus = (board.doc or {}).get("gpus") or []
+    if not gpus:
+        return Text("GPUs: none reported by this source", style="dim")
+    table = Table(box=None, padding=(0, 1), header_style="bold", expand=False)
+    for name in ("GPU", "Name", "Memory GiB", "PCIe TX GB/s", "PCIe RX GB/s", "Link max GB/s"):
+        table.add_column(name)
+    for g in gpus:
+        used, total = g.get("memory_used_bytes"), g.get("memory_total_bytes")
+        link = g.get("pcie_link_max_bytes_per_second")
+
+        def direction(rate: float | None, fraction: float | None) -> Text:
+            if rate is None:
+                return Text(units.UNKNOWN)
+            share = f" ({fraction * 100:.0f} %)" if fraction is not None else ""
+            return Text(f"{rate / units.GB:.2f}{share}", style=units.link_style(fraction))
+
+        table.add_row(
+            str(g.get("gpu")),
+            g.get("name") or units.UNKNOWN,
+            f"{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}",
+            direction(g.get("pcie_transmit_bytes_per_second"), g.get("pcie_transmit_link_fraction")),
+            direction(g.get("pcie_receive_bytes_per_second"), g.get("pcie_receive_link_fraction")),
+            units.UNKNOWN if link is None else f"{link / units.GB:.1f}",
+        )
+    return table
+
+
+def host_line(board: Board) -> Text:
+    host = (board.doc or {}).get("host") or {}
+    tier = board.offload_tier_bytes()
+    if not host:
+        tier_text = f" · offload tier configured {units.gib(tier)}" if tier else ""
+        return Text(f"Host: not reported by this source{tier_text}", style="dim")
+    available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
+    shm_free = host.get("shm_free_bytes")
+    line = Text("Host: RAM available ")
+
+    def short(value: float | None) -> bool:
+        return tier is not None and value is not None and value < tier
+
+    line.append(f"{units.gib(available)} of {units.gib(total)}", style="bold red" if short(available) else "")
+    line.append(" · /dev/shm free ")
+    line.append(units.gib(shm_free), style="bold red" if short(shm_free) else "")
+    line.append(f" · offload tier {units.gib(tier)}" if tier else " · offload tier not reported")
+    return line
+
+
+class TopApp(App[int]):
+    TITLE = "kvops top"
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "quit"),
+        Binding("question_mark", "help", "help", key_display="?"),
+        Binding("slash", "filter", "filter", key_display="/"),
+        Binding("s", "sort", "sort"),
+        Binding("p", "pause", "pause"),
+    ]
+    CSS = """
+    #status { height: 1; background: $boost; padding: 0 1; }
+    #targets { height: 1fr; }
+    #panels { height: auto; max-height: 12; padding: 0 1; }
+    #filter { dock: bottom; display: none; }
+    #filter.shown { display: block; }
+    """
+
+    def __init__(self, source: Source, interval: float = 1.0) -> None:
+        super().__init__()
+        self.source = source
+        self.interval = interval
+        self.board = Board()
+        self.paused = False
+        self.sort_index = 0
+        self.text_filter = ""
+        self.ended = False  # a replay played its last frame
+        self._scraping = False
+        self.scrape_error: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="status")
+        table: DataTable[Any] = DataTable(
+            id="targets", cursor_type="row", zebra_stripes=True, header_height=2
+        )
+        yield table
+        with Vertical(id="panels"):
+            yield Static(id="gpus")
+            yield Static(id="host")
+            yield Static(id="collectors")
+        yield Input(placeholder="filter by target URL or model; Enter keeps, Esc clears", id="filter")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#targets", DataTable)
+        for key, label in COLUMNS:
+            table.add_column(label, key=key)
+        self._render_all()
+        self._tick()
+        self.set_interval(self.interval, self._tick)
+
+    # --- scraping: a worker thread per frame, one at a time --------------------------------
+    def _tick(self) -> None:
+        if self.paused or self._scraping or self.ended:
+            return
+        self._scraping = True
+        self.run_worker(self._fetch, thread=True, group="scrape", exit_on_error=False)
+
+    def _fetch(self) -> None:
+        error: str | None = None
+        snap: Snapshot | None = None
+        try:
+            snap = self.source.next()
+        except Exception as exc:  # a source bug must not take the screen down
+            log.exception("scrape failed")
+            error = f"{type(exc).__name__}: {exc}"
+        # RuntimeError: the app is already gone (quit during a scrape).
+        with contextlib.suppress(RuntimeError):
+            self.call_from_thread(self._apply, snap, error)
+
+    def _apply(self, snap: Snapshot | None, error: str | None) -> None:
+        self._scraping = False
+        self.scrape_error = error
+        if snap is not None:
+            self.board.update(snap)
+        elif error is None and not self.source.live:
+            self.ended = True
+        self._render_all()
+
+    # --- rendering ------------------------------------------------------------------------
+    def _render_all(self) -> None:
+        self._render_status()
+        self._render_table()
+        self.query_one("#gpus", Static).update(gpu_table(self.board))
+        self.query_one("#host", Static).update(host_line(self.board))
+        failing = [c for c in self.board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
+        note = " · ".join(f"{c.name}: {c.error}" for c in failing)
+        self.query_one("#collectors", Static).update(Text(note, style="dim"))
+        if isinstance(self.screen, DetailScreen):
+            self.screen.refresh_figures()
+
+    def _render_status(self) -> None:
+        rows = self.board.rows.values()
+        down = sum(1 for r in rows if not r.up)
+        parts = [self.source.description, f"{len(self.board.rows)} engine(s)"]
+        if down:
+            parts.append(f"[bold red]{down} down[/]")
+        parts.append(f"sort: {SORTS[self.sort_index][0]}")
+        if self.text_filter:
+            parts.append(f"filter: {self.text_filter!r}")
+        if self.paused:
+            parts.append("[bold yellow]PAUSED[/]")
+        if self.ended:
+            parts.append("replay finished, holding the last frame (q quits)")
+        elif self.board.frames == 0:
+            parts.append("waiting for the first scrape…")
+        elif self.board.frames == 1:
+            parts.append("rates from the next frame on")
+        if self.scrape_error:
+            parts.append(f"[red]scrape error: {self.scrape_error}[/]")
+        self.query_one("#status", Static).update(" · ".join(parts))
+
+    def _render_table(self) -> None:
+        table = self.query_one("#targets", DataTable)
+        selected = self.selected_key()
+        table.clear()
+        cursor = 0
+        for index, row in enumerate(self.board.visible(self.text_filter, self.sort_index)):
+            table.add_row(*_row_cells(row), key="\x1f".join(row.key))
+            if row.key == selected:
+                cursor = index
+        if table.row_count:
+            table.move_cursor(row=cursor, animate=False)
+
+    def selected_key(self) -> RowKey | None:
+        table = self.query_one("#targets", DataTable)
+        if not table.row_count:
+            return None
+        try:
+            row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+        except Exception:  # no cursor yet
+            return None
+        parts = str(row_key.value).split("\x1f")
+        return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+
+    # --- actions ----------------------------------------------------------------------------
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_sort(self) -> None:
+        self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self._render_all()
+
+    def action_pause(self) -> None:
+        self.paused = not self.paused
+        self._render_status()
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.add_class("shown")
+        box.focus()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self, event: Input.Changed) -> None:
+        self.text_filter = event.value.strip()
+        self._render_all()
+
+    @on(Input.Submitted, "#filter")
+    def _filter_submitted(self) -> None:
+        self.query_one("#filter", Input).remove_class("shown")
+        self.query_one("#targets", DataTable).focus()
+
+    def on_key(self, event: Any) -> None:
+        box = self.query_one("#filter", Input)
+        if event.key == "escape" and box.has_focus:
+            box.value = ""
+            box.remove_class("shown")
+            self.query_one("#targets", DataTable).focus()
+            event.stop()
+
+    @on(DataTable.RowSelected, "#targets")
+    def _open_detail(self, event: DataTable.RowSelected) -> None:
+        key = self.selected_key()
+        if key is not None:
+            self.push_screen(DetailScreen(self.board, key))
+
+    def on_unmount(self) -> None:
+        self.source.close()

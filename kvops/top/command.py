@@ -1,0 +1,128 @@
+"""`kvops top [URL ...] [--prometheus URL] [--replay FILE ...] [--interval S] [--once] [--json]`."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import Any
+
+DEFAULT_URL = "http://localhost:8000"  # vllm serve's default port
+MAX_SCRAPE_TIMEOUT = 5.0
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "urls", nargs="*", metavar="URL",
+        help=f"vLLM, LMCache or kvops exporter base or /metrics URL (default {DEFAULT_URL})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--prometheus", metavar="URL", help="fleet view: every vLLM a Prometheus server knows"
+    )
+    parser.add_argument("--replay", nargs="+", metavar="FILE", help="saved expositions, one interval apart")
+    parser.add_argument("--interval", default="1", metavar="S", help="seconds between frames (default 1)")
+    parser.add_argument("--once", action="store_true", help="print one frame from two samples and exit")
+    parser.add_argument("--json", action="store_true", help="with --once: the frame as JSON on stdout")
+
+
+def parse_interval(raw: str) -> float:
+    from kvops.errors import UsageError
+
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"--interval {raw!r}: not a number of seconds") from None
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"--interval {raw!r}: must be a positive number of seconds")
+    return value
+
+
+def build_source(args: argparse.Namespace, interval: float) -> Any:
+    """The one source the flags ask for (UsageError for a bad or ambiguous choice)."""
+    from kvops.errors import UsageError
+
+    chosen = [name for name, given in (("URL", args.urls), ("--prometheus", args.prometheus),
+                                       ("--replay", args.replay)) if given]  # fmt: skip
+    if len(chosen) > 1:
+        raise UsageError(f"choose one source: {' or '.join(chosen)}, not both")
+    timeout = min(MAX_SCRAPE_TIMEOUT, max(1.0, interval))
+    if args.replay:
+        from kvops.sources.replay import ReplaySource
+
+        return ReplaySource(args.replay, interval)
+    if args.prometheus:
+        from kvops.sources.prometheus import PrometheusSource
+
+        return PrometheusSource(args.prometheus, timeout)
+    from kvops.top.live import LiveSource
+
+    return LiveSource(args.urls or [DEFAULT_URL], timeout)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvops.errors import UsageError
+
+    interval = parse_interval(args.interval)
+    if args.json and not args.once:
+        raise UsageError("--json goes with --once (the live view is for people)")
+    if args.once and args.replay is not None and len(args.replay) < 2:
+        raise UsageError("--once --replay needs two files: rates come from an interval")
+    quiet_logs()
+    source = build_source(args, interval)
+    if args.once:
+        try:
+            return print_once(source, interval, args.json)
+        finally:
+            source.close()
+    return run_app(source, interval)
+
+
+def print_once(source: Any, interval: float, as_json: bool) -> int:
+    import json
+    import sys
+    import time
+
+    from kvops.rates import interval as rates_interval
+    from kvops.top.board import Board
+
+    first = source.next()
+    if source.live:
+        time.sleep(max(0.0, interval - (time.monotonic() - first.time)))
+    second = source.next()
+    if as_json:
+        doc = rates_interval(first, second)
+        sys.stdout.write(json.dumps(_finite(doc), allow_nan=False) + "\n")
+        return 0
+    from kvops.top.text import render
+
+    board = Board()
+    board.update(first)
+    board.update(second)
+    sys.stdout.write(render(board) + "\n")
+    return 0
+
+
+def _finite(value: Any) -> Any:
+    """NaN and ±Inf (a broken exposition can carry them) become null: JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def quiet_logs() -> None:
+    """Every failure is shown in the frame (down targets, failing collectors); log lines on
+    the terminal would tear the live display and repeat the frame in --once."""
+    import logging
+
+    logging.getLogger("kvops").setLevel(logging.CRITICAL)
+
+
+def run_app(source: Any, interval: float) -> int:
+    from kvops.top.app import TopApp
+
+    app = TopApp(source, interval)
+    app.run()
+    return app.return_code or 0

@@ -1,0 +1,60 @@
+"""One frame as plain text, for `kvops top --once` (scripts, bug reports)."""
+
+from __future__ import annotations
+
+from kvops.top import units
+from kvops.top.board import Board
+
+_HEADER = ("TARGET", "MODEL", "ENG", "KV", "LOCAL HIT", "EXT HIT", "STORE", "LOAD", "LOAD:STORE",
+           "RUN", "WAIT", "PREEMPT")  # fmt: skip
+
+
+def render(board: Board) -> str:
+    rows: list[tuple[str, ...]] = [_HEADER]
+    for row in board.visible():
+        if not row.up:
+            rows.append((row.target, row.model or units.UNKNOWN, row.engine or units.UNKNOWN,
+                         f"DOWN: {row.error}", *([""] * 8)))  # fmt: skip
+            continue
+        rows.append((
+            row.target,
+            row.model,
+            row.engine,
+            units.pct(row.get("kv_cache_usage")),
+            units.pct(row.get("local_hit_rate")),
+            units.pct(row.get("external_hit_rate")),
+            units.gbps(row.get("store_bandwidth_bytes_per_second")),
+            units.gbps(row.get("load_bandwidth_bytes_per_second")),
+            units.ratio(row.get("load_store_ratio")),
+            units.count(row.get("requests_running")),
+            units.count(row.get("requests_waiting")),
+            units.count(row.get("preemptions")),
+        ))  # fmt: skip
+    lines = _columns(rows)
+    doc = board.doc or {}
+    for g in doc.get("gpus") or []:
+        tx, rx = g.get("pcie_transmit_bytes_per_second"), g.get("pcie_receive_bytes_per_second")
+        lines.append(
+            f"GPU {g.get('gpu')} {g.get('name') or ''}: memory {units.gib(g.get('memory_used_bytes'))}"
+            f" of {units.gib(g.get('memory_total_bytes'))}, PCIe TX {units.gbps(tx)} RX {units.gbps(rx)}"
+            f" (link max {units.gbps(g.get('pcie_link_max_bytes_per_second'))} per direction)"
+        )
+    host = doc.get("host") or {}
+    if host:
+        available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
+        lines.append(
+            f"Host: RAM available {units.gib(available)} of {units.gib(total)},"
+            f" /dev/shm free {units.gib(host.get('shm_free_bytes'))},"
+            f" offload tier {units.gib(board.offload_tier_bytes())}"
+        )
+    failing = [c for c in board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
+    for c in failing:
+        lines.append(f"Collector {c.name} failed: {c.error}")
+    seconds = doc.get("interval_seconds")
+    lines.append(f"Interval: {seconds:g} s" if seconds else "Interval: unknown")
+    return "\n".join(lines)
+
+
+def _columns(rows: list[tuple[str, ...]]) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip() for r in rows]

@@ -1,0 +1,72 @@
+"""How `kvops top` writes numbers: the units people read, and the thresholds that colour them.
+
+GB/s are decimal (1e9 bytes per second, like PCIe and NIC specs); memory is GiB (2**30, like
+free -g and nvidia-smi); ratios are percent. An unknown value is "-", never 0.
+"""
+
+from __future__ import annotations
+
+GB = 1e9
+GIB = float(1 << 30)
+
+# What stands out (issue 4): a hit rate under half, a link more than 90 % busy, a resource
+# about to run out.
+LOW_HIT_RATE = 0.5
+BUSY_LINK = 0.9
+FULL_KV = 0.95
+
+SPARK_CHARS = "▁▂▃▄▅▆▇█"
+UNKNOWN = "-"
+
+
+def pct(value: float | None, digits: int = 1) -> str:
+    return UNKNOWN if value is None else f"{value * 100:.{digits}f} %"
+
+
+def gbps(value: float | None) -> str:
+    return UNKNOWN if value is None else f"{value / GB:.2f} GB/s"
+
+
+def gb(value: float | None) -> str:
+    return UNKNOWN if value is None else f"{value / GB:.2f} GB"
+
+
+def gib(value: float | None) -> str:
+    return UNKNOWN if value is None else f"{value / GIB:.1f} GiB"
+
+
+def ratio(value: float | None) -> str:
+    return UNKNOWN if value is None else f"{value:.2f}"
+
+
+def count(value: float | None) -> str:
+    return UNKNOWN if value is None else f"{value:.0f}"
+
+
+def sparkline(values: list[float | None], width: int) -> str:
+    """The last `width` values as block characters, scaled to their own maximum; a gap
+    (unknown, or the target down) is a space so an outage shows as one."""
+    tail = values[-width:]
+    known = [v for v in tail if v is not None]
+    top = max(known, default=0.0)
+    out = []
+    for v in tail:
+        if v is None:
+            out.append(" ")
+        elif top <= 0:
+            out.append(SPARK_CHARS[0])
+        else:
+            out.append(SPARK_CHARS[min(len(SPARK_CHARS) - 1, int(v / top * (len(SPARK_CHARS) - 1) + 0.5))])
+    return "".join(out).rjust(width)
+
+
+def hit_rate_style(value: float | None) -> str:
+    return "bold red" if value is not None and value < LOW_HIT_RATE else ""
+
+
+def link_style(fraction: float | None) -> str:
+    return "bold red" if fraction is not None and fraction > BUSY_LINK else ""
+
+
+def usage_style(fraction: float | None) -> str:
+    return "bold yellow" if fraction is not None and fraction >= FULL_KV else ""
