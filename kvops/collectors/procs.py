@@ -15,6 +15,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -90,7 +91,7 @@ def is_local_host(host: str) -> bool:
     try:
         ip = ipaddress.ip_address(host)
     except ValueError:
-        return host in {socket.gethostname().lower(), socket.getfqdn().lower()}
+        return host == socket.gethostname().lower()  # no getfqdn(): it can block on DNS
     if ip.is_loopback or ip.is_unspecified:
         return True
     import psutil
@@ -147,3 +148,91 @@ def processes_for(targets: list[str], gpus: list[GpuSample], root: str = "/") ->
             attach_gpus(pm, gpus)
             out.append(pm)
     return out
+
+
+def _target_host_port(target_url: str) -> tuple[str, int] | None:
+    try:
+        parts = urlsplit(target_url if "//" in target_url else f"http://{target_url}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        return None
+    if not host:
+        return None
+    return host, port or (443 if parts.scheme == "https" else 80)
+
+
+def _listening_by_port() -> dict[int, set[int]]:
+    import psutil
+
+    try:
+        conns = psutil.net_connections(kind="tcp")
+    except (psutil.AccessDenied, OSError):
+        return {}
+    out: dict[int, set[int]] = {}
+    for c in conns:
+        if c.status == psutil.CONN_LISTEN and c.laddr and c.pid:
+            out.setdefault(c.laddr.port, set()).add(c.pid)
+    return out
+
+
+class ProcessTracker:
+    """Process-tree memory of the local targets on every scrape, cheaply.
+
+    Finding which PIDs serve a target takes a scan of every socket and every /proc entry
+    (tens of ms on a busy host, per target with processes_for()). The trees change only
+    when vLLM starts or stops, so they are cached for `ttl` seconds and found for all stale
+    targets in one scan; each scrape then reads only those processes' /proc/PID/status.
+    """
+
+    def __init__(self, root: str = "/", ttl: float = 30.0) -> None:
+        self.root = root
+        self.ttl = ttl
+        self._trees: dict[str, tuple[float, list[int]]] = {}
+        self._local: dict[str, tuple[str, int] | None] = {}
+
+    def _local_target(self, target: str) -> tuple[str, int] | None:
+        if target not in self._local:
+            hp = _target_host_port(target)
+            self._local[target] = hp if hp is not None and is_local_host(hp[0]) else None
+        return self._local[target]
+
+    def _refresh(self, stale: list[str], now: float) -> None:
+        listeners = _listening_by_port()
+        statuses = _all_statuses(self.root)
+        children: dict[int, list[int]] = {}
+        for pid, st in statuses.items():
+            children.setdefault(int(st.get("PPid", 0)), []).append(pid)
+        for target in stale:
+            hp = self._local[target]
+            todo = [p for p in listeners.get(hp[1], ()) if p in statuses] if hp else []
+            seen: set[int] = set()
+            while todo:
+                pid = todo.pop()
+                if pid not in seen:
+                    seen.add(pid)
+                    todo.extend(children.get(pid, []))
+            self._trees[target] = (now, sorted(seen))
+
+    def collect(self, targets: list[str], gpus: list[GpuSample]) -> list[ProcessMemory]:
+        now = time.monotonic()
+        local = [t for t in targets if self._local_target(t) is not None]
+        stale = [t for t in local if t not in self._trees or now - self._trees[t][0] > self.ttl]
+        if stale:
+            self._refresh(stale, now)
+        for gone in set(self._trees) - set(targets):
+            del self._trees[gone]
+        out: list[ProcessMemory] = []
+        for target in local:
+            _, pids = self._trees[target]
+            statuses = {p: st for p in pids if (st := read_status(p, self.root)) is not None}
+            if not statuses:
+                if pids:  # the tree went away (vLLM restarted): look again next scrape
+                    del self._trees[target]
+                continue
+            pm = ProcessMemory(target=target, pids=sorted(statuses))
+            for key, attr in _FIELDS.items():
+                values = [st[key] for st in statuses.values() if key in st]
+                setattr(pm, attr, float(sum(values)) if values else None)
+            attach_gpus(pm, gpus)
+            out.append(pm)
+        return out

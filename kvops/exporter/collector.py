@@ -97,6 +97,7 @@ class ScrapeRunner:
         timeout: float = DEFAULT_TIMEOUT,
         discovery: TargetDiscovery | None = None,
         discovered_options: FetchOptions | None = None,
+        process_tracker: Any = None,
     ):
         self.static_targets = targets
         self.sources = [_GuardedSource(s) for s in sources]
@@ -106,6 +107,9 @@ class ScrapeRunner:
         self._discovered: dict[str, TargetScraper] = {}
         self._discovery_error: str | None = None
         self._lmcache_targets: set[str] = set()
+        # Memory of local targets' process trees (kvops.collectors.procs.ProcessTracker).
+        self.process_tracker = process_tracker
+        self._process_guard = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="kvops-scrape")
 
     @property
@@ -150,7 +154,9 @@ class ScrapeRunner:
         targets = self.targets
         target_futures = [self._pool.submit(t.scrape, deadline) for t in targets]
         source_futures = [self._pool.submit(_timed, s.run) for s in self.sources]
-        wait_futures([*target_futures, *source_futures], timeout=max(0.0, deadline - time.monotonic()))
+        process_future = self._submit_processes([t.target for t in targets])
+        pending = [*target_futures, *source_futures, *([process_future] if process_future else [])]
+        wait_futures(pending, timeout=max(0.0, deadline - time.monotonic()))
 
         snap = Snapshot(time=start)
         for scraper, future in zip(targets, target_futures, strict=True):
@@ -167,7 +173,28 @@ class ScrapeRunner:
         for source, future in zip(self.sources, source_futures, strict=True):
             status = self._collect_source(source, future, budget, snap)
             snap.collectors.append(status)
+        if process_future is not None and process_future.done() and process_future.exception() is None:
+            snap.processes = process_future.result()
+            from kvops.collectors.procs import attach_gpus
+
+            for pm in snap.processes:
+                attach_gpus(pm, snap.gpus)
         return snap
+
+    def _submit_processes(self, targets: list[str]) -> Future[Any] | None:
+        if self.process_tracker is None or not self._process_guard.acquire(blocking=False):
+            return None
+
+        def run() -> Any:
+            try:
+                return self.process_tracker.collect(targets, [])
+            except Exception as exc:
+                log.debug("process memory: %s", exc)
+                raise
+            finally:
+                self._process_guard.release()
+
+        return self._pool.submit(run)
 
     def _target_statuses(self, snap: Snapshot, elapsed: float) -> None:
         if not snap.targets:

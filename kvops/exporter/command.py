@@ -78,8 +78,12 @@ def build_runner(config: Any) -> Any:
     from kvops.sources.target import TargetScraper
 
     scrapers = [TargetScraper(t.url, t.options) for t in config.targets]
+    from kvops.collectors.procs import ProcessTracker
+
     sources = [s for s in default_hardware_sources() if s.name not in config.disabled_collectors]
-    return ScrapeRunner(scrapers, sources, timeout=config.timeout)
+    # Process memory of local targets comes with the host collector.
+    tracker = ProcessTracker() if "host" not in config.disabled_collectors else None
+    return ScrapeRunner(scrapers, sources, timeout=config.timeout, process_tracker=tracker)
 
 
 def _render(runner: Any, timeout: float | None) -> list[Any]:
