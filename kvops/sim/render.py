@@ -347,6 +347,21 @@ def _le(bound: float) -> str:
     return floatToGoString(bound)
 
 
+class _Relabelled:
+    """Yields other collectors' metrics with a note in HELP: they describe the simulator."""
+
+    NOTE = " [kvops sim: measured on the simulator's own process]"
+
+    def __init__(self, collectors: list[Any]) -> None:
+        self.collectors = collectors
+
+    def collect(self) -> Iterator[Metric]:
+        for collector in self.collectors:
+            for metric in collector.collect():
+                metric.documentation += self.NOTE
+                yield metric
+
+
 def histogram_bounds() -> dict[str, tuple[float, ...]]:
     """Bucket bounds of every histogram family any layout has (the same in every release)."""
     out: dict[str, tuple[float, ...]] = {}
@@ -362,10 +377,11 @@ class Renderer:
 
     def __init__(self, engine: Engine, version: VllmVersion, wall_start: float, info: dict[str, str]):
         self.registry = CollectorRegistry(auto_describe=False)
-        # The same default collectors a vLLM process has, reporting on this process.
-        GCCollector(registry=self.registry)
-        PlatformCollector(registry=self.registry)
-        ProcessCollector(registry=self.registry)
+        # The same default collectors a vLLM process has; they report on this process, which
+        # is real, so their HELP says whose process it is rather than "simulated".
+        scratch = CollectorRegistry()  # the collectors insist on registering somewhere
+        own = [GCCollector(scratch), PlatformCollector(scratch), ProcessCollector(registry=scratch)]
+        self.registry.register(_Relabelled(own))  # type: ignore[arg-type]
         self.collector = SimCollector(engine, version, wall_start, {"kvops_version": __version__, **info})
         self.registry.register(self.collector)  # type: ignore[arg-type]
 
