@@ -33,6 +33,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="turn a hardware/host collector off (repeatable)",
     )
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    k8s = parser.add_argument_group("in-cluster discovery (docs/deploy.md)")
+    k8s.add_argument(
+        "--kubernetes-pod-selector",
+        metavar="SELECTOR",
+        help="also scrape ready pods on this node matching this label selector, e.g. app=vllm",
+    )
+    k8s.add_argument("--kubernetes-node-name", metavar="NODE", help="default $NODE_NAME")
+    k8s.add_argument(
+        "--kubernetes-port", type=int, default=8000, metavar="N", help="when a pod has no port annotation"
+    )
+    k8s.add_argument("--kubernetes-namespace", metavar="NS", help="default: all the RBAC allows")
+    k8s.add_argument("--kubernetes-refresh", type=float, default=30.0, metavar="S", help="pod list period")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -53,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     host, port = parse_listen(config.listen or DEFAULT_LISTEN)
     web = load_web_config(args.web_config) if args.web_config else None
-    runner = build_runner(config)
+    from kvops.sources.kubernetes import discovery_from_args
+
+    runner = build_runner(config, discovery_from_args(args, config.timeout))
     server = ExporterServer((host, port), lambda timeout: _render(runner, timeout), web)
     stop = threading.Event()
 
@@ -73,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_runner(config: Any) -> Any:
+def build_runner(config: Any, discovery: Any = None) -> Any:
     from kvops.exporter.collector import ScrapeRunner, default_hardware_sources
     from kvops.sources.target import TargetScraper
 
@@ -83,7 +97,16 @@ def build_runner(config: Any) -> Any:
     sources = [s for s in default_hardware_sources() if s.name not in config.disabled_collectors]
     # Process memory of local targets comes with the host collector.
     tracker = ProcessTracker() if "host" not in config.disabled_collectors else None
-    return ScrapeRunner(scrapers, sources, timeout=config.timeout, process_tracker=tracker)
+    from kvops.sources.http import FetchOptions
+
+    return ScrapeRunner(
+        scrapers,
+        sources,
+        timeout=config.timeout,
+        process_tracker=tracker,
+        discovery=discovery,  # kvops/sources/kubernetes.py, with --kubernetes-pod-selector
+        discovered_options=FetchOptions(max_body_bytes=config.max_body_bytes),
+    )
 
 
 def _render(runner: Any, timeout: float | None) -> list[Any]:
