@@ -213,11 +213,6 @@ class PrometheusStack:
         """Instant query; raises with Prometheus's message if it does not parse or evaluate."""
         return self.api("query", query=expr)["result"]
 
-    def exporter_metrics(self) -> set[str]:
-        """Names of the samples the exporter serves right now (HELP/TYPE lines skipped)."""
-        text = requests.get(self.exporter_url + "/metrics", timeout=10).text
-        return {line.split("{")[0].split(" ")[0] for line in text.splitlines() if line and line[0] != "#"}
-
     def wait_for(self, expr: str, deadline_s: float) -> list[dict[str, Any]]:
         end = time.monotonic() + deadline_s
         while True:

@@ -25,18 +25,6 @@ RULE_FILES = sorted((ROOT / "alerts").glob("*.yml"))
 # No panel is exempt: the NVML and AMD SMI stubs give the GPU panels (NVLink and XGMI
 # included) data, so every query of every dashboard is checked.
 
-# Series that need exporter features still being built (process-tree collection): while the
-# exporter's /metrics has no such family at all, the checks that need it are reported as
-# expected failures naming the metric; the moment it serves the family they are asserted.
-NEEDS_EXPORTER_FEATURE = {
-    "kvops_vllm_process_memory_bytes": "target process memory (collectors/procs.py) not served yet",
-    "kvops_target_gpu_info": "target-to-GPU join (collectors/procs.py) not served yet",
-}
-EXPR_NEEDS = {
-    "kvops_vllm_process_memory_bytes": {"kvops_vllm_process_memory_bytes"},
-    "target:kvops_gpu_pcie_link_max_bytes_per_second:min": {"kvops_target_gpu_info"},
-}
-
 
 def panel_targets() -> list[tuple[str, str, str, str]]:
     """(file, panel title, refId, expr) for every query of every committed dashboard."""
@@ -68,18 +56,7 @@ def test_panel_query_returns_series(
     stack: PrometheusStack, file_name: str, title: str, ref: str, expr: str
 ) -> None:
     result = stack.query(substitute(expr))
-    if not result:
-        xfail_if_exporter_lacks(stack, expr)
     assert result, f"{file_name} / {title} / {ref}: no series for {substitute(expr)}"
-
-
-def xfail_if_exporter_lacks(stack: PrometheusStack, expr: str) -> None:
-    """An expected failure, when `expr` needs a family the exporter does not serve yet."""
-    served = stack.exporter_metrics()
-    for name, needed in EXPR_NEEDS.items():
-        if name in expr:
-            for metric in sorted(needed - served):
-                pytest.xfail(f"exporter does not serve {metric}: {NEEDS_EXPORTER_FEATURE[metric]}")
 
 
 def test_every_variable_lists_a_value(stack: PrometheusStack) -> None:
@@ -103,9 +80,9 @@ def test_every_rule_evaluates_and_every_recording_rule_has_data(stack: Prometheu
     # The stack fixture waited for a recording rule's data, so every group has run by now:
     # "unknown" (never evaluated) is as wrong as "err" (say, a many-to-many join).
     assert {r["name"]: r.get("lastError") for r in rules if r["health"] != "ok"} == {}
+    # Includes the target-to-GPU join: kvops_target_gpu_info from the sim's PID in the stub
+    # GPUs' process lists, times each GPU's link max.
     empty = [r["name"] for r in rules if r["type"] == "recording" and not stack.wait_for(r["name"], 10)]
-    for name in empty:
-        xfail_if_exporter_lacks(stack, name)
     assert empty == [], "recording rules without data"
 
 
