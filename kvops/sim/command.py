@@ -80,9 +80,9 @@ def model_options(args: argparse.Namespace) -> dict[str, object]:
     if args.gpu_blocks is not None:
         opts["num_gpu_blocks"] = args.gpu_blocks
     if args.model:
-        from kvops.sim.sizing import kv_bytes_per_token
+        from kvops.sim.sizing import model_options as from_config
 
-        opts["kv_bytes_per_token"] = kv_bytes_per_token(args.model)
+        opts.update(from_config(args.model))
     if args.served_model_name:
         opts["model_name"] = args.served_model_name
     return opts

@@ -1,19 +1,19 @@
-"""KV bytes per token for the simulated model, from a model's config.json when given."""
+"""Simulator options from a model's config.json, via the code behind `kvops size`."""
 
 from __future__ import annotations
 
 from kvops.errors import UsageError
 
 
-def kv_bytes_per_token(path: str, dtype: str = "auto") -> int:
-    """Whole-model KV bytes per token via kvops size's code (kvops.doctor.modelcfg)."""
+def model_options(path: str, kv_cache_dtype: str = "auto") -> dict[str, int]:
+    """kv_bytes_per_token (whole model, all layers) and max_model_len for SimConfig."""
+    from kvops.doctor import modelcfg  # UsageError (one line) on a missing or bad config
+
     try:
-        from kvops.doctor import modelcfg
-    except ImportError:
-        raise UsageError("--model needs kvops.doctor.modelcfg, which this build lacks") from None
-    try:
-        return int(modelcfg.load(path).kv_bytes_per_token(dtype))
-    except UsageError:
-        raise
-    except (OSError, ValueError, KeyError) as exc:
+        info = modelcfg.load(path)
+        options = {"kv_bytes_per_token": int(info.kv_bytes_per_token(kv_cache_dtype))}
+    except (ValueError, KeyError) as exc:
         raise UsageError(f"--model {path}: {exc}") from None
+    if info.max_position_embeddings:
+        options["max_model_len"] = int(info.max_position_embeddings)
+    return options
