@@ -53,7 +53,8 @@ class Source(Protocol):
     live: bool
 
     def next(self) -> Snapshot | None:
-        """Blocking: the next Snapshot, or None when there is none (a replay ended)."""
+        """Blocking: the next Snapshot, or None when there is nothing new (Prometheus has
+        not scraped since, or a replay ended: then its `finished` is True)."""
         ...
 
     def close(self) -> None: ...
@@ -336,7 +337,7 @@ class TopApp(App[int]):
         self.scrape_error = error
         if snap is not None:
             self.board.update(snap)
-        elif error is None and not self.source.live:
+        elif error is None and getattr(self.source, "finished", False):
             self.ended = True
         self._render_all()
 

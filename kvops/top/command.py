@@ -84,10 +84,14 @@ def print_once(source: Any, interval: float, as_json: bool) -> int:
     from kvops.rates import interval as rates_interval
     from kvops.top.board import Board
 
-    first = source.next()
-    if source.live:
-        time.sleep(max(0.0, interval - (time.monotonic() - first.time)))
-    second = source.next()
+    try:
+        first = _frame(source, interval)
+        if source.live:
+            time.sleep(interval)
+        second = _frame(source, interval)
+    except TimeoutError as exc:
+        print(f"kvops top: {exc}", file=sys.stderr)
+        return 1
     if as_json:
         doc = rates_interval(first, second)
         sys.stdout.write(json.dumps(_finite(doc), allow_nan=False) + "\n")
@@ -99,6 +103,23 @@ def print_once(source: Any, interval: float, as_json: bool) -> int:
     board.update(second)
     sys.stdout.write(render(board) + "\n")
     return 0
+
+
+ONCE_WAIT_SECONDS = 120.0  # how long --once waits for a Prometheus to scrape something new
+
+
+def _frame(source: Any, interval: float) -> Any:
+    """The next new frame; a Prometheus source has one only after its next scrape."""
+    import time
+
+    end = time.monotonic() + ONCE_WAIT_SECONDS
+    while True:
+        snap = source.next()
+        if snap is not None:
+            return snap
+        if time.monotonic() > end:
+            raise TimeoutError(f"no new sample in {ONCE_WAIT_SECONDS:g} s")
+        time.sleep(min(interval, 1.0))
 
 
 def _finite(value: Any) -> Any:

@@ -1,0 +1,50 @@
+"""Shared pieces of the `kvops top` tests: the fixture files, their truth, waiting on the app."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+
+from support.paths import VLLM_FIXTURES
+
+V033 = VLLM_FIXTURES / "0.33.0"
+T1: Path = V033 / "offload-t1.prom"
+T2: Path = V033 / "offload-t2.prom"
+
+
+def truth() -> dict[str, Any]:
+    return json.loads((V033 / "truth.json").read_text())["offload"]
+
+
+def truth_interval() -> dict[str, Any]:
+    """The t1 -> t2 figures, named as kvops top's JSON names them."""
+    doc = truth()
+    iv, t2 = doc["intervals"][0], doc["dumps"][1]["engines"]["0"]
+    return {
+        "model_name": doc["config"]["served_model_name"],
+        "kv_cache_usage": t2["kv_cache_usage"],
+        "local_hit_rate": iv["prefix_cache_hit_rate"],
+        "external_hit_rate": iv["external_prefix_cache_hit_rate"],
+        "store_bandwidth_bytes_per_second": iv["store_bandwidth_bytes_per_transfer_second"],
+        "load_bandwidth_bytes_per_second": iv["load_bandwidth_bytes_per_transfer_second"],
+        "load_store_ratio": iv["load_to_store_byte_ratio"],
+        "store_bytes": iv["delta"]["store_bytes"],
+        "load_bytes": iv["delta"]["load_bytes"],
+        "preemptions": iv["delta"]["preemptions"],
+        "requests_running": t2["num_running_reqs"],
+        "requests_waiting": t2["num_waiting_reqs"],
+        "cpu_tier_bytes": doc["config"]["kv_offload_config_info"]["cpu_kv_cache_size_bytes"],
+    }
+
+
+async def wait_until(pilot: Pilot[Any], condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > end:
+            raise AssertionError("condition not met in time")
+        await pilot.pause(0.02)
