@@ -17,6 +17,7 @@ import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
@@ -34,6 +35,7 @@ VERSION = re.compile(
 BEFORE = 80  # a traceback's frames come before its last line
 AFTER = 40  # ...and vLLM often logs "EngineCore failed to start" and the cause after it
 MAX_EVIDENCE = 4
+BLOCK = 2048  # lines per pre-filter block
 MAX_LINE = 64 * 1024  # a pathological line is cut, not held whole
 
 
@@ -62,6 +64,82 @@ class LogScan:
     hits: dict[str, LogHit]
     version: str | None
     lines: int
+
+
+_META = set(".^$*+?{}[]()|")
+_OPTIONAL = set("?*{")
+
+
+def _split_top(pattern: str) -> list[str] | None:
+    """Top-level alternatives of a regex; None if it uses flags or classes we do not parse."""
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # skip a character class whole
+            j = pattern.find("]", i + 2)
+            if j < 0:
+                return None
+            i = j + 1
+            continue
+        if c == "(":
+            if pattern.startswith("(?", i) and not pattern.startswith(("(?:", "(?P<"), i):
+                return None  # inline flags or look-around: no safe literal
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            parts.append(pattern[start:i])
+            start = i + 1
+        i += 1
+    parts.append(pattern[start:])
+    return parts
+
+
+def required_literal(alternative: str) -> str:
+    """The longest run of plain characters outside groups that every match must contain."""
+    best, run, depth, i = "", "", 0, 0
+    while i < len(alternative):
+        c = alternative[i]
+        nxt = alternative[i + 1] if i + 1 < len(alternative) else ""
+        if depth == 0 and c == "\\" and nxt and not nxt.isalnum():
+            char, i = nxt, i + 2
+        elif depth == 0 and c not in _META and c != "\\":
+            char, i = c, i + 1
+        else:
+            if c == "(":
+                depth += 1
+            elif c == ")":
+                depth -= 1
+            elif c == "[":
+                i = alternative.find("]", i + 2)
+            elif c == "\\":
+                i += 1  # \d, \S ...: a class, ends the run
+            best, run = max(best, run, key=len), ""
+            i += 1
+            continue
+        if alternative[i : i + 1] in _OPTIONAL and alternative[i : i + 1]:
+            best, run = max(best, run, key=len), ""  # the char just read is optional
+            continue
+        run += char
+    return max(best, run, key=len)
+
+
+def literals_for(patterns: Iterable[re.Pattern[str]]) -> list[str] | None:
+    """Substrings one of which every match contains; None when some pattern has none usable."""
+    out: list[str] = []
+    for p in patterns:
+        alternatives = _split_top(p.pattern) if not p.flags & re.IGNORECASE else None
+        if alternatives is None:
+            return None
+        for alt in alternatives:
+            lit = required_literal(alt)
+            if len(lit) < 4:
+                return None
+            out.append(lit)
+    return out
 
 
 def strip_prefix(line: str) -> str:
@@ -114,42 +192,61 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     def context_in_command(pb: Playbook) -> bool:
         return bool(command_text) and any(c.search(command_text) for c in pb.context)
 
-    # One combined pass finds candidate lines; only those are tried playbook by playbook.
-    anything = re.compile("|".join(f"(?:{s.pattern})" for pb in books for s in pb.signatures) or "(?!)")
-    for n, line in enumerate(lines, start=1):
-        if version is None:
-            m = VERSION.search(line)
-            if m:
-                version = next(g for g in m.groups() if g)
-        # Pending hits waiting for their context in the lines after them.
-        if pending:
-            still = []
-            for pb, at, text, deadline in pending:
-                if any(c.search(line) for c in pb.context):
-                    record(pb, at, text, (n, line))
-                elif n < deadline:
-                    still.append((pb, at, text, deadline))
-            pending = still
-        if not anything.search(line):
+    # Plain substring tests (fast, in C) pick candidate lines; only those meet the regexes.
+    # A signature without a usable literal makes every line a candidate: slower, never wrong.
+    needles = literals_for(s for pb in books for s in pb.signatures)
+    it = iter(lines)
+    n = 0
+    while True:
+        block = list(islice(it, BLOCK))
+        if not block:
+            break
+        if needles is not None and not pending:
+            # A block with no needle (and no version line still sought) is skipped whole:
+            # one join and a few C substring searches instead of a Python loop per line.
+            text = "\n".join(block)
+            sought = version is None and ("ersion" in text or "Starting vLLM" in text)
+            if not sought and not any(needle in text for needle in needles):
+                recent.extend(enumerate(block[-BEFORE:], start=n + 1 + max(0, len(block) - BEFORE)))
+                n += len(block)
+                continue
+        for line in block:
+            n += 1
+            if version is None and ("ersion" in line or "Starting vLLM" in line):
+                m = VERSION.search(line)
+                if m:
+                    version = next(g for g in m.groups() if g)
+            # Pending hits waiting for their context in the lines after them.
+            if pending:
+                still = []
+                for pb, at, hit_line, deadline in pending:
+                    if any(c.search(line) for c in pb.context):
+                        record(pb, at, hit_line, (n, line))
+                    elif n < deadline:
+                        still.append((pb, at, hit_line, deadline))
+                pending = still
+            if needles is not None and not any(needle in line for needle in needles):
+                recent.append((n, line))
+                continue
+            msg = strip_prefix(line)
+            for pb in books:
+                if not any(s.search(msg) for s in pb.signatures):
+                    continue
+                if not pb.context:
+                    record(pb, n, line, None)
+                    continue
+                ctx = next(
+                    ((i, t) for i, t in reversed(recent) if any(c.search(t) for c in pb.context)), None
+                )
+                if ctx is None and any(c.search(line) for c in pb.context):
+                    ctx = (n, line)
+                if ctx is not None:
+                    record(pb, n, line, ctx)
+                elif context_in_command(pb):
+                    record(pb, n, line, None)
+                else:
+                    pending.append((pb, n, line, n + AFTER))
             recent.append((n, line))
-            continue
-        msg = strip_prefix(line)
-        for pb in books:
-            if not any(s.search(msg) for s in pb.signatures):
-                continue
-            if not pb.context:
-                record(pb, n, line, None)
-                continue
-            ctx = next(((i, t) for i, t in reversed(recent) if any(c.search(t) for c in pb.context)), None)
-            if ctx is None and any(c.search(line) for c in pb.context):
-                ctx = (n, line)
-            if ctx is not None:
-                record(pb, n, line, ctx)
-            elif context_in_command(pb):
-                record(pb, n, line, None)
-            else:
-                pending.append((pb, n, line, n + AFTER))
-        recent.append((n, line))
     return LogScan(hits, version, n)
 
 

@@ -97,3 +97,26 @@ def test_repeated_signature_is_counted_once(books) -> None:
     )
     hit = logs.scan([line] * 10, books.failures).hits["vllm-kv-no-memory"]
     assert hit.count == 10 and "10 matching lines" in hit.evidence()[-1]
+
+
+@pytest.mark.parametrize("noise_lines", [0, logs.BLOCK - 3, 3 * logs.BLOCK - 20, 3 * logs.BLOCK + 7])
+def test_tracebacks_across_block_boundaries_keep_line_numbers_and_context(books, noise_lines: int) -> None:
+    failure = (LOGS / "vllm-offload-dsa-indexer-keyerror.log").read_text().splitlines()
+    noise = [
+        "(APIServer pid=1) INFO 10-14 17:00:48 [loggers.py:123] Engine 000: Running: 3 reqs"
+    ] * noise_lines
+    scan = logs.scan(noise + failure, books.failures)
+    hit = scan.hits["mla-indexer-keyerror"]
+    expected = noise_lines + 1 + next(i for i, line in enumerate(failure) if "indexer.k_cache'" in line)
+    assert hit.line_no == expected
+    assert hit.context_line is not None and "offloading_connector.py" in hit.context_line[1]
+    assert scan.lines == noise_lines + len(failure) and scan.version == "0.17.0"
+
+
+def test_prefilter_literals_are_in_every_catalogued_example(failures, books) -> None:
+    needles = logs.literals_for(s for pb in books.failures for s in pb.signatures)
+    assert needles is not None
+    for entry in failures:
+        example = entry["example_log_line"]
+        if re.search(entry["signature_regex"], example):
+            assert any(n in example for n in needles), entry["id"]
