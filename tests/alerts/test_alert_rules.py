@@ -71,6 +71,10 @@ MUTATIONS = {
     ),
     "target down": ("kvops_target_up == 0", "kvops_target_up <= 1"),
     "vendor collector history": ("[1d]) == 1", "[1d]) >= 0"),
+    "target collectors left to KvopsTargetDown": (
+        'collector!~"vllm|lmcache|nvidia|amd"',
+        'collector!~"nvidia|amd"',
+    ),
 }
 
 

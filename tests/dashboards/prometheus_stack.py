@@ -71,11 +71,20 @@ def wait_http(url: str, deadline_s: float, proc: subprocess.Popen[bytes], log: P
     raise RuntimeError(f"{url} not ready after {deadline_s}s:\n{log.read_text()[-2000:]}")
 
 
+# The simulated tier is far larger than any CI machine's RAM and /dev/shm (10 % of it is
+# 6.4 TiB), so the host-memory alerts go pending on real exporter output.
+SIM_OFFLOAD_GIB = 65536
+
+
 class PrometheusStack:
+    """sim + exporter + Prometheus. The exporter also scrapes `dead_url`, a closed port, so
+    KvopsTargetDown has a real target to go pending on."""
+
     def __init__(self, work: Path, rule_files: list[Path]) -> None:
         self.work = work
         self.rule_files = rule_files
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.dead_url = ""
         self.sim_url = ""
         self.exporter_url = ""
         self.prometheus_url = ""
@@ -140,14 +149,30 @@ class PrometheusStack:
     def start(self) -> PrometheusStack:
         kvops = [sys.executable, "-m", "kvops.cli"]
         sim_port, exporter_port, prom_port = free_port(), free_port(), free_port()
-        sim, sim_log = self._spawn("sim", [*kvops, "sim", "--listen", f"127.0.0.1:{sim_port}"])
+        self.dead_url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+        sim, sim_log = self._spawn(
+            "sim",
+            [
+                *kvops,
+                "sim",
+                "--listen",
+                f"127.0.0.1:{sim_port}",
+                "--kv-offloading-size",
+                str(SIM_OFFLOAD_GIB),
+            ],
+        )
         self.sim_url = f"http://127.0.0.1:{sim_port}"
         wait_http(self.sim_url + "/metrics", 30, sim, sim_log)
 
         env = {**os.environ, **self._stub_gpus(sim.pid), **self._stub_amd_gpus(sim.pid)}
         exporter, exporter_log = self._spawn(
             "exporter",
-            [*kvops, "exporter", "--target", self.sim_url, "--listen", f"127.0.0.1:{exporter_port}"],
+            [
+                *kvops,
+                "exporter",
+                *("--target", self.sim_url, "--target", self.dead_url),
+                *("--listen", f"127.0.0.1:{exporter_port}"),
+            ],
             env,
         )
         self.exporter_url = f"http://127.0.0.1:{exporter_port}"
@@ -212,6 +237,10 @@ class PrometheusStack:
     def query(self, expr: str) -> list[dict[str, Any]]:
         """Instant query; raises with Prometheus's message if it does not parse or evaluate."""
         return self.api("query", query=expr)["result"]
+
+    def alerts(self) -> list[dict[str, Any]]:
+        """Alerts pending or firing now."""
+        return self.api("alerts")["alerts"]
 
     def wait_for(self, expr: str, deadline_s: float) -> list[dict[str, Any]]:
         end = time.monotonic() + deadline_s
