@@ -32,6 +32,19 @@ CORE_LABELS = {"model_name", "engine"}
 OFFLOAD_PREFIXES = ("vllm:kv_offload_",)
 
 
+# Families research/vllm-metrics.json does not date. The MFU counters come from vLLM PR #30738
+# (merged after 2025-12-16), numbered between #30189 (first in 0.13.0) and #32421 (0.14.0):
+# assumed first in 0.14.0, not verified against a wheel.
+EXTRA_PRESENCE: dict[str, tuple[str, str]] = {
+    name: ("0.14.0", "0.33.0")
+    for name in (
+        "vllm:estimated_flops_per_gpu",
+        "vllm:estimated_read_bytes_per_gpu",
+        "vllm:estimated_write_bytes_per_gpu",
+    )
+}
+
+
 def _families(path: Path) -> dict[str, Any]:
     return {f.name: f for f in text_string_to_metric_families(path.read_text())}
 
@@ -107,6 +120,7 @@ def extract(fixtures: Path) -> dict[str, Any]:
         for m in research["metrics"]
         if m["versions_present_in_sampled_wheels"]
     }
+    presence.update(EXTRA_PRESENCE)
     return {"LAYOUTS": layouts, "CACHE_CONFIG_LABELS": cache_config, "PRESENCE": presence}
 
 

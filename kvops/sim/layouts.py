@@ -3200,4 +3200,7 @@ PRESENCE: dict[str, Any] = {
     "vllm:gpu_prefix_cache_queries": ("0.10.0", "0.11.2"),
     "vllm:gpu_prefix_cache_hits": ("0.10.0", "0.11.2"),
     "vllm:time_per_output_token_seconds": ("0.10.0", "0.14.0"),
+    "vllm:estimated_flops_per_gpu": ("0.14.0", "0.33.0"),
+    "vllm:estimated_read_bytes_per_gpu": ("0.14.0", "0.33.0"),
+    "vllm:estimated_write_bytes_per_gpu": ("0.14.0", "0.33.0"),
 }
