@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import re
 import resource
 import sys
 import tempfile
@@ -23,13 +22,16 @@ from pathlib import Path
 
 from kvops.doctor import catalog, logs
 
-FAILURE = Path(__file__).resolve().parents[1] / "tests/doctor/logs/rocm-aiter-ck-moe-gemm-unsupported.log"
+LOGS = Path(__file__).resolve().parents[1] / "tests" / "doctor" / "logs"
+FAILURE = LOGS / "rocm-aiter-ck-moe-gemm-unsupported.log"
 NOISE = [
-    "(APIServer pid=1) INFO 10-14 17:01:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput: 1479.5 tokens/s,"
-    " Avg generation throughput: 834.0 tokens/s, Running: 39 reqs, Waiting: 0 reqs, GPU KV cache usage: 75.8%,"
+    "(APIServer pid=1) INFO 10-14 17:01:{s:02d} [loggers.py:123] Engine 000: Avg prompt throughput:"
+    " 1479.5 tokens/s, Avg generation throughput: 834.0 tokens/s, Running: 39 reqs, Waiting: 0 reqs,"
+    " GPU KV cache usage: 75.8%,"
     " Prefix cache hit rate: 42.4%, External prefix cache hit rate: 18.0%",
     "(APIServer pid=1) INFO 10-14 17:01:{s:02d} [metrics.py:120] KV Transfer metrics:"
-    " vllm:kv_offload_store_bytes=1073741824, vllm:kv_offload_store_time=0.041, vllm:kv_offload_load_bytes=52428800",
+    " vllm:kv_offload_store_bytes=1073741824, vllm:kv_offload_store_time=0.041,"
+    " vllm:kv_offload_load_bytes=52428800",
     '(APIServer pid=1) INFO:     10.0.0.{s}:51234 - "POST /v1/chat/completions HTTP/1.1" 200 OK',
     "(APIServer pid=1) INFO 10-14 17:01:{s:02d} [logger.py:41] Received request chatcmpl-{s}abcdef: prompt:"
     " '<|begin_of_text|>Summarise the following document for an operator...', params: SamplingParams(n=1)",
@@ -87,9 +89,8 @@ def main() -> int:
     print(f"python {platform.python_version()} on {platform.machine()}, log {mib:.0f} MiB, {lines:,} lines")
     print(f"kvops scan:    {kvops_s:6.2f} s  {mib / kvops_s:7.1f} MiB/s  {lines / kvops_s:,.0f} lines/s")
     print(f"naive regexes: {naive_s:6.2f} s  {mib / naive_s:7.1f} MiB/s  {lines / naive_s:,.0f} lines/s")
-    print(
-        f"speed-up {naive_s / kvops_s:.1f}x; peak RSS grew {(rss1 - rss0) / 1024:.1f} MiB during the kvops scan"
-    )
+    grew = (rss1 - rss0) / 1024
+    print(f"speed-up {naive_s / kvops_s:.1f}x; peak RSS grew {grew:.1f} MiB during the kvops scan")
     print(f"a 2 GiB log at this rate: {2048 / (mib / kvops_s):.0f} s")
     return 0
 
