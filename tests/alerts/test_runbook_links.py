@@ -69,6 +69,12 @@ def test_every_alert_runbook_belongs_to_an_alert(alerts: list[dict[str, Any]]) -
     assert {p.stem for p in alert_playbooks()} == defined
 
 
+def test_links_between_playbooks_resolve() -> None:
+    for path in alert_playbooks():
+        for target in re.findall(r"\]\(([^)#:]+\.md)\)", path.read_text()):
+            assert (path.parent / target).is_file(), f"{path.name}: dead link to {target}"
+
+
 def test_runbooks_name_the_vllm_flags_to_change() -> None:
     text = "\n".join(p.read_text() for p in alert_playbooks())
     missing = [flag for flag in FLAGS if flag not in text]
