@@ -577,6 +577,10 @@ _SECRET_WORD_ASSIGN = re.compile(
     r"(?i)\b(password|passwd|secret|api[_-]?key|token)(\s*[:=]\s*)(?![$\s])([^\s,;'\"]+)"
 )
 _SECRET_FLAG = re.compile(r"(--[\w-]*(?:api-key|token|password|secret)[\w-]*)(=|\s+)(?![$-])(\S+)", re.I)
+# 'api_key': ['sk-...'] / "hf_token": "hf_..." in a logged dict or JSON (vLLM's non-default args).
+_SECRET_QUOTED = re.compile(
+    r"""(?i)(['"])([\w-]*(?:api_key|api-key|token|password|passwd|secret)s?)\1(\s*:\s*\[?\s*)(['"])(?![$])[^'"]*\4"""
+)
 _TOKEN_LIKE = re.compile(r"\b(hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,})\b")
 
 
@@ -610,7 +614,49 @@ def redact_text(text: str, known: Mapping[str, str] | None = None) -> str:
         env = secret_flag_env(m.group(1).lower())
         return m.group(0) if env is None else f"{m.group(1)}{m.group(2)}${env}"
 
+    def quoted(m: re.Match[str]) -> str:
+        shown = SECRET_FLAG_ENV.get("--" + m.group(2).lower().replace("_", "-")) or m.group(2).upper()
+        return f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{m.group(4)}${shown}{m.group(4)}"
+
+    text = _SECRET_QUOTED.sub(quoted, text)
     text = _SECRET_ENV_ASSIGN.sub(env_assign, text)
     text = _SECRET_FLAG.sub(flag_assign, text)
     text = _SECRET_WORD_ASSIGN.sub(lambda m: f"{m.group(1)}{m.group(2)}${m.group(1).upper()}", text)
     return _TOKEN_LIKE.sub("$REDACTED", text)
+
+
+_LOGGED_PAIR = re.compile(r"'(\w+)': ('[^']*'|-?[\d.]+(?:e-?\d+)?|True|False|None)")
+
+
+def from_non_default_args(text: str) -> ServeCommand | None:
+    """Rebuild a `vllm serve` line from vLLM's `non-default args: {...}` start-up log line.
+
+    The dict is a Python repr; values that are objects (not literals) are skipped.
+    """
+    import ast
+
+    try:
+        values = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        values = {k: ast.literal_eval(v) for k, v in _LOGGED_PAIR.findall(text)}
+    if not isinstance(values, dict) or not values:
+        return None
+    model = values.pop("model", None) or values.pop("model_tag", None)
+    values.pop("model_tag", None)
+    args: list[Arg] = []
+    for key, value in values.items():
+        flag = "--" + str(key).replace("_", "-")
+        if value is None:
+            continue
+        if value is True:
+            args.append(Arg(flag, None))
+        elif value is False:
+            args.append(Arg("--no-" + flag[2:], None))
+        elif isinstance(value, dict):
+            args.append(Arg(flag, json.dumps(value)))
+        elif isinstance(value, (list, tuple)):
+            if value:
+                args.append(Arg(flag, str(value[0])))
+        else:
+            args.append(Arg(flag, str(value)))
+    return ServeCommand("vllm-serve", ("vllm", "serve"), str(model) if model else None, tuple(args))

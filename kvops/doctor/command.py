@@ -54,6 +54,10 @@ def run(args: argparse.Namespace) -> int:
         )
 
     scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
+    from_log = False
+    if cmd is None and scan is not None and scan.serve_args:
+        cmd = cmdline.from_non_default_args(scan.serve_args)
+        from_log = cmd is not None
     version, source = resolve_version(args.vllm_version, scan)
     no_input = not (args.model or args.cmd or args.log)
     platform = probe() if (args.here or no_input) else None
@@ -73,5 +77,7 @@ def run(args: argparse.Namespace) -> int:
         only=set(args.check) if args.check else None,
         vllm_root=vllm_root,
     )
+    if from_log:
+        result.notes.append("no --cmd: the serve command was rebuilt from the log's non-default args line")
     print(report.to_json(result, catalog) if args.json else report.to_text(result, catalog))
     return result.exit_code

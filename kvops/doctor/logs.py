@@ -32,6 +32,7 @@ PREFIX = re.compile(
 VERSION = re.compile(
     r"vLLM API server version (\S+)|vllm version (\d+\.\d+\S*)|Starting vLLM\S* v?(\d+\.\d+\S*)", re.I
 )
+ARGS_MARK = "non-default args: "  # vllm/entrypoints/utils.py log_non_default_args
 BEFORE = 80  # a traceback's frames come before its last line
 AFTER = 40  # ...and vLLM often logs "EngineCore failed to start" and the cause after it
 MAX_EVIDENCE = 4
@@ -64,6 +65,7 @@ class LogScan:
     hits: dict[str, LogHit]
     version: str | None
     lines: int
+    serve_args: str | None = None  # the dict of vLLM's first `non-default args: {...}` line
 
 
 _META = set(".^$*+?{}[]()|")
@@ -178,6 +180,7 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     pending: list[tuple[Playbook, int, str, int]] = []  # (playbook, line_no, line, deadline)
     hits: dict[str, LogHit] = {}
     version: str | None = None
+    serve_args: str | None = None
     n = 0
 
     def record(pb: Playbook, line_no: int, line: str, ctx: tuple[int, str] | None) -> None:
@@ -205,7 +208,9 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
             # A block with no needle (and no version line still sought) is skipped whole:
             # one join and a few C substring searches instead of a Python loop per line.
             text = "\n".join(block)
-            sought = version is None and ("ersion" in text or "Starting vLLM" in text)
+            sought = (version is None and ("ersion" in text or "Starting vLLM" in text)) or (
+                serve_args is None and ARGS_MARK in text
+            )
             if not sought and not any(needle in text for needle in needles):
                 recent.extend(enumerate(block[-BEFORE:], start=n + 1 + max(0, len(block) - BEFORE)))
                 n += len(block)
@@ -216,6 +221,8 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
                 m = VERSION.search(line)
                 if m:
                     version = next(g for g in m.groups() if g)
+            if serve_args is None and ARGS_MARK in line:
+                serve_args = line.split(ARGS_MARK, 1)[1]
             # Pending hits waiting for their context in the lines after them.
             if pending:
                 still = []
@@ -247,7 +254,7 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
                 else:
                     pending.append((pb, n, line, n + AFTER))
             recent.append((n, line))
-    return LogScan(hits, version, n)
+    return LogScan(hits, version, n, serve_args)
 
 
 def scan_file(path: str, playbooks: Iterable[Playbook], command_text: str = "") -> LogScan:

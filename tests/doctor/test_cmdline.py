@@ -117,3 +117,31 @@ def test_redact_text_hides_known_values_and_assignments() -> None:
 def test_not_a_serve_line_is_a_usage_error(line: str) -> None:
     with pytest.raises(UsageError):
         cmdline.parse(line)
+
+
+def test_serve_line_is_rebuilt_from_vllms_non_default_args() -> None:
+    logged = (
+        "{'model_tag': 'deepseek-ai/DeepSeek-V3.2', 'model': 'deepseek-ai/DeepSeek-V3.2', 'tensor_parallel_size': 8,"
+        " 'kv_offloading_size': 64.0, 'disable_hybrid_kv_cache_manager': True, 'enable_prefix_caching': False,"
+        " 'kv_transfer_config': {'kv_connector': 'OffloadingConnector', 'kv_role': 'kv_both'}}"
+    )
+    c = cmdline.from_non_default_args(logged)
+    assert c is not None and c.model == "deepseek-ai/DeepSeek-V3.2"
+    assert c.tensor_parallel_size() == 8 and c.offloading_size_gib() == 64.0
+    assert c.has("--disable-hybrid-kv-cache-manager") and c.flag_bool("--enable-prefix-caching") is False
+    assert c.connector() == "OffloadingConnector"
+
+
+def test_non_literal_values_in_logged_args_are_skipped() -> None:
+    logged = "{'model': 'm', 'compilation_config': CompilationConfig(level=3), 'kv_offloading_size': 8.0}"
+    c = cmdline.from_non_default_args(logged)
+    assert c is not None and c.model == "m" and c.get("--kv-offloading-size") == "8.0"
+    assert not c.has("--compilation-config")
+    assert cmdline.from_non_default_args("garbage") is None
+
+
+def test_quoted_secrets_in_logged_dicts_are_redacted() -> None:
+    text = "non-default args: {'api_key': ['sk-abc123'], 'hf_token': 'hf_x', 'tokenizer': 'org/tok'}"
+    out = cmdline.redact_text(text)
+    assert "sk-abc123" not in out and "hf_x'" not in out and "'org/tok'" in out
+    assert "'api_key': ['$VLLM_API_KEY'" in out

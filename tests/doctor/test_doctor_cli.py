@@ -266,3 +266,23 @@ def test_a_fix_the_command_already_has_prints_no_command(kvops) -> None:
     assert "VLLM_ROCM_USE_AITER_MOE=0" in f["fixed_command"]
     assert f["alternatives"][-1]["fixed_command"] is None  # the seed's flags are already there
     assert "VLLM_ROCM_USE_AITER=0" in f["alternatives"][-2]["fixed_command"]
+
+
+def test_log_alone_rebuilds_the_command_from_non_default_args(kvops, tmp_path) -> None:
+    log = tmp_path / "vllm.log"
+    text = (LOGS / "vllm-kv-no-memory.log").read_text()
+    log.write_text(
+        text.replace(
+            "non-default args: {'model': 'org/model', 'kv_offloading_size': 64.0}",
+            "non-default args: {'model': 'deepseek-ai/DeepSeek-V3.2', 'kv_offloading_size': 64.0,"
+            " 'api_key': ['sk-live-abcdef123']}",
+        )
+    )
+    code, out, _ = kvops("doctor", "--log", str(log), "--model", DSV32, "--json")
+    data = json.loads(out)
+    f = findings(out)["mla-indexer-keyerror"]  # from the config rule: version 0.17.0 from the log
+    assert code == 1 and f["severity"] == "error" and f["source"] == "config"
+    assert f["fixed_command"].startswith("vllm serve deepseek-ai/DeepSeek-V3.2")
+    assert "--kv-offloading-size" not in f["fixed_command"]
+    assert any("rebuilt from the log" in n for n in data["notes"])
+    assert "sk-live" not in out
