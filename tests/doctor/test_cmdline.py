@@ -121,8 +121,9 @@ def test_not_a_serve_line_is_a_usage_error(line: str) -> None:
 
 def test_serve_line_is_rebuilt_from_vllms_non_default_args() -> None:
     logged = (
-        "{'model_tag': 'deepseek-ai/DeepSeek-V3.2', 'model': 'deepseek-ai/DeepSeek-V3.2', 'tensor_parallel_size': 8,"
-        " 'kv_offloading_size': 64.0, 'disable_hybrid_kv_cache_manager': True, 'enable_prefix_caching': False,"
+        "{'model_tag': 'deepseek-ai/DeepSeek-V3.2', 'model': 'deepseek-ai/DeepSeek-V3.2',"
+        " 'tensor_parallel_size': 8, 'kv_offloading_size': 64.0,"
+        " 'disable_hybrid_kv_cache_manager': True, 'enable_prefix_caching': False,"
         " 'kv_transfer_config': {'kv_connector': 'OffloadingConnector', 'kv_role': 'kv_both'}}"
     )
     c = cmdline.from_non_default_args(logged)
