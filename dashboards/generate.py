@@ -22,9 +22,11 @@ from typing import Any
 
 import yaml
 
-from kvops import names
-
 DASHBOARDS_DIR = Path(__file__).resolve().parent
+# Check against this checkout's kvops/names.py, installed or not (python dashboards/generate.py).
+sys.path.insert(0, str(DASHBOARDS_DIR.parent))
+from kvops import names  # noqa: E402
+
 ALERTS_DIR = DASHBOARDS_DIR.parent / "alerts"
 SCHEMA_VERSION = 41  # Grafana 12.0; Grafana 11 imports it unchanged
 DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
