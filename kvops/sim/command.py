@@ -58,6 +58,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--model", default=None, metavar="DIR|config.json", help="size KV blocks from a model config"
     )
     parser.add_argument("--served-model-name", default=None, metavar="NAME")
+    parser.add_argument(
+        "--data-parallel-size", type=int, default=1, metavar="N", help="engines (engine label 0..N-1)"
+    )
     what_if = parser.add_argument_group("what-if sizing (no server)")
     what_if.add_argument(
         "--what-if", action="store_true", help="replay the workload per CPU buffer size and compare"
@@ -100,7 +103,14 @@ def run(args: argparse.Namespace) -> int:
     from kvops.sim import server
 
     host, port = parse_listen(args.listen)
-    sim = server.start(host, port, args.vllm_version, args.seed, **model_options(args))
+    sim = server.start(
+        host,
+        port,
+        args.vllm_version,
+        args.seed,
+        data_parallel_size=args.data_parallel_size,
+        **model_options(args),
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: object) -> None:

@@ -83,20 +83,25 @@ def _fmt(value: float) -> str:
 
 
 class SimCollector:
-    """A prometheus_client collector that reads one Engine at collect time."""
+    """A prometheus_client collector that reads the engines at collect time.
 
-    def __init__(self, engine: Engine, version: VllmVersion, wall_start: float, info: dict[str, str]):
-        self.engine = engine
+    Several engines stand for vLLM's data-parallel ranks: one series per engine label, in
+    engine order; families without an engine label (admission_rejections) have one series.
+    """
+
+    def __init__(self, engines: list[Engine], version: VllmVersion, wall_start: float, info: dict[str, str]):
+        self.engines = engines
+        self.engine = engines[0]  # every engine shares the configuration
         self.version = version
         self.wall_start = wall_start
         self.info = info
-        cfg = engine.config
+        cfg = self.engine.config
         self.families = [
             f
             for f in LAYOUTS[version.layout]
             if version.has(f["name"]) and (cfg.offload or not f["offload_only"])
         ]
-        self.core = {"model_name": cfg.model_name, "engine": "0"}
+        self.model_name = cfg.model_name
         self.cache_config = self._cache_config_labels()
 
     # -- values ------------------------------------------------------------------------
@@ -121,8 +126,7 @@ class SimCollector:
                 labels[k] = v
         return labels
 
-    def _values(self) -> dict[str, Callable[[], list[tuple[dict[str, str], Any]]]]:
-        e = self.engine
+    def _values(self, e: Engine) -> dict[str, Callable[[], list[tuple[dict[str, str], Any]]]]:
         c = e.counters
         one = lambda v: lambda: [({}, v)]  # noqa: E731 - a table of one-liners reads best
         by = lambda key, pairs: lambda: [({key: k}, v) for k, v in pairs]  # noqa: E731
@@ -228,18 +232,16 @@ class SimCollector:
             "vllm:cache_config_info": one(1.0),
         }
 
-    def sample(self, target: str) -> EngineSample:
-        """The numbers this exposition carries, as kvops's normaliser should read them back.
-
-        Only what the chosen release exposes is set; the rest stays None (unknown).
-        """
-        e = self.engine
+    def sample(self, target: str, index: int = 0) -> EngineSample:
+        """The numbers this exposition carries for one engine, as kvops's normaliser should
+        read them back. Only what the chosen release exposes is set; the rest stays None."""
+        e = self.engines[index]
         c = e.counters
         cfg = e.config
         names = {f["name"] for f in self.families}
         has = names.__contains__
         seen = e.first_seen
-        out = EngineSample(target=target, model_name=cfg.model_name, engine="0")
+        out = EngineSample(target=target, model_name=cfg.model_name, engine=str(index))
         out.kv_cache_usage = e.kv_cache_usage
         out.local_queries, out.local_hits = float(c.prefix_queries), float(c.prefix_hits)
         out.preemptions = float(c.preemptions)
@@ -266,25 +268,26 @@ class SimCollector:
 
     # -- collect -----------------------------------------------------------------------
     def collect(self) -> Iterator[Metric]:
-        values = self._values()
+        per_engine = [self._values(e) for e in self.engines]
         for fam in self.families:
             name = fam["name"]
-            children = values[name]()
-            if fam["children"] and fam["children"] != [{}] and not name.endswith("config_info"):
-                order = [tuple(sorted(ch.items())) for ch in fam["children"]]
-                rank = {k: i for i, k in enumerate(order)}
-                children = [x for x in children if tuple(sorted(x[0].items())) in rank]
-                children.sort(key=lambda x: rank[tuple(sorted(x[0].items()))])
-            base = dict(self.core) if fam["engine_label"] else {"model_name": self.core["model_name"]}
-            metric = Metric(self._metric_name(fam), fam["help"] + SIMULATED, fam["type"])
-            for extra, value in children:
-                created_at = self.wall_start + self._created_offset(name, extra)
-                labels = {**base, **extra}
-                if name == "vllm:cache_config_info":
-                    labels = {"engine": "0", **self.cache_config}
-                elif name == "vllm:kv_offload_config_info":
-                    labels = {**base, **self._offload_config_labels()}
-                self._add(metric, fam, labels, value, created_at)
+            # prometheus_client appends _total to a counter's name when it writes it.
+            metric = Metric(name, fam["help"] + SIMULATED, fam["type"])
+            for index, engine in enumerate(self.engines):
+                if not fam["engine_label"] and index > 0:
+                    break  # one series for the whole instance
+                children = self._ordered(fam, per_engine[index][name]())
+                base = {"model_name": self.model_name}
+                if fam["engine_label"]:
+                    base["engine"] = str(index)
+                for extra, value in children:
+                    created_at = self.wall_start + self._created_offset(engine, name, extra)
+                    labels = {**base, **extra}
+                    if name == "vllm:cache_config_info":
+                        labels = {"engine": str(index), **self.cache_config}
+                    elif name == "vllm:kv_offload_config_info":
+                        labels = {**base, **self._offload_config_labels()}
+                    self._add(metric, fam, labels, value, created_at)
             yield metric
         info = Metric(
             "kvops_sim_info", "This /metrics is simulated by kvops sim, not served by vLLM.", "gauge"
@@ -292,13 +295,18 @@ class SimCollector:
         info.add_sample("kvops_sim_info", self.info, 1.0)
         yield info
 
-    def _metric_name(self, fam: dict[str, Any]) -> str:
-        # prometheus_client appends _total to a counter's name when writing it.
-        return fam["name"]
+    @staticmethod
+    def _ordered(fam: dict[str, Any], children: list[tuple[dict[str, str], Any]]) -> list[Any]:
+        """Children in the order the real release writes them (and only those it has)."""
+        if not fam["children"] or fam["children"] == [{}] or fam["name"].endswith("config_info"):
+            return children
+        rank = {tuple(sorted(ch.items())): i for i, ch in enumerate(fam["children"])}
+        kept = [x for x in children if tuple(sorted(x[0].items())) in rank]
+        return sorted(kept, key=lambda x: rank[tuple(sorted(x[0].items()))])
 
-    def _created_offset(self, name: str, extra: dict[str, str]) -> float:
+    def _created_offset(self, engine: Engine, name: str, extra: dict[str, str]) -> float:
         """Seconds after start at which vLLM would have created this series."""
-        seen = self.engine.first_seen
+        seen = engine.first_seen
         event = None
         if name.startswith("vllm:kv_offload_load_"):
             event = "load"
@@ -375,14 +383,21 @@ def histogram_bounds() -> dict[str, tuple[float, ...]]:
 class Renderer:
     """The /metrics body of one simulated vLLM: its own process metrics plus the engine's."""
 
-    def __init__(self, engine: Engine, version: VllmVersion, wall_start: float, info: dict[str, str]):
+    def __init__(
+        self,
+        engine: Engine | list[Engine],
+        version: VllmVersion,
+        wall_start: float,
+        info: dict[str, str],
+    ):
+        engines = engine if isinstance(engine, list) else [engine]
         self.registry = CollectorRegistry(auto_describe=False)
         # The same default collectors a vLLM process has; they report on this process, which
         # is real, so their HELP says whose process it is rather than "simulated".
         scratch = CollectorRegistry()  # the collectors insist on registering somewhere
         own = [GCCollector(scratch), PlatformCollector(scratch), ProcessCollector(registry=scratch)]
         self.registry.register(_Relabelled(own))  # type: ignore[arg-type]
-        self.collector = SimCollector(engine, version, wall_start, {"kvops_version": __version__, **info})
+        self.collector = SimCollector(engines, version, wall_start, {"kvops_version": __version__, **info})
         self.registry.register(self.collector)  # type: ignore[arg-type]
 
     def render(self) -> bytes:

@@ -53,10 +53,18 @@ class Sim:
         seed: int = 0,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        data_parallel_size: int = 1,
         **options: Any,
     ) -> None:
         self.version = vllm_version if isinstance(vllm_version, VllmVersion) else parse_version(vllm_version)
-        self.engine = build_engine(seed=seed, **options)
+        if not 1 <= data_parallel_size <= 64:
+            raise UsageError("--data-parallel-size must be between 1 and 64")
+        # One engine per data-parallel rank, each with its own stream of sessions; rank 0 is
+        # the same run as a single-engine simulator with this seed.
+        self.engines = [
+            build_engine(seed=seed + 1009 * rank, **options) for rank in range(data_parallel_size)
+        ]
+        self.engine = self.engines[0]
         self.clock = clock
         self.started = clock()
         self.skipped = 0.0
@@ -65,7 +73,7 @@ class Sim:
             "seed": str(seed),
             "workload": str(options.get("workload", "chat")),
         }
-        self.renderer = Renderer(self.engine, self.version, wall(), info)
+        self.renderer = Renderer(self.engines, self.version, wall(), info)
         self.lock = threading.Lock()
 
     def advance(self) -> None:
@@ -78,7 +86,8 @@ class Sim:
         if behind > MAX_CATCHUP_S:
             self.skipped += behind - MAX_CATCHUP_S
             target = self.engine.clock + MAX_CATCHUP_S
-        self.engine.advance_to(target)
+        for engine in self.engines:
+            engine.advance_to(target)
 
     def metrics(self) -> bytes:
         with self.lock:

@@ -63,3 +63,19 @@ def test_formats_differ_where_vllm_differed() -> None:
     assert got["0.33.0"]["external_queries"] < got["0.11.2"]["external_queries"]
     assert got["0.20.0"]["store_bytes"] == got["0.33.0"]["store_bytes"] > 0
     assert got["0.33.0"]["cpu_tier_bytes"] == 64 * 2**30
+
+
+@pytest.mark.parametrize("version", ["0.11.2", "0.20.0", "0.33.0"])
+def test_data_parallel_engines_read_back_per_engine(version: str) -> None:
+    from kvops.sim.server import Sim
+
+    t = [0.0]
+    sim = Sim(version, seed=2, clock=lambda: t[0], data_parallel_size=3, num_gpu_blocks=2048)
+    t[0] = 30.0
+    result = exposition.parse(sim.metrics().decode(), vllm.WANTED)
+    engines = vllm.normalise(result, TARGET).engines
+    assert [e.engine for e in engines] == ["0", "1", "2"]
+    for index, got in enumerate(engines):
+        assert dataclasses.asdict(got) == dataclasses.asdict(sim.renderer.collector.sample(TARGET, index))
+    # Ranks run their own sessions: their counters differ.
+    assert len({e.local_queries for e in engines}) == 3
