@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -95,3 +96,11 @@ def test_a_zero_gib_buffer_gives_zero_external_hits(options: dict) -> None:
         assert c.external_queries > 0  # the connector was asked: this is not "offloading off"
     if c.requests_finished:
         assert c.allocation_failures > 0  # every store of a full block found no room
+
+
+@pytest.mark.parametrize("workload", sorted(PRESETS))
+def test_every_preset_stores_within_two_seconds(workload: str) -> None:
+    engine = build_engine(seed=0, workload=workload)
+    engine.advance_to(2.0)
+    assert engine.counters.store_bytes > 0
+    assert engine.first_seen["store"] < 2.0
