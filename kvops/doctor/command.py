@@ -49,9 +49,7 @@ def run(args: argparse.Namespace) -> int:
     if args.repro:
         from kvops.doctor import repro
 
-        return repro.run(
-            catalog, args.repro, model=model, model_arg=args.model, cmd=cmd, timeout=args.timeout
-        )
+        return repro.run(catalog, args.repro, model, args.model, cmd, timeout=args.timeout, as_json=args.json)
 
     scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
     from_log = False

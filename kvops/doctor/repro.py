@@ -16,7 +16,9 @@ import shlex
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from kvops.doctor.catalog import Catalog, Playbook
 from kvops.doctor.cmdline import ServeCommand
@@ -89,39 +91,85 @@ def run(
     model_arg: str | None,
     cmd: ServeCommand | None,
     timeout: float,
+    as_json: bool = False,
 ) -> int:
     pb = catalog.get(playbook_id)
     if pb is None:
         raise UsageError(f"unknown check {playbook_id!r} (see kvops doctor --list-checks)")
-    lines = commands(pb, model_arg, cmd)
-    gpu, vllm = have_gpu(), have_vllm()
-    print(f"repro {pb.id}: {pb.title}")
-    if lines is None:
-        print("this playbook has no reproduction commands (it is matched from logs only).")
-        return 0
-    failing, fixed = lines
-    if gpu and vllm:
-        print(f"GPU and vllm found: starting the failing command (timeout {timeout:g} s)\n  {failing}")
-        got, text = serve_until(failing, pb, timeout)
-        print(f"failing command: {got}" + (f": {text}" if text else ""))
-        print(f"starting the fixed command\n  {fixed}")
-        got_fixed, text_fixed = serve_until(fixed, pb, timeout)
-        print(f"fixed command: {got_fixed}" + (f": {text_fixed}" if text_fixed else ""))
-        return 0 if got == "signature" and got_fixed == "started" else 1
-    why = []
-    if not vllm:
-        why.append("vllm is not importable here, so its code cannot be driven to the failing call")
+    result = attempt(pb, model_arg, cmd, timeout, have_gpu(), have_vllm())
+    if as_json:
+        import json
+
+        print(json.dumps(result, indent=2))
     else:
-        why.append("vllm is importable, but this kvops does not drive it in-process for this failure")
+        print(to_text(result, model))
+    return 1 if result["reproduced"] is True and result["fix_confirmed"] is False else 0
+
+
+def attempt(
+    pb: Playbook,
+    model_arg: str | None,
+    cmd: ServeCommand | None,
+    timeout: float,
+    gpu: bool,
+    vllm: bool,
+    runner: Callable[[str, Playbook, float], tuple[str, str]] | None = None,
+) -> dict[str, Any]:
+    """What could be done here, and what happened. `runner` starts a command line (tests inject one)."""
+    runner = runner or serve_until
+    lines = commands(pb, model_arg, cmd)
+    out: dict[str, Any] = {
+        "id": pb.id,
+        "title": pb.title,
+        "signature": pb.signatures[0].pattern if pb.signatures else None,
+        "failing_command": lines[0] if lines else None,
+        "fixed_command": lines[1] if lines else None,
+        "reproduced": None,  # True/False when a server was started, None when not tried
+        "fix_confirmed": None,
+        "could_not": [],
+    }
+    if lines is None:
+        out["could_not"].append("this playbook has no reproduction commands (it is matched from logs only)")
+        return out
+    if gpu and vllm:
+        got, text = runner(lines[0], pb, timeout)
+        out["reproduced"], out["failing_outcome"] = got == "signature", f"{got}: {text}".strip(": ")
+        if lines[1]:
+            got_fixed, text_fixed = runner(lines[1], pb, timeout)
+            out["fix_confirmed"] = got_fixed == "started"
+            out["fixed_outcome"] = f"{got_fixed}: {text_fixed}".strip(": ")
+        return out
+    if not vllm:
+        out["could_not"].append(
+            "vllm is not importable here, so its code cannot be driven to the failing call"
+        )
+    else:
+        out["could_not"].append(
+            "vllm is importable, but this kvops does not drive it in-process for this failure"
+        )
     if not gpu:
-        why.append("no GPU (/dev/nvidia* or /dev/kfd), so vllm serve cannot be started")
-    print("could not reproduce here: " + "; ".join(why) + ".")
-    print("To reproduce on a machine with a GPU and vllm, run the failing command and look for")
-    print(f"  {pb.signatures[0].pattern if pb.signatures else pb.id}")
-    print(f"  {failing}")
-    if fixed:
-        print("then the fixed command, which should reach 'Application startup complete':")
-        print(f"  {fixed}")
+        out["could_not"].append("no GPU (/dev/nvidia* or /dev/kfd), so vllm serve cannot be started")
+    return out
+
+
+def to_text(result: dict[str, Any], model: ModelInfo | None) -> str:
+    lines = [f"repro {result['id']}: {result['title']}"]
+    if result["reproduced"] is not None:
+        lines.append(f"failing command: {result['failing_command']}")
+        lines.append(f"  -> {result.get('failing_outcome')} (signature seen: {result['reproduced']})")
+        if result["fixed_command"]:
+            lines.append(f"fixed command: {result['fixed_command']}")
+            lines.append(f"  -> {result.get('fixed_outcome')} (started: {result['fix_confirmed']})")
+        return "\n".join(lines)
+    if result["failing_command"] is None:
+        return "\n".join([*lines, *result["could_not"]])
+    lines.append("could not reproduce here: " + "; ".join(result["could_not"]) + ".")
+    lines.append("To reproduce on a machine with a GPU and vllm, run the failing command and look for")
+    lines.append(f"  {result['signature']}")
+    lines.append(f"  {result['failing_command']}")
+    if result["fixed_command"]:
+        lines.append(f"then the fixed command, which should reach '{STARTED}':")
+        lines.append(f"  {result['fixed_command']}")
     if model is not None:
-        print(f"model: {model.model_type}, attention {model.attention}")
-    return 0
+        lines.append(f"model: {model.model_type}, attention {model.attention}")
+    return "\n".join(lines)

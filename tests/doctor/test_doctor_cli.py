@@ -286,3 +286,35 @@ def test_log_alone_rebuilds_the_command_from_non_default_args(kvops, tmp_path) -
     assert "--kv-offloading-size" not in f["fixed_command"]
     assert any("rebuilt from the log" in n for n in data["notes"])
     assert "sk-live" not in out
+
+
+def test_repro_json_is_only_json(kvops) -> None:
+    code, out, _ = kvops("doctor", "--repro", "aiter-gemm-unsupported", "--model", "org/m", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["reproduced"] is None and data["could_not"]
+    assert (
+        data["fixed_command"]
+        == "VLLM_ROCM_USE_AITER=1 VLLM_ROCM_USE_AITER_MOE=0 vllm serve org/m --tensor-parallel-size 8"
+    )
+
+
+def test_repro_on_a_machine_with_gpu_and_vllm_starts_both_commands(tmp_path) -> None:
+    """The GPU path runs real processes; shell scripts stand in for vllm serve (injected runner)."""
+    from kvops.doctor import cmdline, repro
+
+    pb = catalog.load().get("mla-indexer-keyerror")
+    fail = tmp_path / "fail.sh"
+    fail.write_text("echo loading\necho \"KeyError: 'model.layers.0.self_attn.indexer.k_cache'\"\nsleep 30\n")
+    ok = tmp_path / "ok.sh"
+    ok.write_text("echo 'INFO:     Application startup complete.'\nsleep 30\n")
+    started: list[str] = []
+
+    def runner(line: str, book, timeout: float) -> tuple[str, str]:
+        started.append(line)
+        return repro.serve_until(f"sh {fail if '--kv-offloading-size' in line else ok}", book, timeout)
+
+    cmd = cmdline.parse("vllm serve m --kv-offloading-size 64")
+    result = repro.attempt(pb, None, cmd, timeout=20, gpu=True, vllm=True, runner=runner)
+    assert started == ["vllm serve m --kv-offloading-size 64", "vllm serve m --kv-cache-dtype=fp8"]
+    assert result["reproduced"] is True and result["fix_confirmed"] is True
+    assert "indexer.k_cache" in result["failing_outcome"]
