@@ -89,16 +89,20 @@ def owned_now() -> set[Path]:
     return found
 
 
+def _shown(path: Path) -> str:
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
 def check(want: dict[Path, bytes]) -> list[str]:
     problems = []
     for path, data in sorted(want.items()):
-        rel = path.relative_to(ROOT)
+        rel = _shown(path)
         if not path.exists():
             problems.append(f"{rel}: missing")
         elif path.read_bytes() != data:
             problems.append(f"{rel}: stale")
     for path in sorted(owned_now() - set(want)):
-        problems.append(f"{path.relative_to(ROOT)}: stray (not generated)")
+        problems.append(f"{_shown(path)}: stray (not generated)")
     return problems
 
 
