@@ -1,6 +1,6 @@
 """The `kvops top` Textual app: a target table, GPU and host panels, help and detail screens.
 
-Scraping runs in a thread worker (one at a time: a slow scrape skips ticks instead of piling
+Scraping runs in a worker thread (one at a time: a slow scrape skips ticks instead of piling
 up); its Snapshot comes back through call_from_thread, so the UI thread never waits on the
 network. Everything shown is read from a Board (board.py), which takes its figures from
 kvops.rates.
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 from typing import Any, ClassVar, Protocol
 
 from rich.table import Table
@@ -318,7 +319,10 @@ class TopApp(App[int]):
         if self.paused or self._scraping or self.ended:
             return
         self._scraping = True
-        self.run_worker(self._fetch, thread=True, group="scrape", exit_on_error=False)
+        # A daemon thread rather than a Textual thread worker: those run on asyncio's default
+        # executor, which the process waits for at exit, so `q` during a hung scrape would
+        # hang for the whole scrape timeout.
+        threading.Thread(target=self._fetch, name="kvops-top-scrape", daemon=True).start()
 
     def _fetch(self) -> None:
         error: str | None = None
@@ -328,8 +332,9 @@ class TopApp(App[int]):
         except Exception as exc:  # a source bug must not take the screen down
             log.exception("scrape failed")
             error = f"{type(exc).__name__}: {exc}"
-        # RuntimeError: the app is already gone (quit during a scrape).
-        with contextlib.suppress(RuntimeError):
+        if not self.is_running:  # quit during the scrape: nobody to hand it to
+            return
+        with contextlib.suppress(RuntimeError):  # the app closed in between
             self.call_from_thread(self._apply, snap, error)
 
     def _apply(self, snap: Snapshot | None, error: str | None) -> None:

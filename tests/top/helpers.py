@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+from textual.app import App
 from textual.pilot import Pilot
 
 from support.paths import VLLM_FIXTURES
@@ -48,3 +51,18 @@ async def wait_until(pilot: Pilot[Any], condition: Callable[[], bool], timeout: 
         if time.monotonic() > end:
             raise AssertionError("condition not met in time")
         await pilot.pause(0.02)
+
+
+def drive(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async Pilot test on a fresh event loop (no pytest async plugin needed)."""
+
+    @functools.wraps(test)
+    def run(*args: Any, **kwargs: Any) -> None:
+        asyncio.run(test(*args, **kwargs))
+
+    return run
+
+
+def screen_text(app: App[Any]) -> str:
+    """What the terminal shows now, as plain text lines (the compositor's own output)."""
+    return "\n".join(strip.text for strip in app.screen._compositor.render_strips())

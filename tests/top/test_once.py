@@ -15,8 +15,7 @@ from .helpers import T1, T2, truth_interval
 
 def test_once_json_replay_equals_the_truth_interval(capsys):
     assert main(["top", "--once", "--json", "--replay", str(T1), str(T2)]) == 0
-    out, err = capsys.readouterr()
-    doc = json.loads(out)
+    doc = json.loads(capsys.readouterr().out)
     [row] = doc["targets"]
     assert row["up"] is True and row["engine"] == "0"
     for name, expected in truth_interval().items():

@@ -1,0 +1,188 @@
+"""The Textual app driven by Pilot: what it shows equals truth.json, and the keys work."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+from rich.text import Text
+from textual.widgets import DataTable, Input
+
+from kvops.sources.replay import ReplaySource
+from kvops.top.app import DetailScreen, HelpScreen, TopApp
+from kvops.top.live import LiveSource
+from support.upstream import Upstream, body
+
+from .helpers import T1, T2, drive, screen_text, truth_interval, wait_until
+
+
+def cells(app: TopApp) -> dict[str, dict[str, Text | str]]:
+    """Visible rows: row key -> {column key: cell}."""
+    table = app.query_one("#targets", DataTable)
+    columns = [c.key.value for c in table.ordered_columns]
+    return {
+        str(row.key.value): dict(zip(columns, table.get_row(row.key), strict=True))
+        for row in table.ordered_rows
+    }
+
+
+def plain(cell: Text | str) -> str:
+    return cell.plain if isinstance(cell, Text) else str(cell)
+
+
+def replay_app(*files: Any, interval: float = 0.05) -> TopApp:
+    return TopApp(ReplaySource([str(f) for f in files], interval), interval)
+
+
+@drive
+async def test_shown_values_equal_the_truth_interval():
+    app = replay_app(T1, T2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        truth = truth_interval()
+        [row] = cells(app).values()
+        assert plain(row["target"]) == "replay"
+        assert plain(row["model"]) == truth["model_name"].rsplit("/", 1)[1]
+        expected = {
+            "kv": f"{truth['kv_cache_usage'] * 100:.1f}",
+            "local": f"{truth['local_hit_rate'] * 100:.1f}",
+            "external": f"{truth['external_hit_rate'] * 100:.1f}",
+            "store": f"{truth['store_bandwidth_bytes_per_second'] / 1e9:.2f}",
+            "load": f"{truth['load_bandwidth_bytes_per_second'] / 1e9:.2f}",
+            "ratio": f"{truth['load_store_ratio']:.2f}",
+            "running": f"{truth['requests_running']}",
+            "waiting": f"{truth['requests_waiting']}",
+            "preempt": f"{truth['preemptions']}",
+        }
+        assert {k: plain(row[k]) for k in expected} == expected
+        assert (expected["local"], expected["store"]) == ("58.2", "30.33")  # what a person sees
+        # The figures behind the cells are the truth to 1e-9, not just to the digits shown.
+        [board_row] = app.board.rows.values()
+        for name, value in truth.items():
+            if not isinstance(value, str):
+                assert board_row.get(name) == pytest.approx(value, rel=1e-9), name
+        # Colours that mean something: 18 % external hits stand out, 58 % local do not.
+        assert isinstance(row["external"], Text) and "red" in str(row["external"].style)
+        assert isinstance(row["local"], Text) and "red" not in str(row["local"].style)
+        assert "yellow" in str(row["kv"].style)  # 98 % of the GPU KV cache in use
+        status = screen_text(app)
+        assert "holding the last frame" in status
+        host = screen_text(app)
+        assert "128.0 GiB" in host  # kv_offload_config_info's cpu_kv_cache_size_bytes
+
+
+@drive
+async def test_first_frame_shows_state_but_no_rates():
+    app = replay_app(T2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        [row] = cells(app).values()
+        assert plain(row["kv"]) == "98.4"
+        assert plain(row["running"]) == "97"
+        assert [plain(row[k]) for k in ("local", "external", "store", "load", "preempt")] == ["-"] * 5
+
+
+@drive
+async def test_help_opens_and_q_quits_from_it():
+    app = replay_app(T1, T2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
+        text = screen_text(app)
+        assert "GB/s = 10⁹ bytes per second" in text and "GiB = 2³⁰ bytes" in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+        await pilot.press("question_mark", "q")
+    assert app.return_code == 0
+
+
+@drive
+async def test_enter_opens_the_detail_view_of_the_picked_target():
+    app = replay_app(T1, T2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        figures = screen_text(app)
+        for text in ("meta-llama/Llama-3.1-8B-Instruct", "58.2 %", "18.2 %", "30.33 GB/s", "38.84 GB/s",
+                     "27.61 GB", "128.0 GiB"):  # fmt: skip
+            assert text in figures, text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, DetailScreen)
+
+
+@drive
+async def test_filter_sort_and_pause():
+    upstream = Upstream()
+    try:
+        urls = [upstream.route(name, body(T2.read_bytes())) for name in ("alpha", "beta")]
+        app = TopApp(LiveSource(urls, timeout=2.0, hardware=False), interval=0.2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: len(cells(app)) == 2)
+            await pilot.press("slash", "b", "e", "t", "a")
+            await wait_until(pilot, lambda: len(cells(app)) == 1)
+            assert "beta" in next(iter(cells(app)))
+            await pilot.press("enter")  # keeps the filter, back to the table
+            assert app.text_filter == "beta" and app.query_one("#targets", DataTable).has_focus
+            await pilot.press("slash", "escape")  # clears it
+            assert app.text_filter == "" and not app.query_one("#filter", Input).has_class("shown")
+            await wait_until(pilot, lambda: len(cells(app)) == 2)
+            await pilot.press("s")
+            assert app.sort_index == 1 and "sort: local hit" in screen_text(app)
+            await pilot.press("p")
+            frames = app.board.frames
+            await pilot.pause(0.3)
+            assert app.board.frames == frames and "PAUSED" in screen_text(app)
+            await pilot.press("p")
+            await wait_until(pilot, lambda: app.board.frames > frames)
+    finally:
+        upstream.stop()
+
+
+@drive
+async def test_a_target_that_goes_down_shows_down_keeps_history_and_comes_back():
+    upstream = Upstream()
+    try:
+        url = upstream.route("vllm", body(T1.read_bytes()))
+        app = TopApp(LiveSource([url], timeout=2.0, hardware=False), interval=0.05)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: app.board.frames >= 2)
+            upstream.routes["/vllm/metrics"] = body(T2.read_bytes())
+            [key] = app.board.rows
+            # The T1 -> T2 frame moved bytes; later T2 -> T2 frames move none.
+            await wait_until(pilot, lambda: any(app.board.rows[key].store_history))
+            history = len(app.board.rows[key].store_history)
+            upstream.routes["/vllm/metrics"] = body("down for maintenance\n", status=503)
+            await wait_until(pilot, lambda: not app.board.rows[key].up)
+            [row] = cells(app).values()
+            assert plain(row["kv"]) == "down" and "red" in str(row["kv"].style)
+            assert "HTTP 503" in (app.board.rows[key].error or "")
+            assert "1 down" in screen_text(app)
+            assert len(app.board.rows[key].store_history) > history  # history kept, gaps added
+            upstream.routes["/vllm/metrics"] = body(T2.read_bytes())
+            await wait_until(pilot, lambda: app.board.rows[key].up)
+            assert list(app.board.rows) == [key]  # the same row came back
+    finally:
+        upstream.stop()
+
+
+@drive
+async def test_the_ui_keeps_answering_while_a_scrape_hangs():
+    upstream = Upstream()
+    try:
+        from support.upstream import hang
+
+        url = upstream.route("slow", hang(10.0))
+        app = TopApp(LiveSource([url], timeout=5.0, hardware=False), interval=0.05)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.pause(0.2)
+            assert app._scraping  # the scrape is in flight in its worker ...
+            await pilot.press("question_mark")  # ... and keys still work
+            assert isinstance(app.screen, HelpScreen)
+            await pilot.press("escape", "s")
+            assert app.sort_index == 1
+            started = time.monotonic()
+        assert time.monotonic() - started < 2.0  # quitting does not wait for the hung scrape
+    finally:
+        upstream.stop()
