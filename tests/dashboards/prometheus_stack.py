@@ -74,6 +74,7 @@ def wait_http(url: str, deadline_s: float, proc: subprocess.Popen[bytes], log: P
 # The simulated tier is far larger than any CI machine's RAM and /dev/shm (10 % of it is
 # 6.4 TiB), so the host-memory alerts go pending on real exporter output.
 SIM_OFFLOAD_GIB = 65536
+SIM_ENGINES = 2
 
 
 class PrometheusStack:
@@ -157,8 +158,9 @@ class PrometheusStack:
                 "sim",
                 "--listen",
                 f"127.0.0.1:{sim_port}",
-                "--kv-offloading-size",
-                str(SIM_OFFLOAD_GIB),
+                *("--kv-offloading-size", str(SIM_OFFLOAD_GIB)),
+                # Two engines: every per-engine join in the rules meets more than one series.
+                *("--data-parallel-size", str(SIM_ENGINES)),
             ],
         )
         self.sim_url = f"http://127.0.0.1:{sim_port}"

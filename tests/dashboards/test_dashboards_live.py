@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from prometheus_stack import ROOT, SIM_OFFLOAD_GIB, PrometheusStack, substitute
+from prometheus_stack import ROOT, SIM_ENGINES, SIM_OFFLOAD_GIB, PrometheusStack, substitute
 
 pytestmark = pytest.mark.slow
 
@@ -112,5 +112,8 @@ def test_scrape_is_of_the_exporter_not_a_fixture(stack: PrometheusStack) -> None
     assert [float(s["value"][1]) for s in up] == [1.0]
     targets = {s["metric"]["target"]: float(s["value"][1]) for s in stack.query("kvops_target_up")}
     assert targets == {stack.sim_url: 1.0, stack.dead_url: 0.0}
+    engines = stack.query("kvops_vllm_requests_running")
+    assert sorted(s["metric"]["engine"] for s in engines) == [str(i) for i in range(SIM_ENGINES)]
+    # Each data-parallel engine has its own tier; the host carries them all.
     tier = stack.query("instance:kvops_offload_cpu_tier_bytes:sum")
-    assert [float(s["value"][1]) for s in tier] == [SIM_OFFLOAD_GIB * 2**30]
+    assert [float(s["value"][1]) for s in tier] == [SIM_ENGINES * SIM_OFFLOAD_GIB * 2**30]
