@@ -118,3 +118,16 @@ def test_command_serves_and_exits_0_on_sigterm() -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_port_in_use_is_one_line_exit_2() -> None:
+    with server.start(port=0) as busy:
+        port = busy.url.rsplit(":", 1)[1]
+        proc = subprocess.run(
+            [sys.executable, "-m", "kvops.cli", "sim", "--listen", f"127.0.0.1:{port}"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "cannot listen" in proc.stderr
