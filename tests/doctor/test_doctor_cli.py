@@ -289,13 +289,11 @@ def test_log_alone_rebuilds_the_command_from_non_default_args(kvops, tmp_path) -
 
 
 def test_repro_json_is_only_json(kvops) -> None:
-    code, out, _ = kvops("doctor", "--repro", "aiter-gemm-unsupported", "--model", "org/m", "--json")
+    code, out, _ = kvops("doctor", "--repro", "aiter-gemm-unsupported", "--model", DSV32, "--json")
     data = json.loads(out)
     assert code == 0 and data["reproduced"] is None and data["could_not"]
-    assert (
-        data["fixed_command"]
-        == "VLLM_ROCM_USE_AITER=1 VLLM_ROCM_USE_AITER_MOE=0 vllm serve org/m --tensor-parallel-size 8"
-    )
+    expected = f"VLLM_ROCM_USE_AITER=1 VLLM_ROCM_USE_AITER_MOE=0 vllm serve {DSV32} --tensor-parallel-size 8"
+    assert data["fixed_command"] == expected
 
 
 def test_repro_on_a_machine_with_gpu_and_vllm_starts_both_commands(tmp_path) -> None:
