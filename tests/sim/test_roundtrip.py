@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvops.sim.render import Renderer, parse_version
 from kvops.sim.server import build_engine
@@ -79,3 +81,22 @@ def test_data_parallel_engines_read_back_per_engine(version: str) -> None:
         assert dataclasses.asdict(got) == dataclasses.asdict(sim.renderer.collector.sample(TARGET, index))
     # Ranks run their own sessions: their counters differ.
     assert len({e.local_queries for e in engines}) == 3
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    minor=st.integers(10, 33),
+    patch=st.integers(0, 3),
+    seed=st.integers(0, 1000),
+    workload=st.sampled_from(["chat", "rag", "bursty", "agent"]),
+    offload=st.one_of(st.none(), st.sampled_from([0.0, 0.5, 8.0])),
+    t=st.floats(0.1, 20.0),
+)
+def test_any_release_any_moment_reads_back(minor, patch, seed, workload, offload, t) -> None:
+    version = f"0.{minor}.{patch}"
+    engine = build_engine(
+        seed=seed, workload=workload, kv_offloading_size_gib=offload, num_gpu_blocks=512, length=0.3
+    )
+    engine.advance_to(t)
+    renderer = Renderer(engine, parse_version(version), 1.8e9, {"vllm_version": version})
+    assert read_back(renderer) == dataclasses.asdict(renderer.collector.sample(TARGET))
