@@ -387,6 +387,8 @@ class Engine:
         end = now + dt
         sampled = len(decoding)
         for req, n in scheduled:
+            if not req.running:
+                continue  # cannot happen today (victims come after the scheduled), kept safe
             before = req.computed
             req.computed += n
             new_keys = self._fill_blocks(req, before, req.computed)
