@@ -73,6 +73,7 @@ class ModelInfo:
     kv_lora_rank: int | None = None
     qk_rope_head_dim: int | None = None
     index_head_dim: int | None = None
+    mla_kv_head_dims: tuple[int, int] | None = None  # (K = qk_nope + qk_rope, V) once decompressed
     sliding_window: int | None = None
     moe_intermediate_size: int | None = None
     num_experts: int | None = None
@@ -135,9 +136,17 @@ class ModelInfo:
         return self.attention_layers * 2 * heads_per_rank * self.head_dim * self.dtype_bytes(kv_cache_dtype)
 
     def naive_mha_bytes_per_token(self, kv_cache_dtype: str = "auto") -> int:
-        """The textbook 2 x layers x heads x head_dim formula, for comparison with MLA."""
+        """The textbook formula — full K and V for every head of every layer — for comparison.
+
+        For MLA this is what caching the decompressed K (qk_nope + qk_rope) and V per head would
+        cost, the figure MLA exists to avoid.
+        """
+        size = self.dtype_bytes(kv_cache_dtype)
         heads = self.num_attention_heads
-        return 2 * self.num_layers * heads * self.head_dim * self.dtype_bytes(kv_cache_dtype)
+        if self.mla_kv_head_dims:
+            k_dim, v_dim = self.mla_kv_head_dims
+            return self.num_layers * heads * (k_dim + v_dim) * size
+        return 2 * self.num_layers * heads * self.head_dim * size
 
 
 def read_config(path: str | Path) -> tuple[Path, dict[str, Any]]:
@@ -200,6 +209,11 @@ def _count_attention_layers(text: dict[str, Any], num_layers: int) -> tuple[int,
         attn = num_layers // period
         return attn, True, [f"hybrid: {attn} attention layers (one in {period})"]
     return num_layers, False, []
+
+
+def _mla_dims(text: dict[str, Any], rope_dim: int | None) -> tuple[int, int] | None:
+    nope, v = _int(text, "qk_nope_head_dim"), _int(text, "v_head_dim")
+    return (nope + (rope_dim or 0), v) if nope and v else None
 
 
 def from_dict(cfg: dict[str, Any], path: str = "<config>") -> ModelInfo:
@@ -274,6 +288,7 @@ def from_dict(cfg: dict[str, Any], path: str = "<config>") -> ModelInfo:
         kv_lora_rank=kv_lora_rank if "mla" in kinds else None,
         qk_rope_head_dim=rope_dim if "mla" in kinds else None,
         index_head_dim=(_int(text, "index_head_dim") or 128) if "dsa" in kinds else None,
+        mla_kv_head_dims=_mla_dims(text, rope_dim) if "mla" in kinds else None,
         sliding_window=sliding,
         moe_intermediate_size=_int(text, "moe_intermediate_size", "intermediate_size")
         if "moe" in kinds

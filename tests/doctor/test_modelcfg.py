@@ -34,7 +34,9 @@ def test_mla_is_far_below_the_naive_mha_formula() -> None:
     m = modelcfg.load(MODELS / "deepseek-v3.json")
     assert m.attention == "mla"
     assert m.kv_bytes_per_token() == 61 * 576 * 2
-    assert m.naive_mha_bytes_per_token() > 20 * m.kv_bytes_per_token()
+    # decompressed K (qk_nope 128 + rope 64) and V (128) for 128 heads: what MLA avoids caching
+    assert m.naive_mha_bytes_per_token() == 61 * 128 * (192 + 128) * 2 == 4_997_120
+    assert m.naive_mha_bytes_per_token() > 70 * m.kv_bytes_per_token()
 
 
 def test_mla_needs_kv_lora_rank_not_just_the_model_type(tmp_path) -> None:
