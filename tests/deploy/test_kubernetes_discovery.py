@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import KubeApi, pod
+from kube_api import KubeApi, pod
 
 from kvops.errors import UsageError
 from kvops.exporter.collector import ScrapeRunner, render
