@@ -276,6 +276,7 @@ class TopApp(App[int]):
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
     #targets { height: 1fr; }
+    #targets > .datatable--cursor { background: $primary 35%; }
     #panels { height: auto; max-height: 12; padding: 0 1; }
     #filter { dock: bottom; display: none; }
     #filter.shown { display: block; }
@@ -296,7 +297,11 @@ class TopApp(App[int]):
     def compose(self) -> ComposeResult:
         yield Static(id="status")
         table: DataTable[Any] = DataTable(
-            id="targets", cursor_type="row", zebra_stripes=True, header_height=2
+            id="targets",
+            cursor_type="row",
+            zebra_stripes=True,
+            header_height=2,
+            cursor_foreground_priority="renderable",  # red and yellow stay visible under the cursor
         )
         yield table
         with Vertical(id="panels"):

@@ -1,0 +1,84 @@
+"""`kvops top` in a real terminal: tmux at 120×40, keys sent, the screen read back."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from support.paths import ROOT
+
+from .helpers import T1, T2
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux not installed (.ci/run installs it)"),
+]
+
+
+PROMPT = "kvops-test$ "
+
+
+class Tmux:
+    def __init__(self, tmp: Path) -> None:
+        # A private server socket: never touches a tmux the user has running.
+        self.socket = str(tmp / "tmux.sock")
+        self.session = f"kvops-{uuid.uuid4().hex[:8]}"
+
+    def __call__(self, *args: str) -> str:
+        proc = subprocess.run(["tmux", "-S", self.socket, *args], capture_output=True, text=True, timeout=20)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    def screen(self) -> str:
+        return self("capture-pane", "-p", "-t", self.session)
+
+    def wait_for(self, text: str, timeout: float = 30.0) -> str:
+        end = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < end:
+            screen = self.screen()
+            if text in screen:
+                return screen
+            time.sleep(0.2)
+        raise AssertionError(f"{text!r} not on screen after {timeout:g} s:\n{screen}")
+
+
+def test_kvops_top_in_tmux_shows_help_quits_and_restores_the_terminal(tmp_path):
+    tmux = Tmux(tmp_path)
+    exit_file = tmp_path / "exit"
+    kvops = f"{sys.executable} -m kvops.cli"
+    tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", tmux.session,
+         f"env PS1='{PROMPT}' TERM=xterm-256color HOME={tmp_path} bash --norc --noprofile")  # fmt: skip
+    try:
+        command = f"cd {ROOT} && {kvops} top --replay {T1} {T2}; echo EXIT=$? > {exit_file}"
+        tmux("send-keys", "-t", tmux.session, command, "Enter")
+        screen = tmux.wait_for("holding the last frame")
+        assert "Llama-3.1-8B-Instruct" in screen
+        row = next(line for line in screen.splitlines() if "Llama-3.1-8B-Instruct" in line)
+        assert row.split()[:12] == ["replay", "Llama-3.1-8B-Instruct", "0", "98.4", "58.2", "18.2",
+                                    "30.33", "38.84", "0.19", "97", "3", "1"]  # fmt: skip
+        assert tmux("display-message", "-p", "-t", tmux.session, "#{alternate_on}").strip() == "1"
+
+        tmux("send-keys", "-t", tmux.session, "?")
+        help_screen = tmux.wait_for("GB/s = 10⁹ bytes per second")
+        assert "GiB = 2³⁰ bytes" in help_screen
+
+        tmux("send-keys", "-t", tmux.session, "q")
+        end = time.monotonic() + 20
+        while not exit_file.exists() and time.monotonic() < end:
+            time.sleep(0.1)
+        assert exit_file.read_text().strip() == "EXIT=0"
+        # The terminal is back: alternate screen left, the shell and its prompt visible,
+        # nothing of the dashboard left behind.
+        assert tmux("display-message", "-p", "-t", tmux.session, "#{alternate_on}").strip() == "0"
+        after = tmux.screen()
+        assert "top --replay" in after and after.rstrip().endswith(PROMPT.rstrip())
+        assert "Llama-3.1-8B-Instruct" not in after and "Load:" not in after
+    finally:
+        subprocess.run(["tmux", "-S", tmux.socket, "kill-server"], capture_output=True, timeout=20)
