@@ -249,3 +249,19 @@ def test_helm_lint_is_clean():
     report = helm.lint(str(CHART), strict=True)
     assert report["errors"] == []
     assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+@pytest.mark.parametrize(
+    ("values", "where"),
+    [
+        ({"discoveryy": {"enabled": False}}, "additional properties 'discoveryy' not allowed"),
+        ({"exporter": {"logLevel": "loud"}}, "/exporter/logLevel"),
+        ({"serviceMonitor": {"interval": "30 s"}}, "/serviceMonitor/interval"),
+        ({"targets": [{"bearer_token_file": "/t"}]}, "/targets/0"),
+    ],
+)
+def test_values_schema_refuses_typos(values, where):
+    """values.schema.json: Helm refuses a misspelt or mistyped value at install time."""
+    with pytest.raises(Exception, match="values don't meet the specifications") as err:
+        generate.render_chart(values)
+    assert where in str(err.value)
