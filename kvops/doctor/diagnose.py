@@ -28,6 +28,7 @@ class Finding:
     source: str  # log | config | platform
     evidence: list[str]
     unknown: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     fixed_command: str | None = None
     alternative_commands: list[str | None] = field(default_factory=list)
 
@@ -52,6 +53,7 @@ class Finding:
             "confidence": pb.confidence,
             "evidence": self.evidence,
             "could_not_check": self.unknown,
+            "notes": self.notes,
             "fix": fix.to_dict(),
             "fix_confidence": fix.confidence,
             "alternatives": [
@@ -134,8 +136,9 @@ def diagnose(
             continue
         if cmd is not None and pb.fix is not None and not pb.fix.is_empty():
             finding.fixed_command = _apply(cmd, pb.fix)
-            if finding.fixed_command is None:
-                finding.unknown.append("the command already carries this fix")
+            applicable = cmd.launcher == "docker" or pb.fix.remove or pb.fix.add or pb.fix.env
+            if finding.fixed_command is None and applicable:
+                finding.notes.append("the command already carries this fix")
         finding.alternative_commands = [
             _apply(cmd, alt) if cmd is not None and not alt.is_empty() else None for alt in pb.alternatives
         ]

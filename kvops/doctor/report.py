@@ -76,6 +76,7 @@ def _finding_text(f: Finding) -> list[str]:
         lines += [f"    - {e}" for e in f.evidence]
     if f.unknown:
         lines.append("  could not check: " + "; ".join(f.unknown))
+    lines += [f"  note: {note}" for note in f.notes]
     if pb.fix is not None:
         lines.append(f"  fix [{pb.fix.confidence}]: {_describe_fix(pb.fix)}")
     if f.fixed_command:

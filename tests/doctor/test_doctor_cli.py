@@ -316,3 +316,88 @@ def test_repro_on_a_machine_with_gpu_and_vllm_starts_both_commands(tmp_path) -> 
     assert started == ["vllm serve m --kv-offloading-size 64", "vllm serve m --kv-cache-dtype=fp8"]
     assert result["reproduced"] is True and result["fix_confirmed"] is True
     assert "indexer.k_cache" in result["failing_outcome"]
+
+
+def test_here_judges_a_plain_serve_line_against_this_hosts_shm(kvops, monkeypatch) -> None:
+    small = platform.Platform(
+        shm_free_bytes=2 << 30, host_ram_bytes=512 << 30, kernel="6.8.0", memlock_bytes=-1
+    )
+    monkeypatch.setattr(platform, "probe", lambda **_: small)
+    code, out, _ = kvops("doctor", "--here", "--cmd", "vllm serve m --kv-offloading-size 8", "--json")
+    f = findings(out)["vllm-offload-shm-insufficient"]
+    assert code == 1 and any("2.0 GiB free" in e for e in f["evidence"])
+    assert f["fixed_command"] is None and f["notes"] == []  # a docker option cannot fix a bare serve line
+    assert "vllm-offload-host-ram-oom" not in findings(out)  # 8 x 1.92 fits in 512 GiB
+    _, away, _ = kvops("doctor", "--cmd", "vllm serve m --kv-offloading-size 8", "--json")
+    assert "vllm-offload-shm-insufficient" not in findings(away)  # without --here: never this host
+
+
+@pytest.mark.parametrize(
+    ("model", "cmd", "expected", "severity"),
+    [
+        (
+            "qwen3-next-80b-a3b.json",
+            "vllm serve Qwen/Qwen3-Next-80B-A3B-Instruct --kv-offloading-size 16"
+            " --disable-hybrid-kv-cache-manager",
+            "vllm-hma-disabled-unify-fail",
+            "error",
+        ),
+        (
+            "deepseek-v3.2.json",
+            "vllm serve m --gpus all --block-size 16",
+            "vllm-dsa-block-size-64",
+            "warning",
+        ),
+        (
+            "deepseek-v3.json",
+            "VLLM_ROCM_USE_AITER=1 vllm serve deepseek-ai/DeepSeek-V3 --tensor-parallel-size 4",
+            "rocm-aiter-mla-heads",
+            "error",
+        ),
+        (
+            "llama-3.1-8b.json",
+            "vllm serve m --kv-offloading-backend mooncake",
+            "vllm-offload-config-invalid",
+            "error",
+        ),
+        (
+            "deepseek-v3.2.json",
+            "vllm serve m --kv-transfer-config"
+            """ '{"kv_connector":"LMCacheConnectorV1","kv_role":"kv_both"}'""",
+            "lmcache-dsa-pointer-mismatch",
+            "error",
+        ),
+        (
+            "gemma-3-27b.json",
+            "vllm serve google/gemma-3-27b-it --kv-offloading-size 8",
+            "vllm-hma-turned-off-by-connector",
+            "warning",
+        ),
+    ],
+)
+def test_config_rules(kvops, model: str, cmd: str, expected: str, severity: str) -> None:
+    out = kvops("doctor", "--model", str(MODELS / model), "--cmd", cmd, "--vllm-version", "0.17.0", "--json")[
+        1
+    ]
+    assert findings(out)[expected]["severity"] == severity
+
+
+def test_config_rules_stay_quiet_when_the_fix_is_in_place(kvops) -> None:
+    argv = ["--vllm-version", "0.17.0", "--json"]
+    hybrid = str(MODELS / "qwen3-next-80b-a3b.json")
+    out = kvops("doctor", "--model", hybrid, "--cmd", "vllm serve m --kv-offloading-size 16", *argv)[1]
+    assert "vllm-hma-disabled-unify-fail" not in findings(out)
+    heads = "VLLM_ROCM_USE_AITER=1 vllm serve m --tensor-parallel-size 8"
+    out = kvops("doctor", "--model", str(MODELS / "deepseek-v3.json"), "--cmd", heads, *argv)[1]
+    assert "rocm-aiter-mla-heads" not in findings(out)
+    newer = kvops(
+        "doctor",
+        "--model",
+        str(MODELS / "gemma-3-27b.json"),
+        "--cmd",
+        "vllm serve m --kv-offloading-size 8",
+        "--vllm-version",
+        "0.22.0",
+        "--json",
+    )[1]
+    assert "vllm-hma-turned-off-by-connector" not in findings(newer)
