@@ -57,7 +57,9 @@ class ApiAccess:
     ca_file: Path | None
 
     @classmethod
-    def in_cluster(cls, env: Mapping[str, str] = os.environ, sa_dir: Path = SERVICE_ACCOUNT_DIR) -> ApiAccess:
+    def in_cluster(cls, env: Mapping[str, str] | None = None, sa_dir: Path | None = None) -> ApiAccess:
+        env = os.environ if env is None else env
+        sa_dir = SERVICE_ACCOUNT_DIR if sa_dir is None else sa_dir
         host = env.get("KUBERNETES_SERVICE_HOST", "").strip()
         port = env.get("KUBERNETES_SERVICE_PORT", "443").strip() or "443"
         if not host:

@@ -226,3 +226,46 @@ def test_bad_flags_are_one_line_exit_2(tmp_path):
     assert out.returncode == 2
     assert len(out.stderr.strip().splitlines()) == 1
     assert "--kubernetes-pod-selector" in out.stderr or "--kubernetes-node-name" in out.stderr
+
+
+def test_exporter_flags_wire_discovery_into_the_runner(kube_api, service_account, monkeypatch):
+    """`kvops exporter --kubernetes-*` as the DaemonSet runs it: env from the kubelet, the
+    service-account mount, the exporter's own config loading and build_runner."""
+    import argparse
+
+    from kvops.exporter import command
+    from kvops.exporter.config import load_config
+    from kvops.sources import kubernetes
+
+    upstream = Upstream()
+    try:
+        target = upstream.route("m", body((VLLM_FIXTURES / "0.33.0" / "offload-t1.prom").read_bytes()))
+        port = target.rsplit(":", 1)[1].split("/")[0]
+        kube_api.pods = [
+            pod("vllm-0", ip="127.0.0.1", annotations={"kvops.io/path": "/m"}),
+            pod("vllm-1", node="gpu-node-2", ip="127.0.0.2"),
+        ]
+        monkeypatch.setattr(kubernetes, "SERVICE_ACCOUNT_DIR", service_account)
+        monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(kube_api.port))
+        monkeypatch.setenv("NODE_NAME", NODE)
+        parser = argparse.ArgumentParser()
+        command.configure(parser)
+        args = parser.parse_args(
+            ["--kubernetes-pod-selector", "app=vllm", "--kubernetes-port", port, "--no-collector", "host"]
+        )
+        config = load_config(args)
+        discovery = kubernetes.discovery_from_args(args, config.timeout)
+        assert discovery is not None
+        discovery.first_wait = 5.0
+        runner = command.build_runner(config, discovery)
+        try:
+            samples = parse_exposition(_text(runner))
+        finally:
+            runner.close()
+    finally:
+        upstream.stop()
+    up = {dict(k[1])["target"]: v for k, v in samples.items() if k[0] == "kvops_target_up"}
+    assert up == {target: 1.0}  # vllm-1 is on another node
+    assert kube_api.requests[0][1]["fieldSelector"] == [f"spec.nodeName={NODE}"]
+    assert kubernetes.discovery_from_args(parser.parse_args([]), 5.0) is None
