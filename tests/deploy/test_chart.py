@@ -265,3 +265,25 @@ def test_values_schema_refuses_typos(values, where):
     with pytest.raises(Exception, match="values don't meet the specifications") as err:
         generate.render_chart(values)
     assert where in str(err.value)
+
+
+def test_pod_security_restricted_without_host_mounts():
+    """docs/deploy.md's claim, checked rule by rule against the Pod Security Standards'
+    `restricted` profile (kubernetes.io/docs/concepts/security/pod-security-standards)."""
+    docs = generate.render_chart({"hostShm": {"enabled": False}})
+    pod = next(validate.documents(docs["daemonset.yaml"]))["spec"]["template"]["spec"]
+    allowed_volumes = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+                       "projected", "secret"}  # fmt: skip
+    assert not pod.get("hostPID") and not pod.get("hostNetwork") and not pod.get("hostIPC")
+    for volume in pod["volumes"]:
+        assert set(volume) - {"name"} <= allowed_volumes, volume
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    for container in pod["containers"]:
+        sc = container["securityContext"]
+        assert sc["allowPrivilegeEscalation"] is False and not sc.get("privileged")
+        assert sc["capabilities"]["drop"] == ["ALL"] and not sc["capabilities"].get("add")
+        assert not any("hostPort" in p for p in container["ports"])
+    default = next(validate.documents(generate.render_chart({})["daemonset.yaml"]))
+    # /dev/shm by default: that needs a privileged namespace
+    assert any("hostPath" in v for v in default["spec"]["template"]["spec"]["volumes"])
