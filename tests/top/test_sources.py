@@ -1,0 +1,151 @@
+"""The sources behind `kvops top`: kvops exporter expositions, replay, live URLs, Prometheus."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+
+from kvops.cli import main
+from kvops.exporter.collector import render
+from kvops.snapshot import GpuSample, HostSample, Snapshot, TargetSample
+from kvops.sources import kvops_exposition, vllm
+from kvops.sources.exposition import parse
+from kvops.sources.prometheus import PrometheusSource
+from kvops.sources.replay import ReplaySource
+from kvops.top.live import LiveSource
+from support.exporter_harness import Exporter
+from support.prom import Prometheus
+from support.upstream import Upstream, body
+
+from .helpers import T1, T2
+
+TARGET = "http://10.1.2.3:8000"
+
+
+def _vllm_target(path: Path, target: str = TARGET) -> TargetSample:
+    return vllm.normalise(parse(path.read_text(), vllm.WANTED), target)
+
+
+class _Fixed:
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+
+    def collect(self):
+        return render(self.snap)
+
+
+def exporter_text(snap: Snapshot) -> str:
+    """What `kvops exporter` serves for this Snapshot (its own render(), through client_python)."""
+    registry = CollectorRegistry()
+    registry.register(_Fixed(snap))
+    return generate_latest(registry).decode()
+
+
+def _hardware() -> tuple[GpuSample, HostSample]:
+    gpu = GpuSample(index="0", uuid="GPU-1", vendor="nvidia", name="H100", memory_used_bytes=7e10,
+                    memory_total_bytes=8.5e10, pcie_tx_bytes=1e12, pcie_rx_bytes=2e12,
+                    pcie_link_max_bytes_per_second=6.3e10, pcie_link_gen=5, pcie_link_width=16,
+                    pcie_link_gen_max=5, pcie_link_width_max=16)  # fmt: skip
+    host = HostSample(memory_total_bytes=2e12, memory_available_bytes=1.5e12, shmem_bytes=1e9,
+                      mlocked_bytes=0.0, shm_total_bytes=1e12, shm_free_bytes=9e11)  # fmt: skip
+    return gpu, host
+
+
+def test_exporter_exposition_decodes_back_to_the_snapshot_it_came_from():
+    gpu, host = _hardware()
+    down = TargetSample("http://10.1.2.4:8000", up=False, error="refused")
+    snap = Snapshot(time=0, targets=[_vllm_target(T2), down], gpus=[gpu], host=host)
+    back = kvops_exposition.decode(parse(exporter_text(snap)), time=0)
+    assert [(t.target, t.up) for t in back.targets] == [(TARGET, True), ("http://10.1.2.4:8000", False)]
+    assert [asdict(e) for e in back.targets[0].engines] == [asdict(e) for e in snap.targets[0].engines]
+    assert asdict(back.gpus[0]) == asdict(gpu)
+    for name in ("memory_total_bytes", "memory_available_bytes", "shm_total_bytes", "shm_free_bytes"):
+        assert getattr(back.host, name) == getattr(host, name)
+
+
+def test_replay_of_exporter_dumps_gives_the_same_interval_as_the_raw_dumps(tmp_path, capsys):
+    gpu, host = _hardware()
+    files = []
+    for i, path in enumerate((T1, T2)):
+        snap = Snapshot(time=i, targets=[_vllm_target(path, "replay")], gpus=[gpu], host=host)
+        files.append(tmp_path / f"exporter-{i}.prom")
+        files[-1].write_text(exporter_text(snap))
+    assert main(["top", "--once", "--json", "--replay", *map(str, files)]) == 0
+    from_exporter = json.loads(capsys.readouterr().out)
+    assert main(["top", "--once", "--json", "--replay", str(T1), str(T2)]) == 0
+    from_vllm = json.loads(capsys.readouterr().out)
+    assert from_exporter["targets"] == from_vllm["targets"]
+    assert from_exporter["host"]["shm_free_bytes"] == 9e11 and from_exporter["gpus"][0]["gpu"] == "0"
+
+
+def test_replay_holds_after_the_last_frame():
+    source = ReplaySource([str(T1), str(T2)], 2.0)
+    frames = [source.next(), source.next()]
+    assert [f.time for f in frames] == [0.0, 2.0]
+    assert source.next() is None and source.finished
+
+
+def test_live_urls_read_a_kvops_exporter_and_a_vllm_alike():
+    upstream = Upstream()
+    exporter = None
+    try:
+        url = upstream.route("vllm", body(T2.read_bytes()))
+        exporter = Exporter([url], timeout=5.0, web=None, max_body=16 << 20)
+        direct = LiveSource([url], timeout=5.0, hardware=False).next()
+        through = LiveSource([exporter.url], timeout=5.0, hardware=False).next()
+        assert [t.target for t in through.targets] == [t.target for t in direct.targets] == [url]
+        assert [asdict(e) for e in through.targets[0].engines] == [
+            asdict(e) for e in direct.targets[0].engines
+        ]
+        # One URL down beside one up: each keeps its own state.
+        mixed = LiveSource([url, "http://127.0.0.1:1"], timeout=2.0, hardware=False).next()
+        assert [(t.target, t.up) for t in mixed.targets] == [(url, True), ("http://127.0.0.1:1", False)]
+    finally:
+        if exporter is not None:
+            exporter.stop()
+        upstream.stop()
+
+
+@pytest.mark.slow
+def test_prometheus_fleet_view_reads_raw_vllm_series_and_kvops_series():
+    upstream = Upstream()
+    upstream.routes["/metrics"] = body(T2.read_bytes())  # a vLLM at the root, as Prometheus expects
+    vllm_at = upstream.base.removeprefix("http://")
+    exporter = Exporter([upstream.base], timeout=5.0, web=None, max_body=16 << 20)
+    expected = [asdict(e) for e in _vllm_target(T2).engines]
+    proms: list[Prometheus] = []
+    try:
+        raw = Prometheus([vllm_at])
+        proms.append(raw)
+        raw.wait_for("vllm:num_requests_running")
+        snap = PrometheusSource(raw.url, timeout=5.0).next()
+        assert snap is not None
+        [target] = snap.targets
+        assert target.target == upstream.base and target.up
+        assert [asdict(e) | {"target": TARGET} for e in target.engines] == expected
+
+        fed = Prometheus([exporter.url.removeprefix("http://").removesuffix("/metrics")])
+        proms.append(fed)
+        fed.wait_for("kvops_target_up")
+        source = PrometheusSource(fed.url, timeout=5.0)
+        snap = source.next()
+        assert snap is not None
+        [target] = snap.targets
+        assert target.target == upstream.base  # the exporter's target label, not the exporter
+        assert [asdict(e) | {"target": TARGET} for e in target.engines] == expected
+    finally:
+        for p in proms:
+            p.stop()
+        exporter.stop()
+        upstream.stop()
+
+
+def test_prometheus_that_cannot_be_reached_is_one_target_down():
+    snap = PrometheusSource("http://127.0.0.1:1", timeout=1.0).next()
+    assert snap is not None
+    [target] = snap.targets
+    assert not target.up and target.target == "http://127.0.0.1:1" and "Prometheus" in (target.error or "")
