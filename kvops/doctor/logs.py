@@ -37,7 +37,8 @@ BEFORE = 80  # a traceback's frames come before its last line
 AFTER = 40  # ...and vLLM often logs "EngineCore failed to start" and the cause after it
 MAX_EVIDENCE = 4
 BLOCK = 2048  # lines per pre-filter block
-MAX_LINE = 64 * 1024  # a pathological line is cut, not held whole
+MAX_LINE = 64 * 1024
+BINARY_PROBE = 64 * 1024  # a pathological line is cut, not held whole
 
 
 @dataclass
@@ -162,15 +163,25 @@ def open_log(path: str) -> tuple[BinaryIO, str]:
 
 
 def decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
-    """Text lines; a log with NUL bytes in its first 64 KiB is binary and rejected (UsageError)."""
-    first = True
-    for raw in stream:
-        if first:
-            first = False
-            if b"\x00" in raw[:65536]:
+    """Text lines; NUL bytes in the first 64 KiB mean a binary file (UsageError).
+
+    A line longer than MAX_LINE is cut there and the rest of it skipped, so a file with no
+    newlines never has to fit in memory.
+    """
+    seen = 0
+    while True:
+        raw = stream.readline(MAX_LINE)
+        if not raw:
+            return
+        if seen < BINARY_PROBE:
+            if b"\x00" in raw[: BINARY_PROBE - seen]:
                 raise UsageError(f"{name} looks binary (NUL bytes), not a text log")
-        if len(raw) > MAX_LINE:
-            raw = raw[:MAX_LINE]
+            seen += len(raw)
+        if len(raw) == MAX_LINE and not raw.endswith(b"\n"):
+            while True:  # drop the rest of an over-long line
+                rest = stream.readline(MAX_LINE)
+                if not rest or rest.endswith(b"\n"):
+                    break
         yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
 
 

@@ -120,3 +120,25 @@ def test_prefilter_literals_are_in_every_catalogued_example(failures, books) -> 
         example = entry["example_log_line"]
         if re.search(entry["signature_regex"], example):
             assert any(n in example for n in needles), entry["id"]
+
+
+def test_binary_content_after_a_first_text_line_is_rejected(tmp_path, books) -> None:
+    path = tmp_path / "mixed.log"
+    path.write_bytes(b"looks like text\n" + b"\x00\x01" * 500 + b"\n")
+    with pytest.raises(UsageError, match="binary"):
+        logs.scan_file(str(path), books.failures)
+
+
+def test_over_long_lines_are_cut_and_counted_once(books) -> None:
+    long_line = b"x" * (3 * logs.MAX_LINE + 5) + b"\n"
+    tail = b"ValueError: No available memory for the cache blocks.\n"
+    lines = list(logs.decoded_lines(io.BytesIO(long_line + tail), "t"))
+    assert len(lines) == 2 and len(lines[0]) == logs.MAX_LINE
+    assert "vllm-kv-no-memory" in logs.scan(lines, books.failures).hits
+
+
+def test_log_from_stdin(kvops, monkeypatch) -> None:
+    data = (LOGS / "vllm-kv-no-memory.log").read_bytes()
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+    code, out, _ = kvops("doctor", "--log", "-", "--json")
+    assert code == 1 and '"vllm-kv-no-memory"' in out
