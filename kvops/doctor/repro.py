@@ -114,6 +114,7 @@ def attempt(
     gpu: bool,
     vllm: bool,
     runner: Callable[[str, Playbook, float], tuple[str, str]] | None = None,
+    vllm_root: Path | None = None,
 ) -> dict[str, Any]:
     """What could be done here, and what happened. `runner` starts a command line (tests inject one)."""
     runner = runner or serve_until
@@ -145,11 +146,29 @@ def attempt(
         )
     else:
         out["could_not"].append(
-            "vllm is importable, but this kvops does not drive it in-process for this failure"
+            "vllm is importable, but this kvops does not drive it in-process (no meta-device model build)"
         )
+        source = _read_installed_source(pb, vllm_root)
+        if source:
+            out["installed_source"] = source
     if not gpu:
         out["could_not"].append("no GPU (/dev/nvidia* or /dev/kfd), so vllm serve cannot be started")
     return out
+
+
+def _read_installed_source(pb: Playbook, root: Path | None) -> str | None:
+    """What the installed vllm's source says about this failure, for playbooks that name a fact."""
+    from kvops.doctor.vllm_source import installed_root, offloading_layer_filter
+
+    want = (pb.conditions.get("vllm_source") or {}).get("offloading_layer_filter")
+    root = root or installed_root()
+    if want is None or root is None:
+        return None
+    found = offloading_layer_filter(root)
+    if found is None:
+        return f"could not find register_kv_caches in {root}"
+    verdict = "this build has the failing lookup" if found == want else "this build has the fix"
+    return f"installed vllm ({root}) looks offloaded layers up by {found}: {verdict}"
 
 
 def to_text(result: dict[str, Any], model: ModelInfo | None) -> str:
@@ -164,6 +183,8 @@ def to_text(result: dict[str, Any], model: ModelInfo | None) -> str:
     if result["failing_command"] is None:
         return "\n".join([*lines, *result["could_not"]])
     lines.append("could not reproduce here: " + "; ".join(result["could_not"]) + ".")
+    if result.get("installed_source"):
+        lines.append(result["installed_source"])
     lines.append("To reproduce on a machine with a GPU and vllm, run the failing command and look for")
     lines.append(f"  {result['signature']}")
     lines.append(f"  {result['failing_command']}")

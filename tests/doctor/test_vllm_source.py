@@ -69,3 +69,18 @@ def test_installed_source_overrides_an_in_range_version(tmp_path) -> None:
     )
     f = next(f for f in affected.findings if f.id == "mla-indexer-keyerror")
     assert f.severity == "error" and any("looks layers up by Attention" in e for e in f.evidence)
+
+
+def test_repro_with_vllm_but_no_gpu_reads_the_installed_source(tmp_path) -> None:
+    from kvops.doctor import repro
+
+    pb = catalog.load().get("mla-indexer-keyerror")
+    root = tree(tmp_path, vllm_source.OFFLOADING_FILES[0], AFFECTED)
+    result = repro.attempt(pb, "m", None, timeout=1, gpu=False, vllm=True, vllm_root=root)
+    assert result["reproduced"] is None
+    assert (
+        "looks offloaded layers up by Attention: this build has the failing lookup"
+        in result["installed_source"]
+    )
+    assert any("no GPU" in c for c in result["could_not"])
+    assert "this build has the failing lookup" in repro.to_text(result, None)
