@@ -4,7 +4,8 @@ Three levels, tried in order, each saying plainly what it could and could not do
 1. a GPU and vllm: start `vllm serve` with the failing flags under a timeout, watch its output for
    the playbook's signature, then start it again with the fix and wait for "Application startup
    complete" (vLLM's uvicorn start-up line);
-2. vllm importable but no GPU: not driven in-process by this version of kvops — we say so;
+2. vllm importable but no GPU: not driven in-process by this version of kvops — we say so, and
+   report what the installed source's code does where the playbook names a source fact;
 3. neither: print the exact commands that reproduce it, from the playbook's `repro:` block.
 """
 
