@@ -250,7 +250,8 @@ def _one(key: str, want: Any, ctx: Context, here: bool) -> Verdict:
         return Verdict(None, applies=False)
     if key == "attention":
         hit = sorted(set(want) & m.kinds)
-        return Verdict(bool(hit), evidence=[f"model {m.model_type}: attention {m.attention}"] if hit else [])
+        shown = f"attention {m.attention}" + (f" ({', '.join(hit)})" if hit != [m.attention] else "")
+        return Verdict(bool(hit), evidence=[f"model {m.model_type}: {shown}"] if hit else [])
     if key == "not_attention":
         return Verdict(not (set(want) & m.kinds))
     if key == "moe":
