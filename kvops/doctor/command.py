@@ -18,6 +18,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--here", action="store_true", help="also judge this machine (GPU, RAM, /dev/shm, ...)"
     )
     parser.add_argument("--check", action="append", metavar="ID", help="run only this check (repeatable)")
+    parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too, not only errors")
     parser.add_argument("--list-checks", action="store_true", help="list the playbooks doctor knows")
     parser.add_argument(
         "--repro", metavar="ID", help="reproduce a failure with vLLM's own code, then the fix"
@@ -78,4 +79,6 @@ def run(args: argparse.Namespace) -> int:
     if from_log:
         result.notes.append("no --cmd: the serve command was rebuilt from the log's non-default args line")
     print(report.to_json(result, catalog) if args.json else report.to_text(result, catalog))
+    if args.strict and any(f.severity == "warning" for f in result.findings):
+        return 1
     return result.exit_code

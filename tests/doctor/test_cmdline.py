@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import shlex
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvops.doctor import cmdline
 from kvops.errors import UsageError
@@ -146,3 +150,21 @@ def test_quoted_secrets_in_logged_dicts_are_redacted() -> None:
     out = cmdline.redact_text(text)
     assert "sk-abc123" not in out and "hf_x'" not in out and "'org/tok'" in out
     assert "'api_key': ['$VLLM_API_KEY'" in out
+
+
+_names = st.from_regex(r"--[a-z][a-z0-9]{1,8}(-[a-z0-9]{1,6}){0,2}", fullmatch=True).filter(
+    lambda f: not f.startswith("--no-") and f not in cmdline.BOOLEAN_FLAGS
+)
+_values = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12).filter(
+    lambda v: not v.startswith("-") and "\\n" not in v
+)
+
+
+@given(st.lists(st.tuples(_names, _values), min_size=1, max_size=6))
+@settings(max_examples=150, deadline=None)
+def test_render_then_parse_gives_back_the_same_flags(pairs) -> None:
+    parts = ["vllm", "serve", "org/model"] + [f"{flag} {shlex.quote(value)}" for flag, value in pairs]
+    c = cmdline.parse(" ".join(parts))
+    again = cmdline.parse(c.render())
+    assert [(a.flag, a.value) for a in again.args] == [(a.flag, a.value) for a in c.args]
+    assert again.model == "org/model"

@@ -401,3 +401,33 @@ def test_config_rules_stay_quiet_when_the_fix_is_in_place(kvops) -> None:
         "--json",
     )[1]
     assert "vllm-hma-turned-off-by-connector" not in findings(newer)
+
+
+def test_warnings_exit_0_unless_strict(kvops) -> None:
+    argv = ["doctor", "--model", DSV32, "--cmd", DSV32_CMD, "--vllm-version", "0.17.0", "--check"]
+    assert kvops(*argv, "vllm-offload-mla-garbage-output")[0] == 0  # a warning only
+    assert kvops(*argv, "vllm-offload-mla-garbage-output", "--strict")[0] == 1
+
+
+def test_json_findings_carry_the_design_contract_fields(kvops) -> None:
+    log = str(LOGS / "rocm-aiter-ck-moe-gemm-unsupported.log")
+    out = kvops(
+        "doctor", "--model", DSV32, "--cmd", DSV32_CMD, "--log", log, "--vllm-version", "0.17.0", "--json"
+    )[1]
+    data = json.loads(out)
+    assert len(data["findings"]) >= 2
+    for f in data["findings"]:
+        assert {
+            "id",
+            "severity",
+            "title",
+            "evidence",
+            "fix",
+            "fixed_command",
+            "playbook",
+            "alternatives",
+        } <= set(f)
+        assert f["severity"] in ("error", "warning", "info")
+        assert {"remove", "add", "env"} <= set(f["fix"])
+        assert all({"remove", "add", "env", "confidence"} <= set(a) for a in f["alternatives"])
+        assert all(t.startswith("--") for t in f["fix"]["add"])
