@@ -571,12 +571,14 @@ def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]]) -> Serve
 # --api-key value style flags. Whitespace alone never separates a name from a value, so prose
 # ("tokens per block") is left alone.
 _SECRET_ENV_ASSIGN = re.compile(
-    r"\b([A-Z][A-Z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)=(?![$])(\S+)"
+    r"\b([A-Z][A-Z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)=(?![$])([^\s'\",;]+)"
 )
 _SECRET_WORD_ASSIGN = re.compile(
     r"(?i)\b(password|passwd|secret|api[_-]?key|token)(\s*[:=]\s*)(?![$\s])([^\s,;'\"]+)"
 )
-_SECRET_FLAG = re.compile(r"(--[\w-]*(?:api-key|token|password|secret)[\w-]*)(=|\s+)(?![$-])(\S+)", re.I)
+_SECRET_FLAG = re.compile(
+    r"(--[\w-]*(?:api-key|token|password|secret)[\w-]*)(=|\s+)(?![$-])([^\s'\",;]+)", re.I
+)
 # 'api_key': ['sk-...'] / "hf_token": "hf_..." in a logged dict or JSON (vLLM's non-default args).
 _SECRET_QUOTED = re.compile(
     r"""(?i)(['"])([\w-]*(?:api_key|api-key|token|password|passwd|secret)s?)\1(\s*:\s*\[?\s*)(['"])(?![$])[^'"]*\4"""

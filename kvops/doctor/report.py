@@ -41,7 +41,18 @@ def to_json(d: Diagnosis, catalog: Catalog) -> str:
         "playbook_problems": list(catalog.problems),
         "exit_code": d.exit_code,
     }
-    return redact_text(json.dumps(out, indent=2), secrets)
+    return json.dumps(_redacted(out, secrets), indent=2)
+
+
+def _redacted(value: Any, secrets: dict[str, str]) -> Any:
+    """Redact every string in the tree (not the serialised text, which could break JSON)."""
+    if isinstance(value, str):
+        return redact_text(value, secrets)
+    if isinstance(value, dict):
+        return {k: _redacted(v, secrets) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_redacted(v, secrets) for v in value]
+    return value
 
 
 def _first_sentences(text: str, limit: int = 360) -> str:

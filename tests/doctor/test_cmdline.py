@@ -168,3 +168,8 @@ def test_render_then_parse_gives_back_the_same_flags(pairs) -> None:
     again = cmdline.parse(c.render())
     assert [(a.flag, a.value) for a in again.args] == [(a.flag, a.value) for a in c.args]
     assert again.model == "org/model"
+
+
+def test_redaction_keeps_quotes_and_punctuation_around_secrets() -> None:
+    assert cmdline.redact_text("env 'HF_TOKEN=abc', next") == "env 'HF_TOKEN=$HF_TOKEN', next"
+    assert cmdline.redact_text('"--api-key=sk-1",') == '"--api-key=$VLLM_API_KEY",'

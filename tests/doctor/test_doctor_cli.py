@@ -431,3 +431,15 @@ def test_json_findings_carry_the_design_contract_fields(kvops) -> None:
         assert {"remove", "add", "env"} <= set(f["fix"])
         assert all({"remove", "add", "env", "confidence"} <= set(a) for a in f["alternatives"])
         assert all(t.startswith("--") for t in f["fix"]["add"])
+
+
+def test_json_stays_valid_when_evidence_holds_secret_assignments(kvops, tmp_path) -> None:
+    log = tmp_path / "vllm.log"
+    log.write_text(
+        (LOGS / "vllm-kv-no-memory.log")
+        .read_text()
+        .replace("ValueError: No available", 'env "MY_API_KEY=abc123", ValueError: No available')
+    )
+    out = kvops("doctor", "--log", str(log), "--json")[1]
+    evidence = findings(out)["vllm-kv-no-memory"]["evidence"][0]
+    assert '"MY_API_KEY=$MY_API_KEY",' in evidence and "abc123" not in out
