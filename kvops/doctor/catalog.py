@@ -149,6 +149,11 @@ def parse_playbook(path: Path) -> Playbook:
     conditions = meta.get("conditions") or {}
     if not isinstance(conditions, dict):
         raise PlaybookError(f"{where}: conditions must be a mapping")
+    from kvops.doctor.rules import problems
+
+    wrong = problems(conditions)
+    if wrong:
+        raise PlaybookError(f"{where}: {'; '.join(wrong)}")
     fix = Fix.from_dict(meta["fix"], where) if meta.get("fix") else None
     alternatives = tuple(Fix.from_dict(a, where) for a in meta.get("alternatives") or [])
     return Playbook(

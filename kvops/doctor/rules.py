@@ -217,6 +217,51 @@ CHECKS: dict[str, Callable[[Context], Verdict]] = {
     "offload-config-invalid": _check_offload_config,
 }
 
+CONDITION_KEYS = frozenset(
+    [
+        "attention",
+        "not_attention",
+        "moe",
+        "offloading",
+        "offloading_if_known",
+        "flags_set",
+        "flags_unset",
+        "flag_value_not",
+        "env_on",
+        "env_not_off",
+        "platform",
+        "vllm_version",
+        "vllm_source",
+        "here",
+        "kernel_below",
+        "memlock_limited",
+        "check",
+        "any_of",
+    ]
+)
+
+
+def problems(conditions: dict[str, Any]) -> list[str]:
+    """What is wrong with a playbook's conditions block (checked when playbooks load)."""
+    out = []
+    for key, want in conditions.items():
+        if key not in CONDITION_KEYS:
+            out.append(f"unknown condition {key!r}")
+        elif key == "check" and want not in CHECKS:
+            out.append(f"unknown check {want!r}")
+        elif key == "vllm_version":
+            try:
+                version_matches("0.0.0", str(want))
+            except ValueError as exc:
+                out.append(str(exc))
+        elif key == "any_of":
+            if not isinstance(want, list) or not all(isinstance(g, dict) for g in want):
+                out.append("any_of must be a list of condition groups")
+            else:
+                out += [p for g in want for p in problems(g)]
+    return out
+
+
 _MODEL_KEYS = {"attention", "not_attention", "moe"}
 _CMD_KEYS = {"offloading", "flags_set", "flags_unset", "flag_value_not"}
 

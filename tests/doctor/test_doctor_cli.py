@@ -443,3 +443,13 @@ def test_json_stays_valid_when_evidence_holds_secret_assignments(kvops, tmp_path
     out = kvops("doctor", "--log", str(log), "--json")[1]
     evidence = findings(out)["vllm-kv-no-memory"]["evidence"][0]
     assert '"MY_API_KEY=$MY_API_KEY",' in evidence and "abc123" not in out
+
+
+def test_playbook_with_a_bad_condition_is_reported_not_used(tmp_path) -> None:
+    head = "---\nid: {id}\nkind: failure\ntitle: t\nseverity: error\nconditions: {cond}\n---\n"
+    (tmp_path / "a.md").write_text(head.format(id="a", cond="{attentoin: [mla]}"))
+    (tmp_path / "b.md").write_text(head.format(id="b", cond="{vllm_version: '~=0.12'}"))
+    (tmp_path / "c.md").write_text(head.format(id="c", cond="{check: no-such-check}"))
+    (tmp_path / "d.md").write_text(head.format(id="d", cond="{attention: [mla]}"))
+    cat = catalog.load(tmp_path)
+    assert [pb.id for pb in cat.failures] == ["d"] and len(cat.problems) == 3
