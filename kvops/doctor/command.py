@@ -21,7 +21,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too, not only errors")
     parser.add_argument("--list-checks", action="store_true", help="list the playbooks doctor knows")
     parser.add_argument(
-        "--repro", metavar="ID", help="reproduce a failure with vLLM's own code, then the fix"
+        "--repro",
+        metavar="ID",
+        help="run the failing serve line, then the fixed one (needs GPU+vllm; else prints them)",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for each --repro server start")
     parser.add_argument("--json", action="store_true", help="print only JSON on stdout")
