@@ -1,0 +1,152 @@
+"""Exporter scrape cost: kvops exporter vs a naive exporter, same targets, same run.
+
+    python benchmarks/exporter_scrape.py [--targets 16] [--gpus 8] [--scrapes 300]
+
+Setup, all on loopback: one process serves N simulated vLLMs (`kvops.sim.server.Sim`,
+vLLM 0.33 format, re-rendered once a second); the NVML stub library from tests/collectors/ plays G GPUs. Two exporter
+processes scrape the same targets and the same stub GPUs:
+- kvops: `kvops exporter` as shipped (targets fetched concurrently, fast parser);
+- naive: what one writes first (benchmarks/naive_exporter.py): fetch each target in turn,
+  parse with prometheus_client.parser, then the same families.
+Each is scraped alternately; latency is measured by the client, CPU seconds per scrape from
+the exporter process's own CPU time (psutil) over the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import requests
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from collectors import nvml_stub  # noqa: E402  (tests/collectors/nvml_stub.py)
+from support.prom import free_port  # noqa: E402
+
+# N simulated vLLMs, each on its own port. Each answers from a copy of its exposition
+# re-rendered once a second: 16 simulators rendering on every request in one Python process
+# would make the targets, not the exporters, the bottleneck being measured.
+TARGETS_CODE = """
+import sys, threading, time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from kvops.sim.server import Sim
+sims = [Sim(seed=i) for i in range(int(sys.argv[1]))]
+bodies = [s.metrics() for s in sims]
+def refresh():
+    while True:
+        time.sleep(1)
+        for i, s in enumerate(sims):
+            bodies[i] = s.metrics()
+threading.Thread(target=refresh, daemon=True).start()
+def handler(i):
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        def do_GET(self):
+            b = bodies[i]
+            self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers()
+            self.wfile.write(b)
+        def log_message(self, *a): pass
+    return H
+urls = []
+for i in range(len(sims)):
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler(i)); srv.daemon_threads = True
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    urls.append(f"http://127.0.0.1:{srv.server_address[1]}")
+print(" ".join(urls), flush=True)
+time.sleep(3600)
+"""
+
+
+def wait_http(url: str, timeout: float = 30) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            if requests.get(url, timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"{url} did not answer")
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--targets", type=int, default=16)
+    ap.add_argument("--gpus", type=int, default=8)
+    ap.add_argument("--scrapes", type=int, default=300)
+    args = ap.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="kvops-bench-"))
+    libdir = nvml_stub.build(work / "nvml")
+    config = nvml_stub.write_config(work / "nvml.json", nvml_stub.gpus(args.gpus))
+    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir), **{nvml_stub.CONFIG_ENV: str(config)})
+
+    targets_proc = subprocess.Popen([sys.executable, "-c", TARGETS_CODE, str(args.targets)],
+                                    stdout=subprocess.PIPE, text=True)  # fmt: skip
+    urls = targets_proc.stdout.readline().split()  # type: ignore[union-attr]
+    procs: dict[str, subprocess.Popen[bytes]] = {}
+    ports = {"kvops": free_port(), "naive": free_port()}
+    target_args = [a for u in urls for a in ("--target", u)]
+    procs["kvops"] = subprocess.Popen(
+        [sys.executable, "-m", "kvops.cli", "exporter", *target_args, "--listen", f"127.0.0.1:{ports['kvops']}",
+         "--log-level", "error"], env=env)  # fmt: skip
+    procs["naive"] = subprocess.Popen(
+        [sys.executable, str(ROOT / "benchmarks" / "naive_exporter.py"), str(ports["naive"]), *urls], env=env
+    )
+    try:
+        session = requests.Session()
+        for name, port in ports.items():
+            wait_http(f"http://127.0.0.1:{port}/metrics")
+            for _ in range(20):  # warm-up: connections, caches, first-scrape work
+                session.get(f"http://127.0.0.1:{port}/metrics", timeout=30)
+        latency: dict[str, list[float]] = {n: [] for n in ports}
+        cpu0 = {n: sum(psutil.Process(p.pid).cpu_times()[:2]) for n, p in procs.items()}
+        sizes: dict[str, int] = {}
+        for _ in range(args.scrapes):
+            for name, port in ports.items():
+                t0 = time.perf_counter()
+                resp = session.get(f"http://127.0.0.1:{port}/metrics", timeout=30)
+                latency[name].append(time.perf_counter() - t0)
+                sizes[name] = len(resp.content)
+                assert resp.status_code == 200
+        cpu = {n: (sum(psutil.Process(p.pid).cpu_times()[:2]) - cpu0[n]) / args.scrapes for n, p in procs.items()}
+        text = session.get(f"http://127.0.0.1:{ports['kvops']}/metrics", timeout=30).text
+        up = text.count("kvops_target_up{") and sum(
+            1 for line in text.splitlines() if line.startswith("kvops_target_up{") and line.endswith(" 1.0")
+        )
+        gpus = sum(1 for line in text.splitlines() if line.startswith("kvops_gpu_memory_total_bytes{"))
+    finally:
+        for p in [*procs.values(), targets_proc]:
+            p.terminate()
+            p.wait(timeout=10)
+
+    print(f"{args.targets} simulated vLLM targets ({up} up), {gpus} stub GPUs, {args.scrapes} scrapes each; "
+          f"python {platform.python_version()}, {os.cpu_count()} cores")  # fmt: skip
+    print(f"{'exporter':8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'bytes':>8}")
+    for name in ports:
+        lat = latency[name]
+        print(f"{name:8} {statistics.median(lat) * 1e3:8.1f} {percentile(lat, 0.99) * 1e3:8.1f} "
+              f"{cpu[name] * 1e3:14.1f} {sizes[name]:8d}")  # fmt: skip
+    k, n = latency["kvops"], latency["naive"]
+    print(f"naive/kvops: p50 {statistics.median(n) / statistics.median(k):.1f}x, "
+          f"p99 {percentile(n, 0.99) / percentile(k, 0.99):.1f}x, CPU {cpu['naive'] / cpu['kvops']:.1f}x")  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""kvops's encoder writes the same bytes as prometheus_client's generate_latest."""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client.exposition import generate_latest
+
+from kvops.exporter.collector import render
+from kvops.exporter.encode import encode
+from kvops.exporter.families import family
+from kvops.names import KV_CACHE_USAGE, PREFIX_HITS
+from kvops.snapshot import CollectorStatus, EngineSample, GpuSample, HostSample, Snapshot, TargetSample
+
+
+class _Registry:
+    def __init__(self, metrics):
+        self.metrics = metrics
+
+    def collect(self):
+        return self.metrics
+
+
+def test_render_of_a_full_snapshot_is_byte_equal():
+    engine = EngineSample(
+        "http://h:8000", 'org/"quoted"\\model\nx', "1", kv_cache_usage=0.5, local_queries=1e15,
+        local_hits=3.0, store_bytes=6.1905829888e10, store_seconds=1.789232341487594, preemptions=0.0,
+        requests_running=97,
+    )  # fmt: skip
+    snap = Snapshot(
+        time=0,
+        targets=[TargetSample("http://h:8000", True, engines=[engine], scrape_seconds=0.012),
+                 TargetSample("http://down:1", False, error="refused")],
+        gpus=[GpuSample("0", "GPU-1", "nvidia", name="H100", memory_used_bytes=1 << 40,
+                        pcie_tx_bytes=2**64 + 1)],
+        host=HostSample(memory_total_bytes=24e9, memory_available_bytes=math.inf),
+        collectors=[CollectorStatus("vllm", False, 0.01, "1 of 2 targets down")],
+    )  # fmt: skip
+    metrics = render(snap)
+    assert encode(metrics) == generate_latest(_Registry(metrics))
+
+
+def test_special_values_and_empty_families():
+    usage = family(KV_CACHE_USAGE)
+    for i, v in enumerate([math.nan, -math.inf, math.inf, 0.1, 1e-300, -0.0, 123456789012345678]):
+        usage.add_metric(["t", "m", str(i)], v)
+    hits = family(PREFIX_HITS)  # no samples: HELP and TYPE only
+    metrics = [usage, hits]
+    assert encode(metrics) == generate_latest(_Registry(metrics))
