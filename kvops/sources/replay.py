@@ -20,8 +20,7 @@ from kvops.sources.exposition import parse
 REPLAY_TARGET = "replay"
 
 
-def _wanted(name: str) -> bool:
-    return name in vllm.WANTED or kvops_exposition.is_kvops_name(name)
+_WANTED = vllm.WANTED | kvops_exposition.EXPORTED
 
 
 def load_frame(path: Path, time: float) -> Snapshot:
@@ -36,7 +35,7 @@ def load_frame(path: Path, time: float) -> Snapshot:
         raise UsageError(f"--replay {path}: cannot read: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise UsageError(f"--replay {path}: not UTF-8 text (byte {exc.start})") from None
-    result = parse(text, _wanted)
+    result = parse(text, _WANTED)
     if kvops_exposition.has_kvops_samples(result):
         return kvops_exposition.decode(result, time)
     if not result.has_prefixed_sample:

@@ -20,11 +20,12 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import DataTable, Footer, Input, Sparkline, Static
+from textual.widgets import Footer, Input, Sparkline, Static
 
 from kvops.snapshot import Snapshot
 from kvops.top import units
 from kvops.top.board import SORTS, Board, Row, RowKey
+from kvops.top.table import TargetTable
 
 log = logging.getLogger(__name__)
 
@@ -186,12 +187,13 @@ def _short_target(target: str) -> str:
     return target.removeprefix("http://")
 
 
-def _row_cells(row: Row) -> list[Text | str]:
+def _row_cells(row: Row) -> list[Text]:
     if not row.up:
         down = Text("down", style="bold red")
-        return [Text(_short_target(row.target), style="red"), _short_model(row.model), row.engine, down,
-                *([units.UNKNOWN] * 8), units.sparkline(list(row.store_history), SPARK_WIDTH),
-                units.sparkline(list(row.load_history), SPARK_WIDTH)]  # fmt: skip
+        return [Text(_short_target(row.target), style="red"), Text(_short_model(row.model)),
+                Text(row.engine), down, *[Text(units.UNKNOWN) for _ in range(8)],
+                Text(units.sparkline(list(row.store_history), SPARK_WIDTH)),
+                Text(units.sparkline(list(row.load_history), SPARK_WIDTH))]  # fmt: skip
     kv = row.get("kv_cache_usage")
     local, external = row.get("local_hit_rate"), row.get("external_hit_rate")
 
@@ -199,18 +201,18 @@ def _row_cells(row: Row) -> list[Text | str]:
         return units.UNKNOWN if value is None else f"{value / scale:.{digits}f}"
 
     return [
-        _short_target(row.target),
-        _short_model(row.model),
-        row.engine,
+        Text(_short_target(row.target)),
+        Text(_short_model(row.model)),
+        Text(row.engine),
         Text(num(kv, 0.01, 1), style=units.usage_style(kv)),
         Text(num(local, 0.01, 1), style=units.hit_rate_style(local)),
         Text(num(external, 0.01, 1), style=units.hit_rate_style(external)),
-        num(row.get("store_bandwidth_bytes_per_second"), units.GB, 2),
-        num(row.get("load_bandwidth_bytes_per_second"), units.GB, 2),
-        units.ratio(row.get("load_store_ratio")),
-        units.count(row.get("requests_running")),
-        units.count(row.get("requests_waiting")),
-        units.count(row.get("preemptions")),
+        Text(num(row.get("store_bandwidth_bytes_per_second"), units.GB, 2)),
+        Text(num(row.get("load_bandwidth_bytes_per_second"), units.GB, 2)),
+        Text(units.ratio(row.get("load_store_ratio"))),
+        Text(units.count(row.get("requests_running"))),
+        Text(units.count(row.get("requests_waiting"))),
+        Text(units.count(row.get("preemptions"))),
         Text(units.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
         Text(units.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
     ]
@@ -275,8 +277,6 @@ class TopApp(App[int]):
     ]
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
-    #targets { height: 1fr; }
-    #targets > .datatable--cursor { background: $primary 35%; }
     #panels { height: auto; max-height: 12; padding: 0 1; }
     #filter { dock: bottom; display: none; }
     #filter.shown { display: block; }
@@ -296,14 +296,7 @@ class TopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
-        table: DataTable[Any] = DataTable(
-            id="targets",
-            cursor_type="row",
-            zebra_stripes=True,
-            header_height=2,
-            cursor_foreground_priority="renderable",  # red and yellow stay visible under the cursor
-        )
-        yield table
+        yield TargetTable(COLUMNS, id="targets")
         with Vertical(id="panels"):
             yield Static(id="gpus")
             yield Static(id="host")
@@ -312,9 +305,7 @@ class TopApp(App[int]):
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#targets", DataTable)
-        for key, label in COLUMNS:
-            table.add_column(label, key=key)
+        self.query_one("#targets", TargetTable).focus()
         self._render_all()
         self._tick()
         self.set_interval(self.interval, self._tick)
@@ -385,27 +376,11 @@ class TopApp(App[int]):
         self.query_one("#status", Static).update(" · ".join(parts))
 
     def _render_table(self) -> None:
-        table = self.query_one("#targets", DataTable)
-        selected = self.selected_key()
-        table.clear()
-        cursor = 0
-        for index, row in enumerate(self.board.visible(self.text_filter, self.sort_index)):
-            table.add_row(*_row_cells(row), key="\x1f".join(row.key))
-            if row.key == selected:
-                cursor = index
-        if table.row_count:
-            table.move_cursor(row=cursor, animate=False)
+        rows = self.board.visible(self.text_filter, self.sort_index)
+        self.query_one("#targets", TargetTable).set_rows([(row.key, _row_cells(row)) for row in rows])
 
     def selected_key(self) -> RowKey | None:
-        table = self.query_one("#targets", DataTable)
-        if not table.row_count:
-            return None
-        try:
-            row_key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        except Exception:  # no cursor yet
-            return None
-        parts = str(row_key.value).split("\x1f")
-        return (parts[0], parts[1], parts[2]) if len(parts) == 3 else None
+        return self.query_one("#targets", TargetTable).cursor_key
 
     # --- actions ----------------------------------------------------------------------------
     def action_help(self) -> None:
@@ -433,21 +408,18 @@ class TopApp(App[int]):
     @on(Input.Submitted, "#filter")
     def _filter_submitted(self) -> None:
         self.query_one("#filter", Input).remove_class("shown")
-        self.query_one("#targets", DataTable).focus()
+        self.query_one("#targets", TargetTable).focus()
 
     def on_key(self, event: Any) -> None:
         box = self.query_one("#filter", Input)
         if event.key == "escape" and box.has_focus:
             box.value = ""
             box.remove_class("shown")
-            self.query_one("#targets", DataTable).focus()
+            self.query_one("#targets", TargetTable).focus()
             event.stop()
 
-    @on(DataTable.RowSelected, "#targets")
-    def _open_detail(self, event: DataTable.RowSelected) -> None:
-        key = self.selected_key()
-        if key is not None:
-            self.push_screen(DetailScreen(self.board, key))
+    def on_target_table_selected(self, event: TargetTable.Selected) -> None:
+        self.push_screen(DetailScreen(self.board, event.key))
 
     def on_unmount(self) -> None:
         self.source.close()

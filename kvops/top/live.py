@@ -24,8 +24,8 @@ from kvops.sources.http import FetchError, FetchOptions, fetch_text, metrics_url
 log = logging.getLogger(__name__)
 
 
-def _wanted(name: str) -> bool:
-    return name in vllm.WANTED or kvops_exposition.is_kvops_name(name)
+# A set, not a predicate: the parser's fast path tests membership in C.
+_WANTED = vllm.WANTED | kvops_exposition.EXPORTED
 
 
 class UrlScraper:
@@ -47,7 +47,7 @@ class UrlScraper:
             return TargetSample(self.target, up=False, error="previous scrape still in flight")
         self.exporter = None
         try:
-            result = parse(fetch_text(self._session, self.url, deadline, self.options), _wanted)
+            result = parse(fetch_text(self._session, self.url, deadline, self.options), _WANTED)
             if kvops_exposition.has_kvops_samples(result):
                 self.exporter = kvops_exposition.decode(result, start)
                 sample = TargetSample(self.target, up=True)

@@ -7,24 +7,22 @@ from typing import Any
 
 import pytest
 from rich.text import Text
-from textual.widgets import DataTable, Input
+from textual.widgets import Input
 
 from kvops.sources.replay import ReplaySource
-from kvops.top.app import DetailScreen, HelpScreen, TopApp
+from kvops.top.app import COLUMNS, DetailScreen, HelpScreen, TopApp
 from kvops.top.live import LiveSource
+from kvops.top.table import TargetTable
 from support.upstream import Upstream, body
 
 from .helpers import T1, T2, drive, screen_text, truth_interval, wait_until
 
 
-def cells(app: TopApp) -> dict[str, dict[str, Text | str]]:
-    """Visible rows: row key -> {column key: cell}."""
-    table = app.query_one("#targets", DataTable)
-    columns = [c.key.value for c in table.ordered_columns]
-    return {
-        str(row.key.value): dict(zip(columns, table.get_row(row.key), strict=True))
-        for row in table.ordered_rows
-    }
+def cells(app: TopApp) -> dict[str, dict[str, Text]]:
+    """Visible rows: "target model engine" -> {column key: cell}."""
+    table = app.query_one("#targets", TargetTable)
+    columns = [key for key, _ in COLUMNS]
+    return {" ".join(key): dict(zip(columns, row, strict=True)) for key, row in table.rows}
 
 
 def plain(cell: Text | str) -> str:
@@ -124,7 +122,7 @@ async def test_filter_sort_and_pause():
             await wait_until(pilot, lambda: len(cells(app)) == 1)
             assert "beta" in next(iter(cells(app)))
             await pilot.press("enter")  # keeps the filter, back to the table
-            assert app.text_filter == "beta" and app.query_one("#targets", DataTable).has_focus
+            assert app.text_filter == "beta" and app.query_one("#targets", TargetTable).has_focus
             await pilot.press("slash", "escape")  # clears it
             assert app.text_filter == "" and not app.query_one("#filter", Input).has_class("shown")
             await wait_until(pilot, lambda: len(cells(app)) == 2)

@@ -1,0 +1,168 @@
+"""The target table: one line per engine, a row cursor, a fixed two-line header.
+
+Textual's DataTable re-renders every cell through Rich on any update (its cell cache is
+keyed on an update counter), which at one update a second for 16 targets cost more CPU
+than the scraping. Here each row is one Text, rendered to one Strip once per frame, and
+render_line only crops and styles strips (benchmarks/top_cpu.py measures the difference).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.strip import Strip
+from textual.widget import Widget
+
+from kvops.top.board import RowKey
+
+GAP = 2  # spaces between columns
+
+
+class TargetTable(Widget, can_focus=True):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up,k", "move(-1)", "up", show=False),
+        Binding("down,j", "move(1)", "down", show=False),
+        Binding("pageup", "page(-1)", show=False),
+        Binding("pagedown", "page(1)", show=False),
+        Binding("home", "move(-1000000)", show=False),
+        Binding("end", "move(1000000)", show=False),
+        Binding("enter", "select", "detail"),
+    ]
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"targets--header", "targets--cursor"}
+    DEFAULT_CSS = """
+    TargetTable { height: 1fr; }
+    TargetTable > .targets--header { text-style: bold; background: $panel; }
+    TargetTable > .targets--cursor { background: $primary 35%; }
+    TargetTable:blur > .targets--cursor { background: $primary 15%; }
+    """
+
+    class Selected(Message):
+        """Enter (or a double click) on a row."""
+
+        def __init__(self, key: RowKey) -> None:
+            super().__init__()
+            self.key = key
+
+    def __init__(self, columns: Sequence[tuple[str, str]], *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.columns = list(columns)  # (key, label; "\n" splits the label over the two lines)
+        self.rows: list[tuple[RowKey, list[Text]]] = []
+        self.cursor = 0
+        self._top = 0  # first row shown
+        self._header: list[Strip] = []
+        self._strips: list[Strip] = []
+        self._width = 0
+        self._build()
+
+    # --- data -------------------------------------------------------------------------------
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    @property
+    def cursor_key(self) -> RowKey | None:
+        return self.rows[self.cursor][0] if self.rows else None
+
+    def set_rows(self, rows: list[tuple[RowKey, list[Text]]]) -> None:
+        """Replace the rows, keeping the cursor on the same key where it is still shown."""
+        keep = self.cursor_key
+        self.rows = rows
+        keys = [key for key, _ in rows]
+        self.cursor = keys.index(keep) if keep in keys else min(self.cursor, max(0, len(rows) - 1))
+        self._build()
+        self._scroll_to_cursor()
+        self.refresh()
+
+    def _build(self) -> None:
+        if not self.is_attached:  # styles and the console come with mounting
+            return
+        labels = [label.split("\n") for _, label in self.columns]
+        widths = [max(len(part) for part in parts) for parts in labels]
+        for _, cells in self.rows:
+            for i, cell in enumerate(cells):
+                widths[i] = max(widths[i], cell.cell_len)
+        self._width = sum(widths) + GAP * len(widths)
+        header_style = self.get_component_rich_style("targets--header", partial=True)
+        self._header = []
+        for line in range(2):
+            text = Text(style=header_style)
+            for parts, width in zip(labels, widths, strict=True):
+                part = parts[line] if line < len(parts) else ""
+                text.append(" " + part.ljust(width + GAP - 1))
+            self._header.append(self._strip(text))
+        self._strips = []
+        for _, cells in self.rows:
+            text = Text()
+            for cell, width in zip(cells, widths, strict=True):
+                text.append(" ")
+                text.append_text(cell)
+                text.append(" " * (width - cell.cell_len + GAP - 1))
+            self._strips.append(self._strip(text))
+
+    def _strip(self, text: Text) -> Strip:
+        segments = [s for s in text.render(self.app.console) if s.text != "\n"]
+        return Strip(segments or [Segment("")], text.cell_len)
+
+    def on_mount(self) -> None:
+        self._build()  # now the app's console and theme are there
+
+    # --- drawing ------------------------------------------------------------------------------
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        if y < 2:
+            strip = self._header[y] if self._header else Strip.blank(width)
+            return strip.crop(0, width).extend_cell_length(width, self._header_fill())
+        index = self._top + y - 2
+        if index >= len(self._strips):
+            return Strip.blank(width, self.rich_style)
+        strip = self._strips[index].crop(0, width).extend_cell_length(width)
+        if index == self.cursor:
+            strip = strip.apply_style(self.get_component_rich_style("targets--cursor", partial=True))
+        return strip.apply_style(self.rich_style)
+
+    def _header_fill(self) -> Style:
+        return self.rich_style + self.get_component_rich_style("targets--header", partial=True)
+
+    def _visible_rows(self) -> int:
+        return max(1, self.size.height - 2)
+
+    def _scroll_to_cursor(self) -> None:
+        shown = self._visible_rows()
+        if self.cursor < self._top:
+            self._top = self.cursor
+        elif self.cursor >= self._top + shown:
+            self._top = self.cursor - shown + 1
+        self._top = max(0, min(self._top, max(0, len(self.rows) - shown)))
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._scroll_to_cursor()
+
+    # --- keys and mouse --------------------------------------------------------------------------
+    def action_move(self, step: int) -> None:
+        if self.rows:
+            self.cursor = max(0, min(len(self.rows) - 1, self.cursor + step))
+            self._scroll_to_cursor()
+            self.refresh()
+
+    def action_page(self, direction: int) -> None:
+        self.action_move(direction * self._visible_rows())
+
+    def action_select(self) -> None:
+        key = self.cursor_key
+        if key is not None:
+            self.post_message(self.Selected(key))
+
+    def on_click(self, event: events.Click) -> None:
+        index = self._top + event.y - 2
+        if event.y >= 2 and 0 <= index < len(self.rows):
+            self.cursor = index
+            self.refresh()
+            if event.chain == 2:
+                self.action_select()
