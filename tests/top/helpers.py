@@ -66,3 +66,12 @@ def drive(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]
 def screen_text(app: App[Any]) -> str:
     """What the terminal shows now, as plain text lines (the compositor's own output)."""
     return "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+
+
+def style_of(app: App[Any], needle: str) -> str:
+    """The style of the first on-screen segment that contains `needle`."""
+    for strip in app.screen._compositor.render_strips():
+        for segment in strip:
+            if needle in segment.text:
+                return str(segment.style)
+    raise AssertionError(f"{needle!r} is not on screen")

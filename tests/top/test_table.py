@@ -1,0 +1,60 @@
+"""The target table with more engines than fit: cursor keys, scrolling, Enter on the picked one."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvops.snapshot import Snapshot
+from kvops.sources.replay import ReplaySource
+from kvops.top.app import DetailScreen, TopApp
+from kvops.top.table import TargetTable
+
+from .helpers import T1, T2, drive, screen_text, wait_until
+from .test_sources import _vllm_target, exporter_text
+
+N = 50  # more than the 40-line terminal shows
+
+
+def _fleet(tmp: Path) -> list[str]:
+    files = []
+    for i, path in enumerate((T1, T2)):
+        targets = [_vllm_target(path, f"http://node-{n:02d}:8000") for n in range(N)]
+        files.append(tmp / f"fleet-{i}.prom")
+        files[-1].write_text(exporter_text(Snapshot(time=i, targets=targets)))
+    return [str(f) for f in files]
+
+
+@drive
+async def test_cursor_keys_scroll_and_enter_opens_the_picked_target(tmp_path):
+    app = TopApp(ReplaySource(_fleet(tmp_path), 1.0), 0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        table = app.query_one("#targets", TargetTable)
+        assert table.row_count == N and table.cursor == 0
+        assert "node-00" in screen_text(app) and "node-49" not in screen_text(app)
+        await pilot.press("down", "down")
+        assert table.cursor_key is not None and table.cursor_key[0] == "http://node-02:8000"
+        await pilot.press("end")
+        assert table.cursor == N - 1
+        await pilot.pause()
+        assert "node-49" in screen_text(app) and "node-00" not in screen_text(app)  # scrolled
+        await pilot.press("up")
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen) and app.screen.key[0] == "http://node-48:8000"
+        await pilot.press("escape", "home")
+        assert table.cursor == 0
+
+
+@drive
+async def test_cursor_stays_on_its_target_when_the_filter_changes(tmp_path):
+    app = TopApp(ReplaySource(_fleet(tmp_path), 1.0), 0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        table = app.query_one("#targets", TargetTable)
+        await pilot.press(*["down"] * 7)
+        assert table.cursor_key is not None and table.cursor_key[0] == "http://node-07:8000"
+        await pilot.press("slash", "0", "7")
+        await wait_until(pilot, lambda: table.row_count == 1)
+        await pilot.press("escape")  # filter cleared: all rows back, the cursor still on node-07
+        await wait_until(pilot, lambda: table.row_count == N)
+        assert table.cursor_key[0] == "http://node-07:8000" and table.cursor == 7
