@@ -3,8 +3,8 @@
     python benchmarks/exporter_scrape.py [--targets 16] [--gpus 8] [--scrapes 300]
 
 Setup, all on loopback: one process serves N simulated vLLMs (`kvops.sim.server.Sim`,
-vLLM 0.33 format, re-rendered once a second); the NVML stub library from tests/collectors/ plays G GPUs. Two exporter
-processes scrape the same targets and the same stub GPUs:
+vLLM 0.33 format, re-rendered once a second); the NVML stub library from tests/collectors/
+plays G GPUs. Two exporter processes scrape the same targets and the same stub GPUs:
 - kvops: `kvops exporter` as shipped (targets fetched concurrently, fast parser);
 - naive: what one writes first (benchmarks/naive_exporter.py): fetch each target in turn,
   parse with prometheus_client.parser, then the same families.
@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from collectors import nvml_stub  # noqa: E402  (tests/collectors/nvml_stub.py)
+
 from support.prom import free_port  # noqa: E402
 
 # N simulated vLLMs, each on its own port. Each answers from a copy of its exposition
@@ -102,15 +103,27 @@ def main() -> int:
     procs: dict[str, subprocess.Popen[bytes]] = {}
     ports = {"kvops": free_port(), "naive": free_port()}
     target_args = [a for u in urls for a in ("--target", u)]
+    listen = f"127.0.0.1:{ports['kvops']}"
     procs["kvops"] = subprocess.Popen(
-        [sys.executable, "-m", "kvops.cli", "exporter", *target_args, "--listen", f"127.0.0.1:{ports['kvops']}",
-         "--log-level", "error"], env=env)  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "kvops.cli",
+            "exporter",
+            *target_args,
+            "--listen",
+            listen,
+            "--log-level",
+            "error",
+        ],
+        env=env,
+    )
     procs["naive"] = subprocess.Popen(
         [sys.executable, str(ROOT / "benchmarks" / "naive_exporter.py"), str(ports["naive"]), *urls], env=env
     )
     try:
         session = requests.Session()
-        for name, port in ports.items():
+        for port in ports.values():
             wait_http(f"http://127.0.0.1:{port}/metrics")
             for _ in range(20):  # warm-up: connections, caches, first-scrape work
                 session.get(f"http://127.0.0.1:{port}/metrics", timeout=30)
@@ -124,7 +137,9 @@ def main() -> int:
                 latency[name].append(time.perf_counter() - t0)
                 sizes[name] = len(resp.content)
                 assert resp.status_code == 200
-        cpu = {n: (sum(psutil.Process(p.pid).cpu_times()[:2]) - cpu0[n]) / args.scrapes for n, p in procs.items()}
+        cpu = {
+            n: (sum(psutil.Process(p.pid).cpu_times()[:2]) - cpu0[n]) / args.scrapes for n, p in procs.items()
+        }
         text = session.get(f"http://127.0.0.1:{ports['kvops']}/metrics", timeout=30).text
         up = text.count("kvops_target_up{") and sum(
             1 for line in text.splitlines() if line.startswith("kvops_target_up{") and line.endswith(" 1.0")
@@ -143,8 +158,10 @@ def main() -> int:
         print(f"{name:8} {statistics.median(lat) * 1e3:8.1f} {percentile(lat, 0.99) * 1e3:8.1f} "
               f"{cpu[name] * 1e3:14.1f} {sizes[name]:8d}")  # fmt: skip
     k, n = latency["kvops"], latency["naive"]
-    print(f"naive/kvops: p50 {statistics.median(n) / statistics.median(k):.1f}x, "
-          f"p99 {percentile(n, 0.99) / percentile(k, 0.99):.1f}x, CPU {cpu['naive'] / cpu['kvops']:.1f}x")  # fmt: skip
+    print(
+        f"naive/kvops: p50 {statistics.median(n) / statistics.median(k):.1f}x, "
+        f"p99 {percentile(n, 0.99) / percentile(k, 0.99):.1f}x, CPU {cpu['naive'] / cpu['kvops']:.1f}x"
+    )
     return 0
 
 

@@ -47,8 +47,8 @@ def _hash() -> str:
 
 
 def test_tls_and_basic_auth(pki: Path, upstream, make_exporter):
-    cfg = write_config(pki, f"tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
-                            f"basic_auth_users:\n  prometheus: '{_hash()}'\n")  # fmt: skip
+    tls = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+    cfg = write_config(pki, tls + f"basic_auth_users:\n  prometheus: '{_hash()}'\n")
     exp = make_exporter([], web=load(cfg))
     assert exp.url.startswith("https://")
     ok = exp.scrape(verify=str(pki / "ca.crt"), auth=("prometheus", PASSWORD))
@@ -66,8 +66,11 @@ def test_tls_and_basic_auth(pki: Path, upstream, make_exporter):
 
 
 def test_client_certificates_required(pki: Path, make_exporter):
-    cfg = write_config(pki, "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
-                            "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n")  # fmt: skip
+    cfg = write_config(
+        pki,
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+        "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n",
+    )
     exp = make_exporter([], web=load(cfg))
     ca = str(pki / "ca.crt")
     good = exp.scrape(verify=ca, cert=(str(pki / "client.crt"), str(pki / "client.key")))
@@ -94,8 +97,8 @@ def test_bad_web_config_is_one_line_usage_error(tmp_path: Path, text: str, messa
 
 def test_bad_web_config_exits_2_from_the_cli(tmp_path: Path):
     cfg = write_config(tmp_path, "basic_auth_users:\n  alice: plaintext\n")
-    proc = subprocess.run([sys.executable, "-m", "kvops.cli", "exporter", "--web-config", cfg,
-                           "--listen", "127.0.0.1:0"], capture_output=True, text=True, timeout=30)  # fmt: skip
+    argv = [sys.executable, "-m", "kvops.cli", "exporter", "--web-config", cfg, "--listen", "127.0.0.1:0"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "not a bcrypt hash" in proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
