@@ -31,6 +31,15 @@ def tmux(sock: str, *args: str) -> str:
     return subprocess.run(["tmux", "-S", sock, *args], capture_output=True, text=True, check=True).stdout
 
 
+def ui_thread_seconds(proc: psutil.Process) -> float:
+    """CPU seconds of the main thread (Textual's event loop: layout, render, terminal output);
+    the rest of the process is the scrape threads (fetch, parse, normalise, collectors)."""
+    for thread in proc.threads():
+        if thread.id == proc.pid:
+            return thread.user_time + thread.system_time
+    return 0.0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=16)
@@ -64,14 +73,17 @@ def main() -> int:
             return 1
         proc = psutil.Process(int(pid_file.read_text()))
         time.sleep(2 * args.interval)  # past start-up: the steady state is what is claimed
-        cpu0, wall0 = proc.cpu_times(), time.monotonic()
+        cpu0, ui0, wall0 = proc.cpu_times(), ui_thread_seconds(proc), time.monotonic()
         time.sleep(args.seconds)
-        cpu1, wall1 = proc.cpu_times(), time.monotonic()
+        cpu1, ui1, wall1 = proc.cpu_times(), ui_thread_seconds(proc), time.monotonic()
         busy = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
         share = busy / (wall1 - wall0)
+        ui_share = (ui1 - ui0) / (wall1 - wall0)
         rss = proc.memory_info().rss
         screen = tmux(sock, "capture-pane", "-p", "-t", "bench")
         down = "down" in screen.split("\n", 1)[0]
+        tmux(sock, "send-keys", "-t", "bench", "q")  # quit cleanly before the simulators stop
+        proc.wait(timeout=10)
     finally:
         subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
         for s in sims:
@@ -82,6 +94,8 @@ def main() -> int:
         "interval_seconds": args.interval,
         "window_seconds": args.seconds,
         "cpu_share_of_one_core": share,
+        "ui_thread_share": ui_share,
+        "scrape_threads_share": share - ui_share,
         "time_to_first_frame_seconds": first_frame,
         "rss_bytes": rss,
         "any_target_down": down,
@@ -92,6 +106,8 @@ def main() -> int:
     else:
         print(f"kvops top, {args.targets} targets at {args.interval:g} s, {args.seconds:g} s window:")
         print(f"  CPU: {share * 100:.2f} % of one core (user+system of the top process)")
+        scrape = share - ui_share
+        print(f"    UI thread (Textual): {ui_share * 100:.2f} %; scrape threads: {scrape * 100:.2f} %")
         print(f"  time to first frame (process start to all {args.targets} rows): {first_frame:.2f} s")
         print(f"  RSS: {rss / 2**20:.0f} MiB; any target down: {down}")
     return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from rich.table import Table
@@ -293,6 +294,7 @@ class TopApp(App[int]):
         self.ended = False  # a replay played its last frame
         self._scraping = False
         self.scrape_error: str | None = None
+        self._shown: dict[str, str] = {}  # selector -> what its Static shows now
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
@@ -346,13 +348,21 @@ class TopApp(App[int]):
     def _render_all(self) -> None:
         self._render_status()
         self._render_table()
-        self.query_one("#gpus", Static).update(gpu_table(self.board))
-        self.query_one("#host", Static).update(host_line(self.board))
+        gpus = (self.board.doc or {}).get("gpus") or []
+        self._update("#gpus", repr(gpus), lambda: gpu_table(self.board))
+        host = host_line(self.board)
+        self._update("#host", repr(host), lambda: host)
         failing = [c for c in self.board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
         note = " · ".join(f"{c.name}: {c.error}" for c in failing)
-        self.query_one("#collectors", Static).update(Text(note, style="dim"))
+        self._update("#collectors", note, lambda: Text(note, style="dim"))
         if isinstance(self.screen, DetailScreen):
             self.screen.refresh_figures()
+
+    def _update(self, selector: str, key: str, build: Callable[[], Any]) -> None:
+        """Update a Static only when what it shows changed: each update costs a layout pass."""
+        if self._shown.get(selector) != key:
+            self._shown[selector] = key
+            self.query_one(selector, Static).update(build())
 
     def _render_status(self) -> None:
         rows = self.board.rows.values()
@@ -373,7 +383,8 @@ class TopApp(App[int]):
             parts.append("rates from the next frame on")
         if self.scrape_error:
             parts.append(f"[red]scrape error: {self.scrape_error}[/]")
-        self.query_one("#status", Static).update(" · ".join(parts))
+        status = " · ".join(parts)
+        self._update("#status", status, lambda: status)
 
     def _render_table(self) -> None:
         rows = self.board.visible(self.text_filter, self.sort_index)
