@@ -137,10 +137,14 @@ def _gpus(result: ParseResult) -> list[GpuSample]:
 
 
 def _host(result: ParseResult) -> HostSample | None:
+    """One host: the first one's series. Through Prometheus several exporters' hosts arrive
+    together, told apart by their scrape labels (instance); their fields must not mix."""
     host = HostSample()
-    seen = False
+    first: Labels | None = None
     for name, field_name in _HOST_SCALARS.items():
-        for _labels, value in result.get(name):
-            setattr(host, field_name, value)
-            seen = True
-    return host if seen else None
+        for labels, value in result.get(name):
+            if first is None:
+                first = labels
+            if labels == first:
+                setattr(host, field_name, value)
+    return host if first is not None else None

@@ -149,3 +149,17 @@ def test_prometheus_that_cannot_be_reached_is_one_target_down():
     assert snap is not None
     [target] = snap.targets
     assert not target.up and target.target == "http://127.0.0.1:1" and "Prometheus" in (target.error or "")
+
+
+def test_hosts_of_several_exporters_do_not_mix():
+    from kvops.sources.prometheus import to_parse_result
+
+    series = [
+        {"metric": {"__name__": "kvops_host_memory_total_bytes", "instance": "a:9400"}, "value": [1, "100"]},
+        {"metric": {"__name__": "kvops_host_memory_total_bytes", "instance": "b:9400"}, "value": [1, "200"]},
+        {"metric": {"__name__": "kvops_host_shm_free_bytes", "instance": "b:9400"}, "value": [1, "20"]},
+        {"metric": {"__name__": "kvops_host_shm_free_bytes", "instance": "a:9400"}, "value": [1, "10"]},
+    ]
+    host = kvops_exposition.decode(to_parse_result(series), time=1).host
+    assert host is not None
+    assert (host.memory_total_bytes, host.shm_free_bytes) == (100, 10)
