@@ -47,6 +47,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("store_trend", "Stored\nper s"),
     ("load_trend", "Loaded\nper s"),
 )
+NUMERIC_COLUMNS = frozenset(
+    ("kv", "local", "external", "store", "load", "ratio", "running", "waiting", "preempt")
+)
 
 
 class Source(Protocol):
@@ -298,7 +301,7 @@ class TopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
-        yield TargetTable(COLUMNS, id="targets")
+        yield TargetTable(COLUMNS, right=NUMERIC_COLUMNS, id="targets")
         with Vertical(id="panels"):
             yield Static(id="gpus")
             yield Static(id="host")

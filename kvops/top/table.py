@@ -50,9 +50,16 @@ class TargetTable(Widget, can_focus=True):
             super().__init__()
             self.key = key
 
-    def __init__(self, columns: Sequence[tuple[str, str]], *, id: str | None = None) -> None:
+    def __init__(
+        self,
+        columns: Sequence[tuple[str, str]],
+        *,
+        right: frozenset[str] = frozenset(),
+        id: str | None = None,
+    ) -> None:
         super().__init__(id=id)
         self.columns = list(columns)  # (key, label; "\n" splits the label over the two lines)
+        self.right = [key in right for key, _ in self.columns]  # numbers line up on the right
         self.rows: list[tuple[RowKey, list[Text]]] = []
         self.cursor = 0
         self._top = 0  # first row shown
@@ -93,17 +100,18 @@ class TargetTable(Widget, can_focus=True):
         self._header = []
         for line in range(2):
             text = Text(style=header_style)
-            for parts, width in zip(labels, widths, strict=True):
+            for parts, width, right in zip(labels, widths, self.right, strict=True):
                 part = parts[line] if line < len(parts) else ""
-                text.append(" " + part.ljust(width + GAP - 1))
+                text.append(" " + (part.rjust(width) if right else part.ljust(width)) + " " * (GAP - 1))
             self._header.append(self._strip(text))
         self._strips = []
         for _, cells in self.rows:
             text = Text()
-            for cell, width in zip(cells, widths, strict=True):
-                text.append(" ")
+            for cell, width, right in zip(cells, widths, self.right, strict=True):
+                pad = " " * (width - cell.cell_len)
+                text.append(" " + pad if right else " ")
                 text.append_text(cell)
-                text.append(" " * (width - cell.cell_len + GAP - 1))
+                text.append(("" if right else pad) + " " * (GAP - 1))
             self._strips.append(self._strip(text))
 
     def _strip(self, text: Text) -> Strip:
