@@ -103,7 +103,7 @@ class HelpScreen(ModalScreen[None]):
     ]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Static { width: 84; height: auto; border: round $accent; padding: 0 1;
+    HelpScreen > Static { width: 84; max-width: 100%; height: auto; border: round $accent; padding: 0 1;
                           background: $surface; }
     """
 

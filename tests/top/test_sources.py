@@ -111,7 +111,7 @@ def test_live_urls_read_a_kvops_exporter_and_a_vllm_alike():
 
 
 @pytest.mark.slow
-def test_prometheus_fleet_view_reads_raw_vllm_series_and_kvops_series():
+def test_prometheus_fleet_view_reads_raw_vllm_series_and_kvops_series(capsys):
     upstream = Upstream()
     upstream.routes["/metrics"] = body(T2.read_bytes())  # a vLLM at the root, as Prometheus expects
     vllm_at = upstream.base.removeprefix("http://")
@@ -137,6 +137,12 @@ def test_prometheus_fleet_view_reads_raw_vllm_series_and_kvops_series():
         [target] = snap.targets
         assert target.target == upstream.base  # the exporter's target label, not the exporter
         assert [asdict(e) | {"target": TARGET} for e in target.engines] == expected
+        # The next frame comes only once Prometheus has scraped again; --once waits for it.
+        assert main(["top", "--once", "--json", "--interval", "0.2", "--prometheus", fed.url]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        [row] = doc["targets"]
+        assert row["target"] == upstream.base and row["up"]
+        assert row["store_bytes"] == 0 and row["local_hit_rate"] is None  # the fixture does not move
     finally:
         for p in proms:
             p.stop()
