@@ -82,3 +82,34 @@ def test_kvops_top_in_tmux_shows_help_quits_and_restores_the_terminal(tmp_path):
         assert "Llama-3.1-8B-Instruct" not in after and "Load:" not in after
     finally:
         subprocess.run(["tmux", "-S", tmux.socket, "kill-server"], capture_output=True, timeout=20)
+
+
+def test_kvops_demo_in_tmux_shows_the_simulated_vllm_live_and_quits(tmp_path):
+    tmux = Tmux(tmp_path)
+    exit_file = tmp_path / "exit"
+    tmux("new-session", "-d", "-x", "120", "-y", "40", "-s", tmux.session,
+         f"env PS1='{PROMPT}' TERM=xterm-256color HOME={tmp_path} bash --norc --noprofile")  # fmt: skip
+    try:
+        command = f"cd {ROOT} && {sys.executable} -m kvops.cli demo; echo EXIT=$? > {exit_file}"
+        tmux("send-keys", "-t", tmux.session, command, "Enter")
+        screen = tmux.wait_for("kvops demo: simulated vLLM 0.33.0")
+        row = tmux.wait_for("Llama-3.1-8B-Instruct")
+        line = next(line for line in row.splitlines() if "Llama-3.1-8B-Instruct" in line)
+        assert line.split()[0].startswith("127.0.0.1:") and "down" not in line
+        # Live: a later frame carries interval figures (a local hit rate, not "-").
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            screen = tmux.screen()
+            line = next((x for x in screen.splitlines() if "Llama-3.1-8B-Instruct" in x), "")
+            if len(line.split()) > 4 and line.split()[4] != "-":
+                break
+            time.sleep(0.3)
+        assert float(line.split()[4]) >= 0, screen
+        tmux("send-keys", "-t", tmux.session, "q")
+        end = time.monotonic() + 20
+        while not exit_file.exists() and time.monotonic() < end:
+            time.sleep(0.1)
+        assert exit_file.read_text().strip() == "EXIT=0"
+        assert tmux("display-message", "-p", "-t", tmux.session, "#{alternate_on}").strip() == "0"
+    finally:
+        subprocess.run(["tmux", "-S", tmux.socket, "kill-server"], capture_output=True, timeout=20)
