@@ -25,6 +25,7 @@ class Row:
     figures: dict[str, Any] = field(default_factory=dict)  # one rates.interval() target entry
     up: bool = True
     error: str | None = None
+    down_frames: int = 0  # consecutive frames down; after the history window the row goes
     # Bytes per wall second moved each way, per frame; None where unknown or down.
     store_history: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
     load_history: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
@@ -79,9 +80,15 @@ class Board:
                 seen.add(self._update_up(entry))
             else:
                 seen.update(self._update_down(entry["target"], entry.get("error")))
-        for key, row in self.rows.items():
+        for key, row in list(self.rows.items()):
             if key not in seen:  # gone from the source (an exporter stopped listing it)
                 self._mark_down(row, "not in the last sample")
+            if not row.up and self._forgotten(row):
+                del self.rows[key]  # down for the whole history window: a pod that left the fleet
+
+    @staticmethod
+    def _forgotten(row: Row) -> bool:
+        return row.down_frames >= HISTORY_POINTS
 
     def _update_up(self, entry: dict[str, Any]) -> RowKey:
         key: RowKey = (entry["target"], entry["model_name"], entry["engine"])
@@ -93,6 +100,7 @@ class Board:
         row.figures = entry
         row.up = True
         row.error = None
+        row.down_frames = 0
         row.store_history.append(entry.get("store_offered_bytes_per_second"))
         row.load_history.append(entry.get("load_offered_bytes_per_second"))
         return key
@@ -111,6 +119,7 @@ class Board:
     def _mark_down(row: Row, error: str) -> None:
         row.up = False
         row.error = error
+        row.down_frames += 1
         row.store_history.append(None)
         row.load_history.append(None)
 

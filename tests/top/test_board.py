@@ -104,3 +104,13 @@ def test_sparkline_scales_to_its_maximum_and_shows_gaps():
     assert units.sparkline([0.0, 5.0, 10.0, None, 10.0], 5) == "▁▅█ █"
     assert units.sparkline([1.0], 4) == "   █"
     assert units.sparkline([0.0, 0.0], 2) == "▁▁"
+
+
+def test_a_target_down_for_the_whole_history_window_is_dropped():
+    board = Board()
+    board.update(_snap(0, _up("a", 1), _up("b", 1)))
+    for i in range(1, HISTORY_POINTS):
+        board.update(_snap(i, _up("a", i)))
+    assert ("b", "m", "0") in board.rows  # down for 299 frames: still shown
+    board.update(_snap(HISTORY_POINTS, _up("a", HISTORY_POINTS)))
+    assert list(board.rows) == [("a", "m", "0")]
