@@ -113,11 +113,13 @@ def parse(
         keep = wanted_set.__contains__
     types = result.types
     errors = result.errors
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    # Lines end at "\n" only, as in the text format and prometheus_client's parser:
+    # str.splitlines() would also cut at \x85, \u2028, \x0c... inside a label value.
+    for line_no, line in enumerate(text.split("\n"), start=1):
         if not line:
             continue
         first = line[0]
-        if first == " " or first == "\t":
+        if first == " " or first == "\t" or first == "\r":
             line = line.strip()
             if not line:
                 continue
