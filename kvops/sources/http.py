@@ -37,7 +37,10 @@ def normalise_target(url: str) -> str:
     raw = url.strip()
     if "://" not in raw:
         raw = "http://" + raw
-    parts = urlsplit(raw)
+    try:
+        parts = urlsplit(raw)
+    except ValueError:  # an unbalanced [ or ] around an IPv6 host
+        raise UsageError(f"target {url!r}: not a valid URL") from None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise UsageError(f"target {url!r}: only http and https URLs can be scraped")
