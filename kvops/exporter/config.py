@@ -79,7 +79,10 @@ def load_config(args: argparse.Namespace) -> ExporterConfig:
         raise UsageError(f"--max-body-bytes {config.max_body_bytes}: expected at least 1024")
     config.disabled_collectors = set(getattr(args, "no_collector", []) or [])
 
-    entries: list[Any] = list(doc.get("targets") or []) + list(args.target)
+    listed = doc.get("targets") or []
+    if not isinstance(listed, list):
+        raise UsageError(f"--config: targets must be a list, got {type(listed).__name__}")
+    entries: list[Any] = listed + list(args.target)
     seen: set[str] = set()
     for entry in entries:
         if isinstance(entry, str):
