@@ -168,9 +168,9 @@ class DetailScreen(Screen[None]):
         table = Table.grid(padding=(0, 2))
         table.add_column(style="dim")
         table.add_column()
-        table.add_row("target", row.target)
-        table.add_row("model", row.model or units.UNKNOWN)
-        table.add_row("engine", row.engine or units.UNKNOWN)
+        table.add_row("target", Text(row.target))  # Text: a "[" in a name is not markup
+        table.add_row("model", Text(row.model or units.UNKNOWN))
+        table.add_row("engine", Text(row.engine or units.UNKNOWN))
         table.add_row(
             "state", Text("up", style="green") if row.up else Text(f"down: {row.error}", "bold red")
         )
@@ -240,8 +240,8 @@ def gpu_table(board: Board) -> Table | Text:
             return Text(f"{rate / units.GB:.2f}{share}", style=units.link_style(fraction))
 
         table.add_row(
-            str(g.get("gpu")),
-            g.get("name") or units.UNKNOWN,
+            Text(str(g.get("gpu"))),
+            Text(g.get("name") or units.UNKNOWN),
             f"{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}",
             direction(g.get("pcie_transmit_bytes_per_second"), g.get("pcie_transmit_link_fraction")),
             direction(g.get("pcie_receive_bytes_per_second"), g.get("pcie_receive_link_fraction")),
@@ -332,7 +332,7 @@ class TopApp(App[int]):
             snap = self.source.next()
         except Exception as exc:  # a source bug must not take the screen down
             log.exception("scrape failed")
-            error = f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         if not self.is_running:  # quit during the scrape: nobody to hand it to
             return
         with contextlib.suppress(RuntimeError):  # the app closed in between
@@ -368,26 +368,30 @@ class TopApp(App[int]):
             self.query_one(selector, Static).update(build())
 
     def _render_status(self) -> None:
+        # A Text, not markup: URLs, filters and errors may hold "[" that markup would eat.
         rows = self.board.rows.values()
         down = sum(1 for r in rows if not r.up)
-        parts = [self.source.description, f"{len(self.board.rows)} engine(s)"]
+        parts: list[tuple[str, str]] = [
+            (self.source.description, ""),
+            (f"{len(self.board.rows)} engine(s)", ""),
+        ]
         if down:
-            parts.append(f"[bold red]{down} down[/]")
-        parts.append(f"sort: {SORTS[self.sort_index][0]}")
+            parts.append((f"{down} down", "bold red"))
+        parts.append((f"sort: {SORTS[self.sort_index][0]}", ""))
         if self.text_filter:
-            parts.append(f"filter: {self.text_filter!r}")
+            parts.append((f"filter: {self.text_filter!r}", ""))
         if self.paused:
-            parts.append("[bold yellow]PAUSED[/]")
+            parts.append(("PAUSED", "bold yellow"))
         if self.ended:
-            parts.append("replay finished, holding the last frame (q quits)")
+            parts.append(("replay finished, holding the last frame (q quits)", ""))
         elif self.board.frames == 0:
-            parts.append("waiting for the first scrape…")
+            parts.append(("waiting for the first scrape…", ""))
         elif self.board.frames == 1:
-            parts.append("rates from the next frame on")
+            parts.append(("rates from the next frame on", ""))
         if self.scrape_error:
-            parts.append(f"[red]scrape error: {self.scrape_error}[/]")
-        status = " · ".join(parts)
-        self._update("#status", status, lambda: status)
+            parts.append((f"scrape error: {self.scrape_error}", "red"))
+        status = Text(" · ").join(Text(text, style=style) for text, style in parts)
+        self._update("#status", repr(status), lambda: status)
 
     def _render_table(self) -> None:
         rows = self.board.visible(self.text_filter, self.sort_index)

@@ -184,3 +184,14 @@ async def test_the_ui_keeps_answering_while_a_scrape_hangs():
         assert time.monotonic() - started < 2.0  # quitting does not wait for the hung scrape
     finally:
         upstream.stop()
+
+
+@drive
+async def test_brackets_in_a_filter_are_text_not_markup():
+    app = replay_app(T1, T2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        await pilot.press("slash", "[", "/", "]")
+        await pilot.pause()
+        assert "filter: '[/]'" in screen_text(app)
+        assert cells(app) == {}
