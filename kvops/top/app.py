@@ -19,7 +19,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Sparkline, Static
 
@@ -75,7 +75,8 @@ HELP_TEXT = """\
   /          filter targets by URL or model (Enter keeps it, Esc clears)
   s          sort: target, local hit, external hit, store, load, KV usage
   p          pause / resume scraping
-  ↑ ↓        pick a target
+  ↑ ↓        pick a target (PgUp PgDn Home End)
+  ← →        scroll sideways when the terminal is narrower than the table
   Enter      detail view of the target (Esc goes back)
 
 [b]Columns[/b] (over the last interval)
@@ -103,12 +104,14 @@ class HelpScreen(ModalScreen[None]):
     ]
     DEFAULT_CSS = """
     HelpScreen { align: center middle; }
-    HelpScreen > Static { width: 84; max-width: 100%; height: auto; border: round $accent; padding: 0 1;
-                          background: $surface; }
+    HelpScreen > VerticalScroll { width: 84; max-width: 100%; height: auto; max-height: 100%;
+                                  border: round $accent; padding: 0 1; background: $surface; }
     """
 
     def compose(self) -> ComposeResult:
-        yield Static(HELP_TEXT, id="help")
+        # Scrolls (arrow keys, PgDn) where the terminal is shorter than the help.
+        with VerticalScroll():
+            yield Static(HELP_TEXT, id="help")
 
 
 _DETAIL_FIELDS: tuple[tuple[str, str, Any], ...] = (

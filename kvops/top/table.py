@@ -33,6 +33,8 @@ class TargetTable(Widget, can_focus=True):
         Binding("pagedown", "page(1)", show=False),
         Binding("home", "move(-1000000)", show=False),
         Binding("end", "move(1000000)", show=False),
+        Binding("left,h", "pan(-8)", show=False),
+        Binding("right,l", "pan(8)", show=False),
         Binding("enter", "select", "detail"),
     ]
     COMPONENT_CLASSES: ClassVar[set[str]] = {"targets--header", "targets--cursor"}
@@ -63,6 +65,7 @@ class TargetTable(Widget, can_focus=True):
         self.rows: list[tuple[RowKey, list[Text]]] = []
         self.cursor = 0
         self._top = 0  # first row shown
+        self._left = 0  # first column of text shown (a terminal narrower than the table)
         self._header: list[Strip] = []
         self._strips: list[Strip] = []
         self._width = 0
@@ -124,13 +127,14 @@ class TargetTable(Widget, can_focus=True):
     # --- drawing ------------------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
         width = self.size.width
+        left = self._left
         if y < 2:
             strip = self._header[y] if self._header else Strip.blank(width)
-            return strip.crop(0, width).extend_cell_length(width, self._header_fill())
+            return strip.crop(left, left + width).extend_cell_length(width, self._header_fill())
         index = self._top + y - 2
         if index >= len(self._strips):
             return Strip.blank(width, self.rich_style)
-        strip = self._strips[index].crop(0, width).extend_cell_length(width)
+        strip = self._strips[index].crop(left, left + width).extend_cell_length(width)
         if index == self.cursor:
             strip = strip.apply_style(self.get_component_rich_style("targets--cursor", partial=True))
         return strip.apply_style(self.rich_style)
@@ -151,6 +155,7 @@ class TargetTable(Widget, can_focus=True):
 
     def on_resize(self, event: events.Resize) -> None:
         self._scroll_to_cursor()
+        self.action_pan(0)  # wider now: show from the left again as far as it fits
 
     # --- keys and mouse --------------------------------------------------------------------------
     def action_move(self, step: int) -> None:
@@ -158,6 +163,10 @@ class TargetTable(Widget, can_focus=True):
             self.cursor = max(0, min(len(self.rows) - 1, self.cursor + step))
             self._scroll_to_cursor()
             self.refresh()
+
+    def action_pan(self, step: int) -> None:
+        self._left = max(0, min(self._left + step, max(0, self._width - self.size.width)))
+        self.refresh()
 
     def action_page(self, direction: int) -> None:
         self.action_move(direction * self._visible_rows())

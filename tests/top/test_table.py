@@ -58,3 +58,17 @@ async def test_cursor_stays_on_its_target_when_the_filter_changes(tmp_path):
         await pilot.press("escape")  # filter cleared: all rows back, the cursor still on node-07
         await wait_until(pilot, lambda: table.row_count == N)
         assert table.cursor_key[0] == "http://node-07:8000" and table.cursor == 7
+
+
+@drive
+async def test_narrow_terminal_scrolls_sideways(tmp_path):
+    app = TopApp(ReplaySource(_fleet(tmp_path), 1.0), 0.05)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        assert "Preempt" not in screen_text(app).replace("\n", "") and "Pre-" not in screen_text(app)
+        await pilot.press(*["right"] * 10)
+        screen = screen_text(app)
+        assert "Pre-" in screen and "empt" in screen  # the right-hand columns came into view
+        assert "node-00" not in screen  # and the left ones went out
+        await pilot.press(*["left"] * 10)
+        assert "node-00" in screen_text(app)
