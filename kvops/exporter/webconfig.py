@@ -84,6 +84,8 @@ def load(path: str) -> WebConfig:
         raise UsageError(f"--web-config {path}: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise UsageError(f"--web-config {path}: not valid YAML ({_yaml_where(exc)})") from None
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"--web-config {path}: not UTF-8 text (byte {exc.start})") from None
     if not isinstance(doc, dict):
         raise UsageError(f"--web-config {path}: expected a mapping at the top level")
     unknown = set(doc) - {"tls_server_config", "basic_auth_users", "http_server_config"}
