@@ -13,7 +13,7 @@ import io
 import json
 import math
 
-from hypothesis import assume, given
+from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -96,6 +96,15 @@ def same_value(a: float, b: float) -> bool:
 
 @FUZZ
 @given(st.lists(sample_lines(), max_size=12))
+@example(
+    [
+        (
+            f'vllm:num_requests_running{{model_name="{c}"}} 1',
+            ("vllm:num_requests_running", {"model_name": c}, 1.0),
+        )
+        for c in ("a\x85b", "\u2028", "\x0c", "\x1c", "\r")
+    ]
+)  # splitlines() cut these lines
 def test_valid_exposition_parses_as_prometheus_client_reads_it(lines):
     text = "\n".join(line for line, _ in lines) + "\n"
     try:
@@ -424,10 +433,12 @@ yaml_text = st.lists(
 
 
 @FUZZ
-@given(yaml_text)
-def test_any_exporter_config_loads_or_is_one_usage_error(tmp_path_factory, text):
+@given(yaml_text.map(str.encode) | st.binary(max_size=80).map(lambda b: b"basic_auth_users:\n  a: " + b))
+@example(b"targets: 3")  # was a TypeError
+@example(b"basic_auth_users:\n  a: \xff\xfe\n")  # was a UnicodeDecodeError traceback
+def test_any_exporter_config_loads_or_is_one_usage_error(tmp_path_factory, raw):
     path = tmp_path_factory.mktemp("cfg") / "kvops.yml"
-    path.write_text(text, encoding="utf-8", errors="surrogatepass")
+    path.write_bytes(raw)
     parser = argparse.ArgumentParser()
     configure_exporter(parser)
     for load in (
@@ -442,6 +453,8 @@ def test_any_exporter_config_loads_or_is_one_usage_error(tmp_path_factory, text)
 
 @FUZZ
 @given(st.text(max_size=40) | st.from_regex(r"(https?|ftp)://[\w.\[\]:@-]{0,20}(:\d{0,6})?(/[\w/]*)?"))
+@example("[")  # was a ValueError traceback from urlsplit
+@example("http://[::1")
 def test_any_target_url_or_listen_address_is_accepted_or_one_usage_error(text):
     for check in (normalise_target, parse_listen):
         try:
