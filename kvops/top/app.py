@@ -209,7 +209,7 @@ def _row_cells(row: Row) -> list[Text]:
 
     return [
         Text(_short_target(row.target)),
-        Text(_short_model(row.model)),
+        Text(_short_model(row.model)) if row.model else Text("no vLLM engine", style="dim"),
         Text(row.engine),
         Text(num(kv, 0.01, 1), style=units.usage_style(kv)),
         Text(num(local, 0.01, 1), style=units.hit_rate_style(local)),

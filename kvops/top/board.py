@@ -80,6 +80,9 @@ class Board:
                 seen.add(self._update_up(entry))
             else:
                 seen.update(self._update_down(entry["target"], entry.get("error")))
+        for target in snap.targets:
+            if target.up and not target.engines:  # up, but no vLLM engine (LMCache only)
+                seen.add(self._update_engineless(target.target))
         for key, row in list(self.rows.items()):
             if key not in seen:  # gone from the source (an exporter stopped listing it)
                 self._mark_down(row, "not in the last sample")
@@ -103,6 +106,19 @@ class Board:
         row.down_frames = 0
         row.store_history.append(entry.get("store_offered_bytes_per_second"))
         row.load_history.append(entry.get("load_offered_bytes_per_second"))
+        return key
+
+    def _update_engineless(self, target: str) -> RowKey:
+        key: RowKey = (target, "", "")
+        row = self.rows.get(key)
+        if row is None:
+            row = self.rows[key] = Row(key)
+        row.figures = {}
+        row.up = True
+        row.error = None
+        row.down_frames = 0
+        row.store_history.append(None)
+        row.load_history.append(None)
         return key
 
     def _update_down(self, target: str, error: str | None) -> list[RowKey]:

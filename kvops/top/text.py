@@ -18,7 +18,7 @@ def render(board: Board) -> str:
             continue
         rows.append((
             row.target,
-            row.model,
+            row.model or "(no vLLM engine)",
             row.engine,
             units.pct(row.get("kv_cache_usage")),
             units.pct(row.get("local_hit_rate")),

@@ -114,3 +114,10 @@ def test_a_target_down_for_the_whole_history_window_is_dropped():
     assert ("b", "m", "0") in board.rows  # down for 299 frames: still shown
     board.update(_snap(HISTORY_POINTS, _up("a", HISTORY_POINTS)))
     assert list(board.rows) == [("a", "m", "0")]
+
+
+def test_a_target_up_without_vllm_engines_is_listed_not_hidden():
+    board = Board()
+    board.update(_snap(0, TargetSample("lmcache", up=True)))
+    [row] = board.rows.values()
+    assert row.key == ("lmcache", "", "") and row.up and row.get("kv_cache_usage") is None
