@@ -43,7 +43,7 @@ def build_source(args: argparse.Namespace, interval: float) -> Any:
     chosen = [name for name, given in (("URL", args.urls), ("--prometheus", args.prometheus),
                                        ("--replay", args.replay)) if given]  # fmt: skip
     if len(chosen) > 1:
-        raise UsageError(f"choose one source: {' or '.join(chosen)}, not both")
+        raise UsageError(f"give one source, not {' and '.join(chosen)}")
     timeout = min(MAX_SCRAPE_TIMEOUT, max(1.0, interval))
     if args.replay:
         from kvops.sources.replay import ReplaySource

@@ -71,7 +71,14 @@ class LiveSource:
     live = True
 
     def __init__(self, urls: list[str], timeout: float, hardware: bool = True) -> None:
-        self.scrapers = [UrlScraper(u) for u in urls]
+        # The same target given twice ("host:8000" and "http://host:8000/", say) is scraped once.
+        self.scrapers: list[UrlScraper] = []
+        for url in urls:
+            scraper = UrlScraper(url)
+            if all(s.target != scraper.target for s in self.scrapers):
+                self.scrapers.append(scraper)
+            else:
+                scraper.close()
         sources = default_hardware_sources() if hardware else []
         self.runner = ScrapeRunner(self.scrapers, sources, timeout=timeout)  # type: ignore[arg-type]
         self.description = f"{len(urls)} URL(s), every scrape live"

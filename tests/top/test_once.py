@@ -56,7 +56,7 @@ def test_once_text_shows_the_frame_in_readable_units(capsys):
         (["--json", "--replay", str(T1), str(T2)], "--json goes with --once"),
         (["ftp://example.invalid/metrics"], "only http and https"),
         (["http://127.0.0.1:99999"], "bad port"),
-        (["http://127.0.0.1:1", "--replay", str(T1)], "choose one source"),
+        (["http://127.0.0.1:1", "--replay", str(T1)], "give one source, not URL and --replay"),
         (["--prometheus", "gopher://x"], "only http and https"),
     ],
 )

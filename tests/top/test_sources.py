@@ -169,3 +169,11 @@ def test_hosts_of_several_exporters_do_not_mix():
     host = kvops_exposition.decode(to_parse_result(series), time=1).host
     assert host is not None
     assert (host.memory_total_bytes, host.shm_free_bytes) == (100, 10)
+
+
+def test_the_same_target_given_twice_is_scraped_once():
+    source = LiveSource(["127.0.0.1:1", "http://127.0.0.1:1/", "127.0.0.1:2"], timeout=1.0, hardware=False)
+    try:
+        assert [s.target for s in source.scrapers] == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
+    finally:
+        source.close()
