@@ -391,8 +391,8 @@ class TopApp(App[int]):
             parts.append(("waiting for the first scrape…", ""))
         elif self.board.frames == 1:
             parts.append(("rates from the next frame on", ""))
-        if self.scrape_error:
-            parts.append((f"scrape error: {self.scrape_error}", "red"))
+        if self.scrape_error:  # second, where a one-line status cannot cut it off
+            parts.insert(1, (f"scrape error: {self.scrape_error}", "bold red"))
         status = Text(" · ").join(Text(text, style=style) for text, style in parts)
         self._update("#status", repr(status), lambda: status)
 

@@ -195,3 +195,24 @@ async def test_brackets_in_a_filter_are_text_not_markup():
         await pilot.pause()
         assert "filter: '[/]'" in screen_text(app)
         assert cells(app) == {}
+
+
+class _BrokenAfterFirst(ReplaySource):
+    """A replay whose second read fails, as a source with a bug would."""
+
+    def next(self):
+        if self.position >= 1:
+            raise RuntimeError("disk gone\nsecond line")
+        return super().next()
+
+
+@drive
+async def test_a_failing_source_is_reported_and_the_screen_survives():
+    app = TopApp(_BrokenAfterFirst([str(T1), str(T2)], 0.05), 0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.scrape_error is not None)
+        assert "scrape error: RuntimeError: disk gone" in screen_text(app)
+        assert "second line" not in screen_text(app)
+        assert [plain(row["running"]) for row in cells(app).values()] == ["60"]  # T1 stays shown
+        await pilot.press("question_mark")
+        assert isinstance(app.screen, HelpScreen)
