@@ -24,6 +24,8 @@ def run(args: argparse.Namespace) -> int:
     top.quiet_logs()
     sim = start(vllm_version=args.vllm_version)
     try:
+        if not args.once:
+            top.require_terminal()
         source = LiveSource([sim.url], timeout=min(top.MAX_SCRAPE_TIMEOUT, max(1.0, interval)))
         source.description = f"kvops demo: simulated vLLM {args.vllm_version} at {sim.url}"
         if args.once:

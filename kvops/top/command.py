@@ -67,12 +67,17 @@ def run(args: argparse.Namespace) -> int:
     if args.once and args.replay is not None and len(args.replay) < 2:
         raise UsageError("--once --replay needs two files: rates come from an interval")
     quiet_logs()
-    source = build_source(args, interval)
+    source = build_source(args, interval)  # bad input is named before the terminal is
     if args.once:
         try:
             return print_once(source, interval, args.json)
         finally:
             source.close()
+    try:
+        require_terminal()
+    except UsageError:
+        source.close()
+        raise
     return run_app(source, interval)
 
 
@@ -131,6 +136,16 @@ def _finite(value: Any) -> Any:
     if isinstance(value, list):
         return [_finite(v) for v in value]
     return value
+
+
+def require_terminal() -> None:
+    """The live view draws on a terminal and reads keys from it; in a pipe it would hang."""
+    import sys
+
+    from kvops.errors import UsageError
+
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise UsageError("the live view needs a terminal; for scripts use --once (with --json)")
 
 
 def quiet_logs() -> None:

@@ -85,3 +85,11 @@ def test_once_json_live_target_down_is_reported_not_raised(capsys):
     [row] = doc["targets"]
     assert row["up"] is False and row["target"] == "http://127.0.0.1:1"
     assert row["error"]  # the reason, one line (its wording is the fetcher's)
+
+
+def test_live_view_without_a_terminal_is_refused_not_hung():
+    for argv in (["top", "--replay", str(T1), str(T2)], ["demo"]):
+        proc = subprocess.run([sys.executable, "-m", "kvops.cli", *argv], capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=60)  # fmt: skip
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert proc.stderr.count("\n") == 1 and "needs a terminal" in proc.stderr
