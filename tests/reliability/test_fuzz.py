@@ -391,6 +391,33 @@ def test_any_log_scans_or_is_one_usage_error(lines, noise):
     assert scan.lines >= 0
 
 
+SECRET_FORMS = [
+    "HF_TOKEN={s}",
+    "VLLM_API_KEY={s}",
+    "--api-key {s}",
+    "--hf-token={s}",
+    "token: {s}",
+    "'api_key': ['{s}']",
+    '"hf_token": "{s}"',
+    "password={s}",
+]
+
+
+@FUZZ
+@given(secret, st.sampled_from(SECRET_FORMS), st.text(max_size=30), st.text(max_size=30), st.booleans())
+def test_secrets_in_a_log_never_reach_doctor_output(tmp_path_factory, value, form, before, after, as_json):
+    """A failure line that also carries a secret is shown as evidence, with the secret hidden."""
+    oom = "ERROR torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"
+    line = f"{oom} {before} {form.format(s=value)} {after}"
+    assume("\n" not in line and "\r" not in line and "\x00" not in line)
+    path = tmp_path_factory.mktemp("log") / "vllm.log"
+    path.write_text(f"INFO vLLM API server version 0.11.2\n{line}\n", encoding="utf-8", errors="replace")
+    code, out, err = run_cli(["doctor", "--log", str(path), *(["--json"] if as_json else [])])
+    assert code in (0, 1), err
+    assert "out of memory" in out.lower()  # the evidence line is there...
+    assert value not in out and value not in err  # ...without the secret
+
+
 # --- exporter configuration and target URLs -------------------------------------------------
 
 yaml_text = st.lists(

@@ -6,6 +6,7 @@ invalid UTF-8 and 50 MB targets are covered in tests/exporter/test_faults.py.)""
 from __future__ import annotations
 
 import itertools
+import logging
 import socket
 import subprocess
 import sys
@@ -341,3 +342,35 @@ def test_many_scrapes_of_faulty_targets_leak_no_threads_or_sockets(upstream, mak
     busy = [t for t in kvops_threads if t.is_alive()]
     assert len(busy) <= 2 * len(targets), [t.name for t in busy]
     assert not any(t._lock.locked() for t in exp.runner.targets)  # no fetch still running
+
+
+def test_kvops_top_once_with_faulty_targets(upstream, capsys):
+    """`kvops top --once --json` over a good target and four bad ones: one frame, in time,
+    each bad one marked down with its reason, the good one's figures intact."""
+    import json
+
+    from kvops.cli import main
+
+    good = upstream.route("good", body(GOOD))
+    bad = {
+        upstream.route("hang", hang(30)): "timed out",
+        upstream.route("garbage", body(b"<html>no</html>\n")): "no vllm: or lmcache: sample",
+        upstream.route("utf8", body(b'vllm:num_requests_running{model_name="\xff"} 1\n')): "UTF-8",
+        upstream.route("huge", huge(100 * 1024 * 1024, declare_length=True)): "over the limit",
+    }
+    kvops_log = logging.getLogger("kvops")
+    level = kvops_log.level
+    start_t = time.monotonic()
+    try:
+        code = main(["top", "--once", "--json", "--interval", "1", good, *bad])
+    finally:
+        kvops_log.setLevel(level)  # top quiets kvops's logs for its screen; not for later tests
+    elapsed = time.monotonic() - start_t
+    assert code == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert elapsed < 6.0, f"{elapsed:.1f} s for two samples one second apart"
+    rows = {r["target"]: r for r in doc["targets"]}
+    for url, reason in bad.items():
+        assert rows[url]["up"] is False and reason in rows[url]["error"], rows[url]
+    assert rows[good]["up"] is True and rows[good]["requests_running"] == 97.0
+    assert_interval_sane(doc)
