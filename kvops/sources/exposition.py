@@ -113,10 +113,13 @@ def parse(
         keep = wanted_set.__contains__
     types = result.types
     errors = result.errors
+    # A family's samples come in a run (histogram buckets): once one line is rejected, the
+    # next lines that start with the same name and separator are rejected by startswith alone.
+    rejected = "\0"
     # Lines end at "\n" only, as in the text format and prometheus_client's parser:
     # str.splitlines() would also cut at \x85, \u2028, \x0c... inside a label value.
     for line_no, line in enumerate(text.split("\n"), start=1):
-        if not line:
+        if not line or line.startswith(rejected):
             continue
         first = line[0]
         if first == " " or first == "\t" or first == "\r":
@@ -144,6 +147,7 @@ def parse(
                     continue
         name = line[:cut]
         if not keep(name):
+            rejected = line[: cut + 1]
             if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
                 try:
                     parse_sample_line(line)
