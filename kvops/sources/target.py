@@ -10,7 +10,7 @@ import requests
 
 from kvops.snapshot import TargetSample
 from kvops.sources import vllm
-from kvops.sources.exposition import parse
+from kvops.sources.exposition import ParseResult, parse
 from kvops.sources.http import FetchError, FetchOptions, fetch_text, metrics_url, normalise_target
 
 log = logging.getLogger(__name__)
@@ -19,7 +19,12 @@ log = logging.getLogger(__name__)
 class TargetScraper:
     """Scrapes one target. At most one fetch per target is in flight: a scrape that finds the
     previous one still running (a hung target outliving its scrape) reports the target down
-    instead of starting another thread."""
+    instead of starting another thread.
+
+    Subclasses read other expositions by overriding `wanted` and `interpret` (kvops top reads
+    a kvops exporter's page through the same path)."""
+
+    wanted: frozenset[str] = vllm.WANTED
 
     def __init__(self, url: str, options: FetchOptions | None = None) -> None:
         self.target = normalise_target(url)
@@ -36,8 +41,8 @@ class TargetScraper:
             return TargetSample(self.target, up=False, error="previous scrape still in flight")
         try:
             text = fetch_text(self._session, self.url, deadline, self.options)
-            result = parse(text, vllm.WANTED)
-            sample = vllm.normalise(result, self.target)
+            result = parse(text, self.wanted)
+            sample = self.interpret(result, start)
             if result.errors:
                 line_no, message = result.errors[0]
                 log.debug("%s: %d malformed lines skipped, first at line %d: %s",
@@ -52,6 +57,9 @@ class TargetScraper:
         sample.scrape_seconds = time.monotonic() - start
         self._log_transition(sample)
         return sample
+
+    def interpret(self, result: ParseResult, started: float) -> TargetSample:
+        return vllm.normalise(result, self.target)
 
     def _log_transition(self, sample: TargetSample) -> None:
         # Log when a target goes down or comes back, not on every failed scrape.

@@ -10,16 +10,13 @@ series is read as an exporter: its targets, GPUs and host replace the placeholde
 from __future__ import annotations
 
 import logging
-import threading
-import time
-
-import requests
 
 from kvops.exporter.collector import ScrapeRunner, default_hardware_sources
 from kvops.snapshot import Snapshot, TargetSample
 from kvops.sources import kvops_exposition, vllm
-from kvops.sources.exposition import parse
-from kvops.sources.http import FetchError, FetchOptions, fetch_text, metrics_url, normalise_target
+from kvops.sources.exposition import ParseResult
+from kvops.sources.http import FetchOptions
+from kvops.sources.target import TargetScraper
 
 log = logging.getLogger(__name__)
 
@@ -28,43 +25,25 @@ log = logging.getLogger(__name__)
 _WANTED = vllm.WANTED | kvops_exposition.EXPORTED
 
 
-class UrlScraper:
-    """TargetScraper's interface (target, scrape(deadline), close()) for a URL that may be
-    a vLLM or a kvops exporter. After an exporter scrape, `exporter` holds what it served."""
+class UrlScraper(TargetScraper):
+    """A TargetScraper for a URL that may be a vLLM or a kvops exporter. After an exporter
+    scrape, `exporter` holds what it served."""
+
+    wanted = _WANTED
 
     def __init__(self, url: str, options: FetchOptions | None = None) -> None:
-        self.target = normalise_target(url)
-        self.url = metrics_url(self.target)
-        self.options = options or FetchOptions()
+        super().__init__(url, options)
         self.exporter: Snapshot | None = None
-        self._session = requests.Session()
-        self._session.trust_env = False  # a proxy from the environment must not see the scrape
-        self._lock = threading.Lock()
 
     def scrape(self, deadline: float) -> TargetSample:
-        start = time.monotonic()
-        if not self._lock.acquire(blocking=False):
-            return TargetSample(self.target, up=False, error="previous scrape still in flight")
         self.exporter = None
-        try:
-            result = parse(fetch_text(self._session, self.url, deadline, self.options), _WANTED)
-            if kvops_exposition.has_kvops_samples(result):
-                self.exporter = kvops_exposition.decode(result, start)
-                sample = TargetSample(self.target, up=True)
-            else:
-                sample = vllm.normalise(result, self.target)
-        except FetchError as exc:
-            sample = TargetSample(self.target, up=False, error=str(exc))
-        except Exception as exc:  # a bug here must cost this target only
-            log.exception("scraping %s failed", self.target)
-            sample = TargetSample(self.target, up=False, error=f"internal error: {type(exc).__name__}")
-        finally:
-            self._lock.release()
-        sample.scrape_seconds = time.monotonic() - start
-        return sample
+        return super().scrape(deadline)
 
-    def close(self) -> None:
-        self._session.close()
+    def interpret(self, result: ParseResult, started: float) -> TargetSample:
+        if kvops_exposition.has_kvops_samples(result):
+            self.exporter = kvops_exposition.decode(result, started)
+            return TargetSample(self.target, up=True)
+        return vllm.normalise(result, self.target)
 
 
 class LiveSource:
