@@ -90,6 +90,8 @@ def main() -> int:
     ap.add_argument("--targets", type=int, default=16)
     ap.add_argument("--gpus", type=int, default=8)
     ap.add_argument("--scrapes", type=int, default=300)
+    ap.add_argument("--profile", metavar="FILE", help="record the kvops exporter with py-spy during the "
+                    "measured scrapes, as speedscope JSON (pip install py-spy)")  # fmt: skip
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="kvops-bench-"))
@@ -127,6 +129,12 @@ def main() -> int:
             wait_http(f"http://127.0.0.1:{port}/metrics")
             for _ in range(20):  # warm-up: connections, caches, first-scrape work
                 session.get(f"http://127.0.0.1:{port}/metrics", timeout=30)
+        spy = None
+        if args.profile:
+            spy_cmd = ["py-spy", "record", "--format", "speedscope", "-o", args.profile, "-r", "200",
+                       "-p", str(procs["kvops"].pid)]  # fmt: skip
+            spy = subprocess.Popen(spy_cmd, stdout=subprocess.DEVNULL)
+            time.sleep(1)
         latency: dict[str, list[float]] = {n: [] for n in ports}
         cpu0 = {n: sum(psutil.Process(p.pid).cpu_times()[:2]) for n, p in procs.items()}
         sizes: dict[str, int] = {}
@@ -140,6 +148,9 @@ def main() -> int:
         cpu = {
             n: (sum(psutil.Process(p.pid).cpu_times()[:2]) - cpu0[n]) / args.scrapes for n, p in procs.items()
         }
+        if spy is not None:
+            spy.send_signal(2)
+            spy.wait(timeout=60)
         text = session.get(f"http://127.0.0.1:{ports['kvops']}/metrics", timeout=30).text
         up = text.count("kvops_target_up{") and sum(
             1 for line in text.splitlines() if line.startswith("kvops_target_up{") and line.endswith(" 1.0")
