@@ -254,8 +254,17 @@ def main() -> int:
     ap.add_argument("--restart-every", type=float, default=15.0, help="seconds between target kills")
     ap.add_argument("--down-for", type=float, default=1.0, help="seconds a killed target stays down")
     ap.add_argument("--sample-every", type=float, default=30.0, help="seconds between measurements")
-    ap.add_argument("--warmup", type=float, default=60.0, help="seconds before the baseline sample")
+    ap.add_argument(
+        "--warmup",
+        type=float,
+        default=None,
+        help="seconds before the baseline sample (default: a third, at most 300)",
+    )
     args = ap.parse_args()
+    # RSS climbs for the first 1,000-2,000 scrapes while the heap reaches its working size
+    # (bodies of 100-260 KB per target, in several threads), then stays flat.
+    if args.warmup is None:
+        args.warmup = min(300.0, args.minutes * 60 / 3)
 
     fleet = Fleet(args.targets)
     print(
