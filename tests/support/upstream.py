@@ -115,8 +115,9 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        self.server.hits[self.path] = self.server.hits.get(self.path, 0) + 1
-        behaviour = self.server.routes.get(self.path)
+        path = self.path.split("?", 1)[0]  # like most servers, routes ignore the query
+        self.server.hits[path] = self.server.hits.get(path, 0) + 1
+        behaviour = self.server.routes.get(path)
         if behaviour is None:
             body("not found\n", 404)(self)
             return
