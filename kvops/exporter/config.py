@@ -13,6 +13,7 @@ max_body_bytes: 16777216
 from __future__ import annotations
 
 import argparse
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,8 @@ from kvops.errors import UsageError
 from kvops.sources.http import DEFAULT_MAX_BODY_BYTES, FetchOptions, normalise_target
 
 DEFAULT_TIMEOUT = 5.0
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -96,6 +99,8 @@ def load_config(args: argparse.Namespace) -> ExporterConfig:
         options = FetchOptions(max_body_bytes=config.max_body_bytes, ca_file=entry.get("ca_file"))
         if entry.get("bearer_token_file"):
             options.bearer_token = _secret_file(entry["bearer_token_file"], "bearer_token_file")
+        if options.bearer_token and target.startswith("http://"):
+            log.warning("target %s: its bearer token is sent unencrypted over http", target)
         if options.ca_file and not Path(options.ca_file).is_file():
             raise UsageError(f"ca_file {options.ca_file}: no such file")
         config.targets.append(TargetConfig(entry["url"], options))

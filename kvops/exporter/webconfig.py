@@ -109,7 +109,10 @@ def _ssl_context(tls: Any, base: Path, path: str) -> ssl.SSLContext:
     if not isinstance(tls, dict) or not tls.get("cert_file") or not tls.get("key_file"):
         raise UsageError(f"--web-config {path}: tls_server_config needs cert_file and key_file")
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    ctx.minimum_version = _MIN_VERSION.get(str(tls.get("min_version", "TLS12")), ssl.TLSVersion.TLSv1_2)
+    min_version = str(tls.get("min_version", "TLS12"))
+    if min_version not in _MIN_VERSION:
+        raise UsageError(f"--web-config {path}: min_version {min_version!r} is not one of TLS12, TLS13")
+    ctx.minimum_version = _MIN_VERSION[min_version]
     try:
         ctx.load_cert_chain(base / tls["cert_file"], base / tls["key_file"])
     except (OSError, ssl.SSLError) as exc:

@@ -87,6 +87,7 @@ def test_client_certificates_required(pki: Path, make_exporter):
         ("tls_server_config: [\n", "not valid YAML"),
         ("bogus: 1\n", "unknown key 'bogus'"),
         ("tls_server_config:\n  cert_file: a\n", "needs cert_file and key_file"),
+        ("tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS11\n", "min_version 'TLS11'"),
     ],
 )
 def test_bad_web_config_is_one_line_usage_error(tmp_path: Path, text: str, message: str):
