@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from kvops.exporter.webconfig import WebConfig
+from support.exporter_harness import Exporter
 from support.paths import ROOT, SHARED, VLLM_FIXTURES  # noqa: F401 (re-exported for tests)
+from support.pki import make_pki
+from support.upstream import Upstream
 
 
 @pytest.fixture(scope="session")
@@ -19,3 +24,33 @@ def shared_dir() -> Path:
 @pytest.fixture(scope="session")
 def vllm_fixtures(shared_dir: Path) -> Path:
     return shared_dir / "fixtures" / "vllm"
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    """A loopback target server; tests route behaviours to /<name>/metrics."""
+    server = Upstream()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def make_exporter() -> Iterator[Callable[..., Exporter]]:
+    """Start in-process exporters over given targets; all are stopped after the test."""
+    made: list[Exporter] = []
+
+    def make(targets: list[str], timeout: float = 5.0, web: WebConfig | None = None,
+             max_body: int = 16 * 1024 * 1024) -> Exporter:  # fmt: skip
+        exp = Exporter(targets, timeout, web, max_body)
+        made.append(exp)
+        return exp
+
+    yield make
+    for exp in made:
+        exp.stop()
+
+
+@pytest.fixture(scope="session")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """ca.crt, other-ca.crt, and server/client certificates for 127.0.0.1 (support/pki.py)."""
+    return make_pki(tmp_path_factory.mktemp("pki"))

@@ -2,30 +2,19 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from kube_api import TOKEN, KubeApi
 
+from support.pki import make_pki
+
 
 @pytest.fixture(scope="session")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A cluster CA and an API server certificate for 127.0.0.1 signed by it (openssl CLI)."""
-    d = tmp_path_factory.mktemp("kube-pki")
-
-    def openssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
-
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-            "-days", "2", "-subj", "/CN=kubernetes-test-ca")  # fmt: skip
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "apiserver.key", "-out", "apiserver.csr",
-            "-subj", "/CN=kube-apiserver")  # fmt: skip
-    openssl("x509", "-req", "-in", "apiserver.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", "apiserver.crt", "-days", "2", "-extfile", "san.ext")  # fmt: skip
-    return d
+    """A cluster CA and an API server certificate for 127.0.0.1 signed by it."""
+    return make_pki(tmp_path_factory.mktemp("kube-pki"), leaves=("apiserver",))
 
 
 @pytest.fixture

@@ -16,25 +16,6 @@ from kvops.exporter.webconfig import load
 PASSWORD = "s3cret-pass"
 
 
-@pytest.fixture(scope="module")
-def pki(tmp_path_factory) -> Path:
-    """A CA, a server cert for 127.0.0.1 signed by it, and a client cert (openssl CLI)."""
-    d = tmp_path_factory.mktemp("pki")
-
-    def ssl(*args: str) -> None:
-        subprocess.run(["openssl", *args], cwd=d, check=True, capture_output=True)
-
-    ssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-        "-days", "2", "-subj", "/CN=kvops-test-ca")  # fmt: skip
-    (d / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
-    for name in ("server", "client"):
-        ssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr",
-            "-subj", f"/CN={name}")  # fmt: skip
-        ssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
-            "-out", f"{name}.crt", "-days", "2", "-extfile", "san.ext")  # fmt: skip
-    return d
-
-
 def write_config(d: Path, text: str) -> str:
     path = d / "web.yml"
     path.write_text(text)
