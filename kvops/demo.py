@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 
+DEMO_GPU_BLOCKS = 2048
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", default="1", metavar="S", help="seconds between frames (default 1)")
     parser.add_argument("--vllm-version", default="0.33.0", help="exposition format to simulate")
+    parser.add_argument("--workload", default="rag", help="chat, rag, bursty or agent (default rag)")
     parser.add_argument("--once", action="store_true", help="print one frame as text and exit")
     parser.add_argument("--json", action="store_true", help="with --once: the frame as JSON")
 
@@ -22,7 +25,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json and not args.once:
         raise UsageError("--json goes with --once")
     top.quiet_logs()
-    sim = start(vllm_version=args.vllm_version)
+    # A small GPU cache (2048 blocks = 4 GiB of Llama-3.1-8B KV) so blocks spill to the CPU
+    # tier and come back within seconds: the demo shows offload hits and loads right away.
+    sim = start(vllm_version=args.vllm_version, workload=args.workload, num_gpu_blocks=DEMO_GPU_BLOCKS)
     try:
         if not args.once:
             top.require_terminal()
