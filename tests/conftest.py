@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -54,3 +55,13 @@ def make_exporter() -> Iterator[Callable[..., Exporter]]:
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """ca.crt, other-ca.crt, and server/client certificates for 127.0.0.1 (support/pki.py)."""
     return make_pki(tmp_path_factory.mktemp("pki"))
+
+
+@pytest.fixture(autouse=True)
+def _restore_kvops_log_level() -> Iterator[None]:
+    """`kvops top` quiets the kvops loggers for the whole process (a TUI owns the terminal);
+    in-process top tests must not silence the log assertions of the tests after them."""
+    logger = logging.getLogger("kvops")
+    level = logger.level
+    yield
+    logger.setLevel(level)
