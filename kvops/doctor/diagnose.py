@@ -16,7 +16,8 @@ from kvops.doctor.cmdline import ServeCommand, redact_text, secret_values
 from kvops.doctor.logs import LogScan
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
-from kvops.doctor.rules import Context, evaluate
+from kvops.doctor.rules import Context, evaluate, version_tuple
+from kvops.errors import UsageError
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -84,6 +85,8 @@ class Diagnosis:
 def resolve_version(flag: str | None, log: LogScan | None) -> tuple[str | None, str]:
     """--vllm-version, else the log's `vLLM API server version X` line, else the installed vllm."""
     if flag:
+        if version_tuple(flag) is None:
+            raise UsageError(f"--vllm-version {flag!r}: expected a release like 0.17.0 or 0.11")
         return flag, "--vllm-version"
     if log is not None and log.version:
         return log.version, "log"
