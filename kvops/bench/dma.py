@@ -6,6 +6,7 @@ where torch is not installed. On ROCm builds torch.cuda is HIP: the same calls r
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,11 @@ Timer = Callable[[Sequence[Copies], int, int], list[float]]
 
 def import_torch() -> Any:
     try:
-        import torch
+        # torch warns on import when numpy is missing (it is not needed here): a warning on
+        # stderr would break the one-line refusal and --json's clean output.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            import torch
     except ImportError as exc:
         raise UsageError(
             f"torch is not importable ({exc}); install it with pip install 'kvops[bench]'; "
