@@ -20,14 +20,13 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
 from kvops.errors import UsageError
+from kvops.exporter.config import DEFAULT_TIMEOUT
 from kvops.exporter.families import self_families, target_families
 from kvops.snapshot import CollectorStatus, GpuSample, HostSample, Snapshot, TargetSample
 from kvops.sources.http import FetchOptions, normalise_target
 from kvops.sources.target import TargetScraper
 
 log = logging.getLogger(__name__)
-
-DEFAULT_TIMEOUT = 5.0
 
 
 class _GuardedSource:
@@ -204,6 +203,9 @@ class ScrapeRunner:
         down = [t for t in snap.targets if not t.up]
         error = f"{len(down)} of {len(snap.targets)} targets down" if down else None
         snap.collectors.append(CollectorStatus("vllm", not down, duration, error))
+        # Targets that served LMCache series; forgotten when they leave the target list
+        # (discovery churn must not grow this set for ever).
+        self._lmcache_targets &= {t.target for t in snap.targets}
         self._lmcache_targets.update(t.target for t in snap.targets if t.lmcache)
         lm = [t for t in snap.targets if t.target in self._lmcache_targets]
         if lm:
