@@ -19,12 +19,10 @@ import time
 from typing import Any
 from urllib.parse import urlencode
 
-import requests
-
 from kvops.snapshot import Snapshot, TargetSample
 from kvops.sources import kvops_exposition, vllm
 from kvops.sources.exposition import Labels, ParseResult
-from kvops.sources.http import FetchError, FetchOptions, fetch_text, normalise_target
+from kvops.sources.http import FetchError, FetchOptions, HttpClient, normalise_target
 
 # Labels Prometheus adds when it scrapes; not part of what the target exposed.
 _SCRAPE_LABELS = ("__name__",)
@@ -85,14 +83,13 @@ class PrometheusSource:
         self.timeout = timeout
         self.options = options or FetchOptions()
         self.description = f"fleet view from Prometheus {self.base}"
-        self._session = requests.Session()
-        self._session.trust_env = False
+        self._client = HttpClient(self.options)
         self._last_stamp: float | None = None
 
     def query(self, expr: str, deadline: float) -> list[dict[str, Any]]:
         """The result series of one instant query; FetchError on failure."""
         url = f"{self.base}/api/v1/query?{urlencode({'query': expr})}"
-        text = fetch_text(self._session, url, deadline, self.options)
+        text = self._client.fetch_text(url, deadline)
         try:
             doc = json.loads(text)
         except json.JSONDecodeError:
@@ -139,4 +136,4 @@ class PrometheusSource:
         return snap
 
     def close(self) -> None:
-        self._session.close()
+        self._client.close()

@@ -6,12 +6,10 @@ import logging
 import threading
 import time
 
-import requests
-
 from kvops.snapshot import TargetSample
 from kvops.sources import vllm
 from kvops.sources.exposition import ParseResult, parse
-from kvops.sources.http import FetchError, FetchOptions, fetch_text, metrics_url, normalise_target
+from kvops.sources.http import FetchError, FetchOptions, HttpClient, metrics_url, normalise_target
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +28,7 @@ class TargetScraper:
         self.target = normalise_target(url)
         self.url = metrics_url(self.target)
         self.options = options or FetchOptions()
-        self._session = requests.Session()
-        self._session.trust_env = False  # a proxy from the environment must not see the scrape
+        self._client = HttpClient(self.options)
         self._lock = threading.Lock()
         self._last_error: str | None = None
 
@@ -40,7 +37,7 @@ class TargetScraper:
         if not self._lock.acquire(blocking=False):
             return TargetSample(self.target, up=False, error="previous scrape still in flight")
         try:
-            text = fetch_text(self._session, self.url, deadline, self.options)
+            text = self._client.fetch_text(self.url, deadline)
             result = parse(text, self.wanted)
             sample = self.interpret(result, start)
             if result.errors:
@@ -71,4 +68,4 @@ class TargetScraper:
             self._last_error = sample.error
 
     def close(self) -> None:
-        self._session.close()
+        self._client.close()
