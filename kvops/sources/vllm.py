@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kvops.snapshot import EngineSample, LMCacheSample, TargetSample
-from kvops.sources.exposition import Labels, ParseResult
+from kvops.sources.exposition import Labels, ParseResult, families_of
 
 GIB = float(1 << 30)
 
@@ -63,6 +63,7 @@ WANTED: frozenset[str] = frozenset(
     + [_TYPED_BYTES, _TYPED_TIME, _OFFLOAD_CONFIG, _CACHE_CONFIG]
     + list(LMCACHE_COUNTERS)
 )
+WANTED_FAMILIES = families_of(WANTED)
 
 _EngineKey = tuple[str, str]  # (model_name, engine)
 
@@ -113,8 +114,11 @@ def _cpu_tier_bytes(result: ParseResult) -> tuple[dict[_EngineKey, float], dict[
 
 
 def detect_format(result: ParseResult) -> str:
-    """Which offload naming the exposition uses (informational, shown by `kvops top`)."""
-    types = result.types
+    """Which offload naming the exposition uses (informational, shown by `kvops top`).
+
+    Read from the TYPE lines of the families kvops reads (a family may be declared without
+    samples yet): all the parser keeps when given a wanted set."""
+    types = {name: kind for name, kind in result.types.items() if name in WANTED_FAMILIES}
     if "vllm:kv_offload_store_bytes_total" in types or "vllm:kv_offload_store_bytes" in types:
         return "flat offload names (vLLM 0.24+)"
     if _TYPED_BYTES in types or "vllm:kv_offload_total_bytes" in types:

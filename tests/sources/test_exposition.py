@@ -6,10 +6,13 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
+from reliability.fuzzing import FUZZ
 
-from kvops.sources.exposition import parse
-from kvops.sources.vllm import WANTED
+from kvops.sources.exposition import ParseResult, parse
+from kvops.sources.vllm import WANTED, detect_format
 from support.paths import VLLM_FIXTURES as ROOT_FIXTURES
 
 ALL_FILES = sorted(ROOT_FIXTURES.glob("*/*.prom")) + sorted(ROOT_FIXTURES.glob("pasted/*.txt"))
@@ -111,3 +114,59 @@ def test_crlf_and_blank_lines():
     result = parse("vllm:a 1\r\n\r\n  \nvllm:b 2\r\n")
     assert result.get("vllm:a") == [({}, 1.0)] and result.get("vllm:b") == [({}, 2.0)]
     assert result.errors == []
+
+
+# --- the wanted-set fast path against reading every line ----------------------------------
+
+
+def _every_line(text: str) -> ParseResult:
+    return parse(text, WANTED.__contains__)  # a predicate: the line-by-line reader
+
+
+def _same_as_every_line(text: str) -> None:
+    fast, slow = parse(text, WANTED), _every_line(text)
+    assert fast.samples == slow.samples
+    assert fast.has_prefixed_sample == slow.has_prefixed_sample
+    assert set(fast.errors) <= set(slow.errors)  # unread families' broken lines go unreported
+    assert fast.types.items() <= slow.types.items()
+    assert detect_format(fast) == detect_format(slow)
+
+
+@pytest.mark.parametrize("path", ALL_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fast_path_reads_every_fixture_as_reading_every_line_does(path: Path):
+    _same_as_every_line(path.read_text())
+
+
+_LINE_SHAPES = [
+    'vllm:num_requests_running{model_name="m",engine="0"} 1',
+    "vllm:num_requests_running 2",
+    'vllm:num_requests_running{engine="1",model_name="m"} 3 1700000000000',
+    'vllm:num_requests_running_x{model_name="m"} 4',  # a longer name that starts like a wanted one
+    'vllm:num_requests_running {model_name="m"} 5',  # "{" after a blank: not this name
+    "vllm:num_requests_running\t6",
+    'vllm:prefix_cache_hits_total{model_name="a\\"b",engine="0"} 7',
+    'vllm:prefix_cache_hits_total{model_name="m",engine="0"} seven',
+    'vllm:prefix_cache_hits_total{model_name="m" 8',
+    'vllm:prefix_cache_hits_created{model_name="m"} 9',
+    "vllm:kv_cache_usage_perc",
+    'vllm:e2e_request_latency_seconds_bucket{le="1.0"} 10',
+    "lmcache:num_hit_tokens_total 11",
+    "python_gc_objects_collected_total 12",
+    "# TYPE vllm:num_requests_running gauge",
+    "# TYPE   vllm:prefix_cache_hits counter",
+    "# TYPE vllm:prefix_cache_hits",
+    "# TYPE vllm:e2e_request_latency_seconds histogram",
+    "# HELP vllm:num_requests_running Number of requests.",
+    "#",
+    "",
+    "\r",
+    "  vllm:num_requests_running 13",
+    "\tvllm:kv_cache_usage_perc 0.5",
+    'vllm:kv_cache_usage_perc{engine="0"} 0.25\r',
+]
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(_LINE_SHAPES), max_size=20), st.booleans())
+def test_fast_path_equals_reading_every_line(lines, final_newline):
+    _same_as_every_line("\n".join(lines) + ("\n" if final_newline else ""))
