@@ -72,3 +72,25 @@ async def test_narrow_terminal_scrolls_sideways(tmp_path):
         assert "node-00" not in screen  # and the left ones went out
         await pilot.press(*["left"] * 10)
         assert "node-00" in screen_text(app)
+
+
+def _cursor_background(table: TargetTable):
+    strip = table.render_line(2 + table.cursor - table._top)
+    return {segment.style.bgcolor for segment in strip if segment.style and segment.text.strip()}
+
+
+@drive
+async def test_cursor_row_dims_when_the_table_loses_focus_and_brightens_again(tmp_path):
+    """The table keeps its resolved styles between frames: focus changes must still show."""
+    app = TopApp(ReplaySource(_fleet(tmp_path), 1.0), 0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        table = app.query_one("#targets", TargetTable)
+        focused = _cursor_background(table)
+        await pilot.press("slash")  # the filter box takes the focus
+        await pilot.pause()
+        blurred = _cursor_background(table)
+        assert blurred and focused and blurred != focused
+        await pilot.press("escape")
+        await pilot.pause()
+        assert _cursor_background(table) == focused
