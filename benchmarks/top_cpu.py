@@ -78,6 +78,7 @@ def main() -> int:
         cpu1, ui1, wall1 = proc.cpu_times(), ui_thread_seconds(proc), time.monotonic()
         busy = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
         share = busy / (wall1 - wall0)
+        system_share = (cpu1.system - cpu0.system) / (wall1 - wall0)  # syscalls, wake-ups
         ui_share = (ui1 - ui0) / (wall1 - wall0)
         rss = proc.memory_info().rss
         screen = tmux(sock, "capture-pane", "-p", "-t", "bench")
@@ -94,6 +95,7 @@ def main() -> int:
         "interval_seconds": args.interval,
         "window_seconds": args.seconds,
         "cpu_share_of_one_core": share,
+        "system_share": system_share,
         "ui_thread_share": ui_share,
         "scrape_threads_share": share - ui_share,
         "time_to_first_frame_seconds": first_frame,
@@ -106,6 +108,7 @@ def main() -> int:
     else:
         print(f"kvops top, {args.targets} targets at {args.interval:g} s, {args.seconds:g} s window:")
         print(f"  CPU: {share * 100:.2f} % of one core (user+system of the top process)")
+        print(f"    of which in the kernel (system time): {system_share * 100:.2f} %")
         scrape = share - ui_share
         print(f"    UI thread (Textual): {ui_share * 100:.2f} %; scrape threads: {scrape * 100:.2f} %")
         print(f"  time to first frame (process start to all {args.targets} rows): {first_frame:.2f} s")
