@@ -59,13 +59,27 @@ def _unescape(value: str) -> str:
     return _UNESCAPE_RE.sub(lambda m: _UNESCAPE[m.group(0)], value) if "\\" in value else value
 
 
+# A series' label set is the same text scrape after scrape (its value is what changes), and
+# vLLM's *_config_info lines carry 40 labels: parsed sets are kept, bounded, and copied out.
+_LABEL_SETS: dict[str, Labels] = {}
+_LABEL_SETS_MAX = 8192
+
+
 def parse_labels(text: str) -> Labels:
     """Parse the inside of {...}. Raises ParseError on anything that is not label pairs."""
+    known = _LABEL_SETS.get(text)
+    if known is not None:
+        return known.copy()  # a copy: a caller may change its dict
     if _LABEL_SET_RE.fullmatch(text):  # the usual case: two passes in C, no loop here
         if "\\" in text:
-            return {name: _unescape(value) for name, value in _LABEL_RE.findall(text)}
-        return dict(_LABEL_RE.findall(text))
-    labels: Labels = {}  # find and say where it breaks
+            labels = {name: _unescape(value) for name, value in _LABEL_RE.findall(text)}
+        else:
+            labels = dict(_LABEL_RE.findall(text))
+        if len(_LABEL_SETS) >= _LABEL_SETS_MAX:  # churning label values: start over
+            _LABEL_SETS.clear()
+        _LABEL_SETS[text] = labels
+        return labels.copy()
+    labels = {}  # find and say where it breaks
     pos, end = 0, len(text)
     while pos < end:
         m = _LABEL_RE.match(text, pos)
