@@ -23,7 +23,8 @@ from kvops.errors import UsageError
 from kvops.exporter.config import DEFAULT_TIMEOUT
 from kvops.exporter.families import self_families, target_families
 from kvops.snapshot import CollectorStatus, GpuSample, HostSample, Snapshot, TargetSample
-from kvops.sources.http import FetchOptions, normalise_target
+from kvops.sources.http import FetchError, FetchOptions, normalise_target
+from kvops.sources.multi import MultiFetcher
 from kvops.sources.target import TargetScraper
 
 log = logging.getLogger(__name__)
@@ -110,6 +111,7 @@ class ScrapeRunner:
         self.process_tracker = process_tracker
         self._process_guard = threading.Lock()
         self._pool = ThreadPoolExecutor(max_workers=MAX_WORKERS, thread_name_prefix="kvops-scrape")
+        self._multi = MultiFetcher()
 
     @property
     def targets(self) -> list[TargetScraper]:
@@ -151,20 +153,12 @@ class ScrapeRunner:
         deadline = start + budget
         discovery_status = self._refresh_discovered()
         targets = self.targets
-        target_futures = [self._pool.submit(t.scrape, deadline) for t in targets]
         source_futures = [self._pool.submit(_timed, s.run) for s in self.sources]
         process_future = self._submit_processes([t.target for t in targets])
-        pending = [*target_futures, *source_futures, *([process_future] if process_future else [])]
-        wait_futures(pending, timeout=max(0.0, deadline - time.monotonic()))
-
         snap = Snapshot(time=start)
-        for scraper, future in zip(targets, target_futures, strict=True):
-            if future.done():
-                snap.targets.append(future.result())
-            else:
-                snap.targets.append(
-                    TargetSample(scraper.target, up=False, error=f"timed out after {budget:g} s")
-                )
+        snap.targets = self._scrape_targets(targets, deadline, budget)
+        pending = [*source_futures, *([process_future] if process_future else [])]
+        wait_futures(pending, timeout=max(0.0, deadline - time.monotonic()))
         self._target_statuses(snap, time.monotonic() - start)
         if discovery_status is not None:
             snap.collectors.append(discovery_status)
@@ -179,6 +173,46 @@ class ScrapeRunner:
             for pm in snap.processes:
                 attach_gpus(pm, snap.gpus)
         return snap
+
+    def _scrape_targets(
+        self, targets: list[TargetScraper], deadline: float, budget: float
+    ) -> list[TargetSample]:
+        """All targets fetched at once in this thread (kvops.sources.multi), then each parsed.
+        While another scrape holds the multi handle (two Prometheus servers at once), this
+        one fetches in threads instead."""
+        claimed = [t for t in targets if t.claim()]
+        samples: dict[int, TargetSample] = {}
+
+        def done(index: int, outcome: str | FetchError, seconds: float) -> None:
+            # Parsed as it arrives, while the other fetches go on; the target is free again.
+            samples[index] = claimed[index].finish(outcome, seconds)
+
+        try:
+            together = self._multi.fetch([(t.client, t.url) for t in claimed], deadline, done)
+        except Exception:  # a bug in the fetch loop costs this scrape's targets, not the exporter
+            log.exception("fetching the targets failed")
+            together = True
+        if not together:
+            for t in claimed:
+                t.unclaim()
+            return self._scrape_in_threads(targets, deadline, budget)
+        for index, t in enumerate(claimed):
+            if index not in samples:
+                samples[index] = t.finish(FetchError("internal error while fetching"), 0.0)
+        by_target = {id(t): samples[i] for i, t in enumerate(claimed)}
+        return [by_target.get(id(t)) or t.busy() for t in targets]
+
+    def _scrape_in_threads(
+        self, targets: list[TargetScraper], deadline: float, budget: float
+    ) -> list[TargetSample]:
+        futures = [self._pool.submit(t.scrape, deadline) for t in targets]
+        wait_futures(futures, timeout=max(0.0, deadline - time.monotonic()))
+        return [
+            f.result()
+            if f.done()
+            else TargetSample(t.target, up=False, error=f"timed out after {budget:g} s")
+            for t, f in zip(targets, futures, strict=True)
+        ]
 
     def _submit_processes(self, targets: list[str]) -> Future[Any] | None:
         if self.process_tracker is None or not self._process_guard.acquire(blocking=False):
@@ -237,6 +271,7 @@ class ScrapeRunner:
         self._pool.shutdown(wait=False, cancel_futures=True)
         for t in self.targets:
             t.close()
+        self._multi.close()
         self._discovered.clear()
         for s in self.sources:
             close = getattr(s.source, "close", None)

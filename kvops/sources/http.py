@@ -114,7 +114,8 @@ class HttpClient:
     Why libcurl: the body, the TLS and the deadline are handled in C. urllib3 spent ~1.1 ms of
     CPU per 77 KB /metrics fetch on this machine and libcurl 0.3 ms (benchmarks/fetch_bench.py),
     which is most of what `kvops top` costs with 16 targets. A handle is not thread-safe: one
-    fetch at a time (TargetScraper holds a lock around it).
+    fetch at a time (TargetScraper holds a lock around it). Many clients' fetches can run
+    together in one thread (kvops.sources.multi).
     """
 
     def __init__(self, options: FetchOptions | None = None) -> None:
@@ -137,51 +138,35 @@ class HttpClient:
             headers.append(f"Authorization: Bearer {self.options.bearer_token}")
         curl.setopt(pycurl.HTTPHEADER, headers)
 
+    @property
+    def handle(self) -> pycurl.Curl:
+        return self._curl
+
     def fetch_text(self, url: str, deadline: float) -> str:
         """GET url and return its body as text, or raise FetchError with a one-line reason."""
-        current = url
-        for _ in range(_MAX_REDIRECTS + 1):
-            status, body = self._get(current, deadline)
-            if status in _REDIRECTS:
-                location = self._curl.getinfo(pycurl.REDIRECT_URL)
-                if location:
-                    if not _same_origin(current, location):
-                        raise FetchError(f"HTTP {status} redirect to another host not followed")
-                    current = location
-                    continue
-            if not 200 <= status < 300:
-                raise FetchError(f"HTTP {status} {_reason(status)}".strip())
+        transfer = Transfer(self, url)
+        while True:
+            transfer.start(deadline)
+            error = None
             try:
-                return body.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise FetchError(f"body is not valid UTF-8 (byte {exc.start})") from None
-        raise FetchError("too many redirects")
+                self._curl.perform()
+            except pycurl.error as exc:
+                error = exc
+            text = transfer.done(error)
+            if text is not None:
+                return text
 
-    def _get(self, url: str, deadline: float) -> tuple[int, bytes]:
-        remaining_ms = int((deadline - time.monotonic()) * 1000)
-        if remaining_ms <= 0:
-            raise FetchError("timed out before connecting")
-        curl = self._curl
-        body = _Body(self.options.max_body_bytes)
-        curl.setopt(pycurl.URL, url)
-        curl.setopt(pycurl.WRITEFUNCTION, body.write)
-        curl.setopt(pycurl.TIMEOUT_MS, remaining_ms)  # the whole exchange, trickling bodies too
-        curl.setopt(pycurl.CONNECTTIMEOUT_MS, remaining_ms)
-        curl.setopt(pycurl.MAXFILESIZE_LARGE, self.options.max_body_bytes)  # a declared size
+    def _claim(self) -> None:
         with self._state:
             if self._closing:
                 raise FetchError("closed")
             self._busy = True
-        try:
-            curl.perform()
-            return curl.getinfo(pycurl.RESPONSE_CODE), b"".join(body.chunks)
-        except pycurl.error as exc:
-            raise FetchError(self._reason(exc, body)) from None
-        finally:
-            with self._state:
-                self._busy = False
-                if self._closing:
-                    curl.close()
+
+    def _release(self) -> None:
+        with self._state:
+            self._busy = False
+            if self._closing:
+                self._curl.close()
 
     def _reason(self, exc: pycurl.error, body: _Body) -> str:
         code, message = exc.args[0], _first_line(exc.args[1] if len(exc.args) > 1 else exc)
@@ -219,6 +204,65 @@ class HttpClient:
             self._closing = True
             if not self._busy:
                 self._curl.close()
+
+
+class Transfer:
+    """One GET through an HttpClient's handle, redirects included: `start` readies the handle
+    (then perform it, or add it to a CurlMulti), `done` reads the outcome. Shared by the
+    blocking fetch and kvops.sources.multi, so both say the same things about a target."""
+
+    def __init__(self, client: HttpClient, url: str) -> None:
+        self.client = client
+        self.url = url
+        self.redirects = 0
+        self._body: _Body | None = None
+
+    def start(self, deadline: float) -> None:
+        remaining_ms = int((deadline - time.monotonic()) * 1000)
+        if remaining_ms <= 0:
+            raise FetchError("timed out before connecting")
+        client = self.client
+        client._claim()
+        curl = client.handle
+        body = self._body = _Body(client.options.max_body_bytes)
+        curl.setopt(pycurl.URL, self.url)
+        curl.setopt(pycurl.WRITEFUNCTION, body.write)
+        curl.setopt(pycurl.TIMEOUT_MS, remaining_ms)  # the whole exchange, trickling bodies too
+        curl.setopt(pycurl.CONNECTTIMEOUT_MS, remaining_ms)
+        curl.setopt(pycurl.MAXFILESIZE_LARGE, client.options.max_body_bytes)  # a declared size
+
+    def abandon(self) -> None:
+        """Give the handle back without an outcome (a fetch loop that failed half-way)."""
+        self.client._release()
+
+    def done(self, error: pycurl.error | None) -> str | None:
+        """The body as text; None when a same-origin redirect was taken (start again); or
+        FetchError with a one-line reason."""
+        client, body = self.client, self._body
+        assert body is not None, "done() before start()"
+        try:
+            if error is not None:
+                raise FetchError(client._reason(error, body))
+            curl = client.handle
+            status = curl.getinfo(pycurl.RESPONSE_CODE)
+            if status in _REDIRECTS:
+                location = curl.getinfo(pycurl.REDIRECT_URL)
+                if location:
+                    if not _same_origin(self.url, location):
+                        raise FetchError(f"HTTP {status} redirect to another host not followed")
+                    self.redirects += 1
+                    if self.redirects > _MAX_REDIRECTS:
+                        raise FetchError("too many redirects")
+                    self.url = location
+                    return None
+            if not 200 <= status < 300:
+                raise FetchError(f"HTTP {status} {_reason(status)}".strip())
+        finally:
+            client._release()
+        try:
+            return b"".join(body.chunks).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FetchError(f"body is not valid UTF-8 (byte {exc.start})") from None
 
 
 def _reason(status: int) -> str:

@@ -32,26 +32,56 @@ class TargetScraper:
         self._lock = threading.Lock()
         self._last_error: str | None = None
 
+    @property
+    def client(self) -> HttpClient:
+        return self._client
+
+    def claim(self) -> bool:
+        """Take the target for one scrape; False while the previous one is still in flight.
+        A claimed target is given back by finish() (or unclaim() if it was not fetched)."""
+        return self._lock.acquire(blocking=False)
+
+    def unclaim(self) -> None:
+        self._lock.release()
+
+    def busy(self) -> TargetSample:
+        return TargetSample(self.target, up=False, error="previous scrape still in flight")
+
     def scrape(self, deadline: float) -> TargetSample:
+        """Fetch, parse and read the target in this thread (ScrapeRunner fetches many targets
+        at once instead, and calls finish() with each body)."""
         start = time.monotonic()
-        if not self._lock.acquire(blocking=False):
-            return TargetSample(self.target, up=False, error="previous scrape still in flight")
+        if not self.claim():
+            return self.busy()
+        outcome: str | FetchError
         try:
-            text = self._client.fetch_text(self.url, deadline)
-            result = parse(text, self.wanted)
-            sample = self.interpret(result, start)
-            if result.errors:
-                line_no, message = result.errors[0]
-                log.debug("%s: %d malformed lines skipped, first at line %d: %s",
-                          self.target, len(result.errors), line_no, message)  # fmt: skip
+            outcome = self._client.fetch_text(self.url, deadline)
         except FetchError as exc:
-            sample = TargetSample(self.target, up=False, error=str(exc))
+            outcome = exc
+        except Exception as exc:  # a bug here must cost this target only
+            log.exception("fetching %s failed", self.target)
+            outcome = FetchError(f"internal error: {type(exc).__name__}")
+        return self.finish(outcome, time.monotonic() - start)
+
+    def finish(self, outcome: str | FetchError, fetch_seconds: float) -> TargetSample:
+        """The sample for one fetched body, or for why there is none. Gives the claim back."""
+        start = time.monotonic()
+        try:
+            if isinstance(outcome, FetchError):
+                sample = TargetSample(self.target, up=False, error=str(outcome))
+            else:
+                result = parse(outcome, self.wanted)
+                sample = self.interpret(result, start - fetch_seconds)
+                if result.errors:
+                    line_no, message = result.errors[0]
+                    log.debug("%s: %d malformed lines skipped, first at line %d: %s",
+                              self.target, len(result.errors), line_no, message)  # fmt: skip
         except Exception as exc:  # a bug here must cost this target only
             log.exception("scraping %s failed", self.target)
             sample = TargetSample(self.target, up=False, error=f"internal error: {type(exc).__name__}")
         finally:
             self._lock.release()
-        sample.scrape_seconds = time.monotonic() - start
+        sample.scrape_seconds = fetch_seconds + (time.monotonic() - start)
         self._log_transition(sample)
         return sample
 

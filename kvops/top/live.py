@@ -15,7 +15,7 @@ from kvops.exporter.collector import ScrapeRunner, default_hardware_sources
 from kvops.snapshot import Snapshot, TargetSample
 from kvops.sources import kvops_exposition, vllm
 from kvops.sources.exposition import ParseResult
-from kvops.sources.http import FetchOptions
+from kvops.sources.http import FetchError, FetchOptions
 from kvops.sources.target import TargetScraper
 
 log = logging.getLogger(__name__)
@@ -35,9 +35,9 @@ class UrlScraper(TargetScraper):
         super().__init__(url, options)
         self.exporter: Snapshot | None = None
 
-    def scrape(self, deadline: float) -> TargetSample:
-        self.exporter = None
-        return super().scrape(deadline)
+    def finish(self, outcome: str | FetchError, fetch_seconds: float) -> TargetSample:
+        self.exporter = None  # set again by interpret() if this scrape got an exporter's page
+        return super().finish(outcome, fetch_seconds)
 
     def interpret(self, result: ParseResult, started: float) -> TargetSample:
         if kvops_exposition.has_kvops_samples(result):

@@ -1,0 +1,139 @@
+"""Many targets fetched together in one thread: concurrency, deadlines, close, re-entry."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from kvops.exporter.collector import ScrapeRunner
+from kvops.sources.http import FetchError, HttpClient
+from kvops.sources.multi import MultiFetcher
+from kvops.sources.target import TargetScraper
+from support.upstream import Upstream, body, hang
+
+PAGE = b'vllm:num_requests_running{model_name="m",engine="0"} 3\n'
+
+
+def fetch_all(fetcher: MultiFetcher, jobs, deadline: float) -> list[tuple[object, float]] | None:
+    """The round's outcomes in job order (None: refused), checking each job ends once."""
+    ended: dict[int, tuple[object, float]] = {}
+
+    def done(index: int, outcome: object, seconds: float) -> None:
+        assert index not in ended
+        ended[index] = (outcome, seconds)
+
+    if not fetcher.fetch(jobs, deadline, done):
+        return None
+    assert sorted(ended) == list(range(len(jobs)))
+    return [ended[i] for i in range(len(jobs))]
+
+
+def slow(seconds: float, data: bytes = PAGE):
+    def handle(h):
+        time.sleep(seconds)
+        body(data)(h)
+
+    return handle
+
+
+def redirect(location: str):
+    def handle(h):
+        h.send_response(302)
+        h.send_header("Location", location)
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    return handle
+
+
+def test_targets_are_fetched_at_once_and_answered_in_order(upstream: Upstream):
+    urls = [upstream.route(f"t{i}", slow(0.5, f"page {i}\n".encode())) + "/metrics" for i in range(4)]
+    clients = [HttpClient() for _ in urls]
+    fetcher = MultiFetcher()
+    began = time.monotonic()
+    results = fetch_all(fetcher, list(zip(clients, urls, strict=True)), time.monotonic() + 5)
+    took = time.monotonic() - began
+    assert results is not None
+    assert [text for text, _ in results] == [f"page {i}\n" for i in range(4)]
+    assert took < 1.5, took  # together: about one delay, not four
+    assert all(0.4 < seconds <= took for _, seconds in results)
+
+
+def test_each_failure_is_its_own_and_redirects_stay_in_the_origin(upstream: Upstream):
+    good = upstream.route("good", body(PAGE)) + "/metrics"
+    moved = upstream.route("moved", redirect("/good/metrics")) + "/metrics"
+    away = upstream.route("away", redirect("http://192.0.2.1/metrics")) + "/metrics"
+    missing = upstream.route("missing", body("no\n", 503)) + "/metrics"
+    refused = "http://127.0.0.1:1/metrics"
+    jobs = [(HttpClient(), url) for url in (good, moved, away, missing, refused)]
+    results = fetch_all(MultiFetcher(), jobs, time.monotonic() + 5)
+    assert results is not None
+    outcomes = [r for r, _ in results]
+    assert outcomes[:2] == [PAGE.decode(), PAGE.decode()]
+    assert isinstance(outcomes[2], FetchError) and "another host not followed" in str(outcomes[2])
+    assert isinstance(outcomes[3], FetchError) and str(outcomes[3]) == "HTTP 503 Service Unavailable"
+    assert isinstance(outcomes[4], FetchError) and "Connection refused" in str(outcomes[4])
+
+
+def test_a_hung_target_ends_at_the_deadline_and_costs_only_itself(upstream: Upstream):
+    hung = upstream.route("hung", hang(10)) + "/metrics"
+    good = upstream.route("good", body(PAGE)) + "/metrics"
+    began = time.monotonic()
+    results = fetch_all(MultiFetcher(), [(HttpClient(), hung), (HttpClient(), good)], began + 1.0)
+    took = time.monotonic() - began
+    assert results is not None
+    assert 0.9 < took < 1.6, took
+    assert isinstance(results[0][0], FetchError) and "timed out" in str(results[0][0])
+    assert results[1][0] == PAGE.decode()
+
+
+def test_close_during_a_round_returns_at_once_and_ends_the_round(upstream: Upstream):
+    hung = upstream.route("hung", hang(10)) + "/metrics"
+    fetcher = MultiFetcher()
+    client = HttpClient()
+    done: list[object] = []
+    thread = threading.Thread(
+        target=lambda: done.append(fetch_all(fetcher, [(client, hung)], time.monotonic() + 8))
+    )
+    thread.start()
+    time.sleep(0.3)
+    began = time.monotonic()
+    fetcher.close()
+    client.close()  # deferred: the handle is on the multi handle until the round lets go
+    assert time.monotonic() - began < 0.1
+    thread.join(timeout=2)
+    assert not thread.is_alive()
+    [[(outcome, _)]] = done
+    assert isinstance(outcome, FetchError)
+
+
+def test_a_second_round_at_the_same_time_is_refused_not_queued(upstream: Upstream):
+    url = upstream.route("slow", slow(0.6)) + "/metrics"
+    fetcher = MultiFetcher()
+    first = threading.Thread(target=fetch_all, args=(fetcher, [(HttpClient(), url)], time.monotonic() + 5))
+    first.start()
+    time.sleep(0.2)
+    assert fetch_all(fetcher, [(HttpClient(), url)], time.monotonic() + 5) is None
+    first.join()
+
+
+def test_overlapping_scrapes_of_a_runner_both_answer(upstream: Upstream):
+    """Two Prometheus servers scraping one exporter at once: the second scrape fetches in
+    threads; a target the first one is still fetching is reported in flight, not fetched twice."""
+    slow_url = upstream.route("slow", slow(0.8))
+    fast_url = upstream.route("fast", body(PAGE))
+    runner = ScrapeRunner([TargetScraper(slow_url), TargetScraper(fast_url)], [], timeout=5)
+    try:
+        first: list[object] = []
+        thread = threading.Thread(target=lambda: first.append(runner.snapshot()))
+        thread.start()
+        time.sleep(0.3)
+        second = runner.snapshot()
+        thread.join()
+        by_target = {t.target: t for t in second.targets}
+        assert by_target[slow_url].error == "previous scrape still in flight"
+        assert by_target[fast_url].up
+        assert all(t.up for t in first[0].targets)  # type: ignore[attr-defined]
+        assert upstream.hits["/slow/metrics"] == 1
+    finally:
+        runner.close()
