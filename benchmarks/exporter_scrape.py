@@ -31,41 +31,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from collectors import nvml_stub  # noqa: E402  (tests/collectors/nvml_stub.py)
+from sim_targets import start_targets  # noqa: E402  (benchmarks/sim_targets.py)
 
 from support.prom import free_port  # noqa: E402
-
-# N simulated vLLMs, each on its own port. Each answers from a copy of its exposition
-# re-rendered once a second: 16 simulators rendering on every request in one Python process
-# would make the targets, not the exporters, the bottleneck being measured.
-TARGETS_CODE = """
-import sys, threading, time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from kvops.sim.server import Sim
-sims = [Sim(seed=i) for i in range(int(sys.argv[1]))]
-bodies = [s.metrics() for s in sims]
-def refresh():
-    while True:
-        time.sleep(1)
-        for i, s in enumerate(sims):
-            bodies[i] = s.metrics()
-threading.Thread(target=refresh, daemon=True).start()
-def handler(i):
-    class H(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-        def do_GET(self):
-            b = bodies[i]
-            self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers()
-            self.wfile.write(b)
-        def log_message(self, *a): pass
-    return H
-urls = []
-for i in range(len(sims)):
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), handler(i)); srv.daemon_threads = True
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    urls.append(f"http://127.0.0.1:{srv.server_address[1]}")
-print(" ".join(urls), flush=True)
-time.sleep(3600)
-"""
 
 
 def wait_http(url: str, timeout: float = 30) -> None:
@@ -99,9 +67,7 @@ def main() -> int:
     config = nvml_stub.write_config(work / "nvml.json", nvml_stub.gpus(args.gpus))
     env = dict(os.environ, LD_LIBRARY_PATH=str(libdir), **{nvml_stub.CONFIG_ENV: str(config)})
 
-    targets_proc = subprocess.Popen([sys.executable, "-c", TARGETS_CODE, str(args.targets)],
-                                    stdout=subprocess.PIPE, text=True)  # fmt: skip
-    urls = targets_proc.stdout.readline().split()  # type: ignore[union-attr]
+    targets_proc, urls = start_targets(args.targets)
     procs: dict[str, subprocess.Popen[bytes]] = {}
     ports = {"kvops": free_port(), "naive": free_port()}
     target_args = [a for u in urls for a in ("--target", u)]

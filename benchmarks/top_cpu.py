@@ -1,10 +1,11 @@
 """CPU cost of `kvops top` watching 16 targets at 1 Hz, and its time to first frame.
 
-The claim (issue 4): under 3 % of one core. This runs 16 simulated vLLMs (kvops sim) in this
-process, starts `kvops top URL x16` as its own process in a real terminal (tmux, 120x40),
+The claim (issue 4): under 3 % of one core. This runs 16 simulated vLLMs in a process of
+their own (benchmarks/sim_targets.py: each answers at once, as a vLLM's API server does),
+starts `kvops top URL x16` as its own process in a real terminal (tmux, 120x40),
 waits until all 16 engines are on screen (time to first frame: process start to 16 rows),
 then measures the top process's CPU time (user + system, its threads included) over a
-window and divides by wall time. The simulators' CPU is not counted: they run here.
+window and divides by wall time. The simulators' CPU is not counted.
 The dashboard scrapes, parses, normalises, computes rates and redraws each second.
 
     python benchmarks/top_cpu.py [--targets 16] [--interval 1] [--seconds 60]
@@ -23,8 +24,7 @@ import time
 from pathlib import Path
 
 import psutil
-
-from kvops.sim.server import start
+from sim_targets import start_targets  # benchmarks/sim_targets.py
 
 
 def tmux(sock: str, *args: str) -> str:
@@ -51,10 +51,10 @@ def main() -> int:
         print("tmux is needed (apt-get install tmux)", file=sys.stderr)
         return 2
 
-    sims = [start(seed=i) for i in range(args.targets)]
+    targets_proc, target_urls = start_targets(args.targets)
     work = Path(tempfile.mkdtemp(prefix="kvops-top-bench-"))
     sock, pid_file = str(work / "tmux.sock"), work / "pid"
-    urls = " ".join(s.url for s in sims)
+    urls = " ".join(target_urls)
     command = (f"echo $$ > {pid_file}; exec {sys.executable} -m kvops.cli top "
                f"--interval {args.interval:g} {urls}")  # fmt: skip
     try:
@@ -87,8 +87,7 @@ def main() -> int:
         proc.wait(timeout=10)
     finally:
         subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
-        for s in sims:
-            s.stop()
+        targets_proc.terminate()
         shutil.rmtree(work, ignore_errors=True)
     result = {
         "targets": args.targets,
