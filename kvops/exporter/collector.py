@@ -1,5 +1,8 @@
 """One scrape: every source concurrently, each behind its own error boundary and deadline.
 
+Targets are fetched together in the scraping thread (kvops.sources.multi) and parsed as each
+arrives; hardware collectors run in worker threads meanwhile (a driver call may hang).
+
 Like node_exporter, each source reports kvops_collector_success / _duration_seconds, so a
 broken or slow source costs only its own series. Sources are pulled on demand, when
 Prometheus scrapes: there is no background timer and no stale cache.
