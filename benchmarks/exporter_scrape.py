@@ -2,10 +2,11 @@
 
     python benchmarks/exporter_scrape.py [--targets 16] [--gpus 8] [--scrapes 300]
 
-Setup, all on loopback: one process serves N simulated vLLMs (`kvops.sim.server.Sim`,
-vLLM 0.33 format, re-rendered once a second); the NVML stub library from tests/collectors/
-plays G GPUs. Two exporter processes scrape the same targets and the same stub GPUs:
-- kvops: `kvops exporter` as shipped (targets fetched concurrently, fast parser);
+Setup, all on loopback: N simulated vLLMs (`kvops.sim.server.Sim`, vLLM 0.33 format,
+re-rendered once a second), one process each (benchmarks/sim_targets.py); the NVML stub
+library from tests/collectors/ plays G GPUs. Two exporter processes scrape the same targets
+and the same stub GPUs:
+- kvops: `kvops exporter` as shipped (targets fetched together by libcurl, fast parser);
 - naive: what one writes first (benchmarks/naive_exporter.py): fetch each target in turn,
   parse with prometheus_client.parser, then the same families.
 Each is scraped alternately; latency is measured by the client, CPU seconds per scrape from
@@ -67,7 +68,8 @@ def main() -> int:
     config = nvml_stub.write_config(work / "nvml.json", nvml_stub.gpus(args.gpus))
     env = dict(os.environ, LD_LIBRARY_PATH=str(libdir), **{nvml_stub.CONFIG_ENV: str(config)})
 
-    targets_proc, urls = start_targets(args.targets)
+    targets = start_targets(args.targets)
+    urls = targets.urls
     procs: dict[str, subprocess.Popen[bytes]] = {}
     ports = {"kvops": free_port(), "naive": free_port()}
     target_args = [a for u in urls for a in ("--target", u)]
@@ -123,9 +125,10 @@ def main() -> int:
         )
         gpus = sum(1 for line in text.splitlines() if line.startswith("kvops_gpu_memory_total_bytes{"))
     finally:
-        for p in [*procs.values(), targets_proc]:
+        for p in procs.values():
             p.terminate()
             p.wait(timeout=10)
+        targets.stop()
 
     print(f"{args.targets} simulated vLLM targets ({up} up), {gpus} stub GPUs, {args.scrapes} scrapes each; "
           f"python {platform.python_version()}, {os.cpu_count()} cores")  # fmt: skip

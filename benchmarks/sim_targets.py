@@ -1,10 +1,10 @@
-"""N simulated vLLMs in their own process, for the benchmarks that scrape them.
+"""N simulated vLLMs, each in a process of its own, for the benchmarks that scrape them.
 
 Each target answers from a copy of its exposition re-rendered once a second, the whole body
-in one write, as a vLLM's API server does from its own process. Sixteen simulators rendering
-on every request in one Python process would make the targets, not the scraper being
-measured, the bottleneck: their bodies would trickle out and cost the scraper wake-ups that
-no real vLLM causes.
+in one write, as a vLLM's API server does from its own process. Sixteen simulators in one
+Python process would make the targets, not the scraper being measured, the bottleneck:
+while one re-renders (~13 ms, holding that process's GIL) the other fifteen cannot answer,
+and their bodies trickle out, costing the scraper wake-ups and latency no real vLLM causes.
 """
 
 from __future__ import annotations
@@ -43,12 +43,22 @@ time.sleep(3600)
 """
 
 
-def start_targets(count: int) -> tuple[subprocess.Popen[str], list[str]]:
-    """The targets' process (terminate it when done) and their base URLs."""
-    command = [sys.executable, "-c", TARGETS_CODE, str(count)]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
-    urls = proc.stdout.readline().split()  # type: ignore[union-attr]
-    if len(urls) != count:
-        proc.kill()
-        raise SystemExit("the simulated targets did not start")
-    return proc, urls
+class Targets:
+    def __init__(self, count: int) -> None:
+        command = [sys.executable, "-c", TARGETS_CODE, "1"]
+        self.procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(count)]
+        self.urls = [url for p in self.procs for url in p.stdout.readline().split()]  # type: ignore[union-attr]
+        if len(self.urls) != count:
+            self.stop()
+            raise SystemExit("the simulated targets did not start")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.terminate()
+        for proc in self.procs:
+            proc.wait(timeout=10)
+
+
+def start_targets(count: int) -> Targets:
+    """`count` simulated vLLMs (.urls), one process each; .stop() when done."""
+    return Targets(count)

@@ -51,10 +51,10 @@ def main() -> int:
         print("tmux is needed (apt-get install tmux)", file=sys.stderr)
         return 2
 
-    targets_proc, target_urls = start_targets(args.targets)
+    targets = start_targets(args.targets)
     work = Path(tempfile.mkdtemp(prefix="kvops-top-bench-"))
     sock, pid_file = str(work / "tmux.sock"), work / "pid"
-    urls = " ".join(target_urls)
+    urls = " ".join(targets.urls)
     command = (f"echo $$ > {pid_file}; exec {sys.executable} -m kvops.cli top "
                f"--interval {args.interval:g} {urls}")  # fmt: skip
     try:
@@ -87,7 +87,7 @@ def main() -> int:
         proc.wait(timeout=10)
     finally:
         subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
-        targets_proc.terminate()
+        targets.stop()
         shutil.rmtree(work, ignore_errors=True)
     result = {
         "targets": args.targets,
