@@ -236,7 +236,7 @@ def _read_matches(
     body: str, pattern: re.Pattern[str], wanted: frozenset[str], count_prefixes: tuple[str, ...]
 ) -> ParseResult | None:
     result = ParseResult()
-    samples, types, errors = result.samples, result.types, result.errors
+    types, errors = result.types, result.errors
     for m in pattern.finditer(body):
         if m.group("indented") is not None:
             return None
@@ -251,19 +251,26 @@ def _read_matches(
         # The name as reading every line would cut it ('{' first): it may not be the match.
         if line[: _cut(line)] not in wanted:
             continue
-        try:
-            name, labels, value = parse_sample_line(line)
-        except ParseError as exc:
-            errors.append((body.count("\n", 0, start), str(exc)))
-            continue
-        if count_prefixes and name.startswith(count_prefixes):
-            result.has_prefixed_sample = True
-        bucket = samples.get(name)
-        if bucket is None:
-            samples[name] = [(labels, value)]
-        else:
-            bucket.append((labels, value))
+        problem = _add_sample(result, line, count_prefixes)
+        if problem is not None:
+            errors.append((body.count("\n", 0, start), problem))
     return result
+
+
+def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...]) -> str | None:
+    """Parse one wanted sample line into result; what is wrong with it, if anything."""
+    try:
+        name, labels, value = parse_sample_line(line)
+    except ParseError as exc:
+        return str(exc)
+    if count_prefixes and name.startswith(count_prefixes):
+        result.has_prefixed_sample = True
+    bucket = result.samples.get(name)
+    if bucket is None:
+        result.samples[name] = [(labels, value)]
+    else:
+        bucket.append((labels, value))
+    return None
 
 
 def _cut(line: str) -> int:
@@ -283,7 +290,6 @@ def _parse_every_line(
     count_prefixes: tuple[str, ...],
 ) -> ParseResult:
     result = ParseResult()
-    samples = result.samples
     if wanted is None:
         keep: Callable[[str], bool] = lambda _name: True  # noqa: E731
     elif callable(wanted):
@@ -330,16 +336,7 @@ def _parse_every_line(
                 except ParseError as exc:
                     errors.append((line_no, str(exc)))
             continue
-        try:
-            name, labels, value = parse_sample_line(line)
-        except ParseError as exc:
-            errors.append((line_no, str(exc)))
-            continue
-        if count_prefixes and name.startswith(count_prefixes):
-            result.has_prefixed_sample = True
-        bucket = samples.get(name)
-        if bucket is None:
-            samples[name] = [(labels, value)]
-        else:
-            bucket.append((labels, value))
+        problem = _add_sample(result, line, count_prefixes)
+        if problem is not None:
+            errors.append((line_no, problem))
     return result
