@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kvops.bench.plan import Case, Plan
 from kvops.bench.results import CaseFailure, CaseResult, DeviceInfo
 from kvops.bench.stats import summarise
-from kvops.errors import UsageError
+from kvops.errors import UsageError, one_line
 
 if TYPE_CHECKING:
     import torch
@@ -240,13 +240,8 @@ def measure(
             results.append(outcome)
         except Exception as exc:  # one case's failure must not lose the others' results
             cache.drop()
-            outcome = CaseFailure(case, _one_line(exc))
+            outcome = CaseFailure(case, one_line(exc, typed=True))
             failures.append(outcome)
         if progress is not None:
             progress(i, outcome)
     return results, failures
-
-
-def _one_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__

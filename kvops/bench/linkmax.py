@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from kvops.bench.results import DeviceInfo, LinkMax
 from kvops.collectors import linkspeed
+from kvops.errors import one_line
 from kvops.snapshot import GpuSample
 
 FLAG_SOURCE = "--link-max-gbps"
@@ -108,7 +109,7 @@ def from_collector(device: DeviceInfo) -> LinkMax:
         collector = getattr(module, class_name)()
         samples = collector.collect()
     except Exception as exc:  # a broken driver library must not stop the measurement
-        return LinkMax(None, f"{name} collector failed: {_one_line(exc)}")
+        return LinkMax(None, f"{name} collector failed: {one_line(exc, typed=True)}")
     finally:
         close = getattr(collector, "close", None)
         if callable(close):
@@ -133,8 +134,3 @@ def planned(flag_bytes_per_second: float | None) -> str:
     if flag_bytes_per_second is not None:
         return f"{flag_bytes_per_second / 1e9:.1f} GB/s per direction (from {FLAG_SOURCE})"
     return "from the GPU's nvidia/amd collector at run time; 'link max unknown' where it has none"
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector
 
-from kvops.errors import UsageError
+from kvops.errors import UsageError, one_line
 from kvops.exporter.config import DEFAULT_TIMEOUT
 from kvops.exporter.families import self_families, target_families
 from kvops.snapshot import CollectorStatus, GpuSample, HostSample, Snapshot, TargetSample
@@ -127,7 +127,7 @@ class ScrapeRunner:
         try:
             urls = self.discovery.targets()
         except Exception as exc:  # keep the last known targets: a flaky API must not drop them
-            error = _one_line(exc)
+            error = one_line(exc)
             if error != self._discovery_error:
                 log.warning("target discovery %s: %s", self.discovery.name, error)
             self._discovery_error = error
@@ -260,7 +260,7 @@ class ScrapeRunner:
         try:
             duration, value = future.result()
         except _TimedFailure as failure:
-            error = _one_line(failure.error)
+            error = one_line(failure.error)
             source.note(error)
             return CollectorStatus(source.name, False, failure.duration, error)
         if isinstance(value, HostSample):
@@ -296,11 +296,6 @@ def _timed(fn: Callable[[], Any]) -> tuple[float, Any]:
     except Exception as exc:
         raise _TimedFailure(exc, time.monotonic() - start) from exc
     return time.monotonic() - start, value
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0][:300]
 
 
 def _hardware_families() -> Any:

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit, urlunsplit
 import certifi
 import pycurl
 
-from kvops.errors import UsageError
+from kvops.errors import UsageError, one_line
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 _READ_CHUNK = 64 * 1024
@@ -169,7 +169,7 @@ class HttpClient:
                 self._curl.close()
 
     def _reason(self, exc: pycurl.error, body: _Body) -> str:
-        code, message = exc.args[0], _first_line(exc.args[1] if len(exc.args) > 1 else exc)
+        code, message = exc.args[0], one_line(exc.args[1] if len(exc.args) > 1 else exc, 200)
         limit = self.options.max_body_bytes
         if body.over:
             return f"body over the limit of {limit} bytes"
@@ -270,8 +270,3 @@ def _reason(status: int) -> str:
         return HTTPStatus(status).phrase
     except ValueError:
         return ""
-
-
-def _first_line(reason: object) -> str:
-    text = str(reason) or type(reason).__name__
-    return text.splitlines()[0][:200]
