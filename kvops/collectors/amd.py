@@ -17,17 +17,16 @@ import contextlib
 import io
 import logging
 import threading
-import time
 from typing import Any
 
 from kvops.collectors import linkspeed
+from kvops.collectors.library import VendorLibrary
 from kvops.collectors.sampler import BackgroundSampler, Rates
 from kvops.snapshot import GpuSample
 
 log = logging.getLogger(__name__)
 
 _KB = 1024
-_INIT_RETRY_SECONDS = 30.0
 
 
 class AmdSmiUnavailable(RuntimeError):
@@ -56,6 +55,15 @@ def _import_amdsmi() -> Any:
     return amdsmi
 
 
+def _load_amdsmi() -> Any:
+    amdsmi = _import_amdsmi()
+    try:
+        amdsmi.amdsmi_init(amdsmi.AmdSmiInitFlags.INIT_AMD_GPUS)
+    except amdsmi.AmdSmiException as e:
+        raise AmdSmiUnavailable(f"AMD SMI init failed: {_error_line(amdsmi, e)}") from None
+    return amdsmi
+
+
 def _error_line(amdsmi: Any, e: Exception) -> str:
     if isinstance(e, amdsmi.AmdSmiLibraryException):
         return str(e.get_error_info(detailed=False))
@@ -69,32 +77,13 @@ class AmdCollector:
 
     def __init__(self, throughput_interval: float = 5.0) -> None:
         self._throughput_interval = throughput_interval
+        self._library = VendorLibrary(_load_amdsmi, AmdSmiUnavailable)
         self._amdsmi: Any = None
-        self._initialized = False
-        self._init_error: str | None = None
-        self._init_failed_at = 0.0
         self._lock = threading.Lock()
         self._unsupported: set[tuple[str, str]] = set()
         self._warned: set[tuple[str, str]] = set()
         self._identity: dict[str, tuple[str | None, str | None]] = {}
         self._sampler: BackgroundSampler | None = None
-
-    def _ensure_init(self) -> Any:
-        if self._initialized:
-            return self._amdsmi
-        if self._init_error and time.monotonic() - self._init_failed_at < _INIT_RETRY_SECONDS:
-            raise AmdSmiUnavailable(self._init_error)
-        try:
-            amdsmi = _import_amdsmi()
-            try:
-                amdsmi.amdsmi_init(amdsmi.AmdSmiInitFlags.INIT_AMD_GPUS)
-            except amdsmi.AmdSmiException as e:
-                raise AmdSmiUnavailable(f"AMD SMI init failed: {_error_line(amdsmi, e)}") from None
-        except AmdSmiUnavailable as e:
-            self._init_error, self._init_failed_at = str(e), time.monotonic()
-            raise
-        self._amdsmi, self._initialized, self._init_error = amdsmi, True, None
-        return amdsmi
 
     def _query(self, key: str, what: str, fn: Any, *args: Any) -> Any:
         """fn(*args), or None where amdsmi would not say; NOT_SUPPORTED is not asked again."""
@@ -117,7 +106,7 @@ class AmdCollector:
 
     def collect(self) -> list[GpuSample]:
         with self._lock:
-            amdsmi = self._ensure_init()
+            amdsmi = self._amdsmi = self._library.get()
             try:
                 handles = amdsmi.amdsmi_get_processor_handles()
             except amdsmi.AmdSmiException as e:
@@ -208,9 +197,4 @@ class AmdCollector:
             if self._sampler is not None:
                 self._sampler.close()
                 self._sampler = None
-            if self._initialized:
-                try:
-                    self._amdsmi.amdsmi_shut_down()
-                except Exception as e:  # shutting down: nothing left to degrade
-                    log.debug("amdsmi_shut_down: %s", e)
-                self._initialized = False
+            self._library.shut_down(lambda amdsmi: amdsmi.amdsmi_shut_down(), "amdsmi_shut_down")

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from kvops.collectors import linkspeed
+from kvops.collectors.library import VendorLibrary
 from kvops.collectors.sampler import BackgroundSampler, Rates
 from kvops.snapshot import GpuSample
 
@@ -43,8 +43,6 @@ _VALUE_TYPES: dict[int, tuple[str, int, bool]] = {
     5: ("siVal", 32, True),
     6: ("usVal", 16, False),
 }
-
-_INIT_RETRY_SECONDS = 30.0
 
 
 class NvmlUnavailable(RuntimeError):
@@ -83,10 +81,8 @@ class NvidiaCollector:
 
     def __init__(self, throughput_interval: float = 5.0) -> None:
         self._throughput_interval = throughput_interval
+        self._library = VendorLibrary(_load_nvml, NvmlUnavailable)
         self._nvml: Any = None
-        self._initialized = False
-        self._init_error: str | None = None
-        self._init_failed_at = 0.0
         self._lock = threading.Lock()
         self._unsupported: set[tuple[str, str]] = set()  # (uuid, value) never asked again
         self._counters: dict[tuple[str, str], WrappingCounter] = {}
@@ -94,30 +90,6 @@ class NvidiaCollector:
         self._identity: dict[str, tuple[str | None, str | None]] = {}
         self._warned: set[tuple[str, str]] = set()
         self._sampler: BackgroundSampler | None = None
-
-    # --- setup -------------------------------------------------------------------------
-    def _ensure_init(self) -> Any:
-        if self._initialized:
-            return self._nvml
-        if self._init_error and time.monotonic() - self._init_failed_at < _INIT_RETRY_SECONDS:
-            raise NvmlUnavailable(self._init_error)
-        try:
-            import pynvml
-        except ImportError:
-            self._fail_init("nvidia-ml-py is not installed (pip install 'kvops[nvidia]')")
-        try:
-            pynvml.nvmlInit()
-        except pynvml.NVMLError as e:
-            self._fail_init(_init_message(pynvml, e))
-        self._nvml = pynvml
-        self._initialized = True
-        self._init_error = None
-        return pynvml
-
-    def _fail_init(self, message: str) -> None:
-        self._init_error = message
-        self._init_failed_at = time.monotonic()
-        raise NvmlUnavailable(message)
 
     # --- per value ---------------------------------------------------------------------
     def _query(self, uuid: str, what: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -152,7 +124,7 @@ class NvidiaCollector:
     # --- collection --------------------------------------------------------------------
     def collect(self) -> list[GpuSample]:
         with self._lock:
-            nvml = self._ensure_init()
+            nvml = self._nvml = self._library.get()
             try:
                 count = nvml.nvmlDeviceGetCount()
             except nvml.NVMLError as e:
@@ -295,12 +267,19 @@ class NvidiaCollector:
             if self._sampler is not None:
                 self._sampler.close()
                 self._sampler = None
-            if self._initialized:
-                try:
-                    self._nvml.nvmlShutdown()
-                except Exception as e:  # shutting down: nothing left to degrade
-                    log.debug("nvmlShutdown: %s", e)
-                self._initialized = False
+            self._library.shut_down(lambda nvml: nvml.nvmlShutdown(), "nvmlShutdown")
+
+
+def _load_nvml() -> Any:
+    try:
+        import pynvml
+    except ImportError:
+        raise NvmlUnavailable("nvidia-ml-py is not installed (pip install 'kvops[nvidia]')") from None
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError as e:
+        raise NvmlUnavailable(_init_message(pynvml, e)) from None
+    return pynvml
 
 
 def _init_message(nvml: Any, e: Exception) -> str:
