@@ -20,6 +20,8 @@ def kvops(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         (["exporter", "--target", "http://"], "no host"),
         (["exporter", "--target", "http://h:99999"], "bad port"),
         (["exporter", "--target", "http://user:pw@h:8000"], "credentials"),
+        (["exporter", "--target", "http://h:8000/x\ty"], "control characters"),
+        (["top", "--once", "http://h:8000/\x7f"], "control characters"),
         (["exporter", "--listen", "nowhere"], "expected HOST:PORT"),
         (["exporter", "--timeout", "0"], "--timeout"),
         (["exporter", "--timeout", "abc"], "invalid float value"),

@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http import HTTPStatus
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import certifi
 import pycurl
@@ -36,6 +36,8 @@ def normalise_target(url: str) -> str:
     not an http(s) URL with a host.
     """
     raw = url.strip()
+    if not raw.isprintable():
+        raise UsageError(f"target {url!r}: control characters in the URL")
     if "://" not in raw:
         raw = "http://" + raw
     try:
@@ -223,14 +225,19 @@ class Transfer:
         if remaining_ms <= 0:
             raise FetchError("timed out before connecting")
         client = self.client
+        url = _ascii_url(self.url)
         client._claim()
         curl = client.handle
         body = self._body = _Body(client.options.max_body_bytes)
-        curl.setopt(pycurl.URL, self.url)
-        curl.setopt(pycurl.WRITEFUNCTION, body.write)
-        curl.setopt(pycurl.TIMEOUT_MS, remaining_ms)  # the whole exchange, trickling bodies too
-        curl.setopt(pycurl.CONNECTTIMEOUT_MS, remaining_ms)
-        curl.setopt(pycurl.MAXFILESIZE_LARGE, client.options.max_body_bytes)  # a declared size
+        try:
+            curl.setopt(pycurl.URL, url)
+            curl.setopt(pycurl.WRITEFUNCTION, body.write)
+            curl.setopt(pycurl.TIMEOUT_MS, remaining_ms)  # the whole exchange, trickling bodies too
+            curl.setopt(pycurl.CONNECTTIMEOUT_MS, remaining_ms)
+            curl.setopt(pycurl.MAXFILESIZE_LARGE, client.options.max_body_bytes)  # a declared size
+        except (pycurl.error, ValueError) as exc:  # the handle is not left claimed
+            client._release()
+            raise FetchError(f"cannot fetch this URL: {one_line(exc)}") from None
 
     def abandon(self) -> None:
         """Give the handle back without an outcome (a fetch loop that failed half-way)."""
@@ -264,6 +271,26 @@ class Transfer:
             return b"".join(body.chunks).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise FetchError(f"body is not valid UTF-8 (byte {exc.start})") from None
+
+
+# What a path or query may keep as it is; anything else is percent-encoded.
+_URL_SAFE = "/%:@!$&'()*+,;=-._~?"
+
+
+def _ascii_url(url: str) -> str:
+    """The URL as libcurl takes it, in ASCII: a host in IDNA, a path and query percent-encoded
+    (urllib3 did the same before kvops fetched with libcurl). FetchError if it cannot be."""
+    if url.isascii() and url.isprintable() and " " not in url:
+        return url
+    if not url.isprintable():
+        raise FetchError("URL holds control characters")
+    parts = urlsplit(url)
+    try:
+        host = (parts.hostname or "").encode("idna").decode("ascii")
+    except UnicodeError:
+        raise FetchError(f"host {parts.hostname!r} is not a valid international domain name") from None
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, quote(parts.path, _URL_SAFE), quote(parts.query, _URL_SAFE), ""))
 
 
 def _reason(status: int) -> str:

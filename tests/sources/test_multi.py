@@ -5,6 +5,8 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from kvops.exporter.collector import ScrapeRunner
 from kvops.sources.http import FetchError, HttpClient
 from kvops.sources.multi import MultiFetcher
@@ -137,3 +139,18 @@ def test_overlapping_scrapes_of_a_runner_both_answer(upstream: Upstream):
         assert upstream.hits["/slow/metrics"] == 1
     finally:
         runner.close()
+
+
+def test_international_and_spaced_urls_are_fetched_as_ascii(upstream: Upstream):
+    """A host in IDNA, a path percent-encoded (as urllib3 did); the handle is never left claimed."""
+    upstream.routes["/caf%C3%A9%20bar/metrics"] = body(PAGE)
+    client = HttpClient()
+    assert client.fetch_text(f"{upstream.base}/café bar/metrics", time.monotonic() + 5) == PAGE.decode()
+    results = fetch_all(MultiFetcher(), [(HttpClient(), "http://xn--bcher-kva.invalid/m"), (HttpClient(), "http://bücher.invalid/m")],
+                        time.monotonic() + 5)  # fmt: skip
+    assert results is not None
+    for outcome, _ in results:
+        assert isinstance(outcome, FetchError) and "xn--bcher-kva.invalid" in str(outcome)
+    with pytest.raises(FetchError, match="not a valid international domain name"):
+        client.fetch_text("http://" + "a" * 70 + "é.com/m", time.monotonic() + 5)
+    assert client.fetch_text(f"{upstream.base}/café bar/metrics", time.monotonic() + 5) == PAGE.decode()
