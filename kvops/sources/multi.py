@@ -1,10 +1,10 @@
 """Many targets' fetches at once in the calling thread, on one libcurl multi handle.
 
 A thread per target costs more than the fetch itself: with 16 simulated targets, sixteen
-threads waking, taking the GIL and handing results back used 10-12 ms of CPU per round, this
-loop (which leaves the waiting to libcurl) 8 ms; `kvops top`'s non-UI CPU went from 1.7 % to
-1.2 % of a core (benchmarks/top_cpu.py). The multi handle also keeps the connections alive
-between rounds, so it lives as long as its user.
+threads waking, taking the GIL and handing results back used 12.3-12.6 ms of CPU per round,
+this loop (which leaves the waiting to libcurl) 9.1-9.3 ms (benchmarks/scrape_round.py).
+The multi handle also keeps the connections alive between rounds, so it lives as long as
+its user.
 """
 
 from __future__ import annotations
