@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
+
+from textual.pilot import Pilot
 
 from kvops.snapshot import Snapshot
 from kvops.sources.replay import ReplaySource
@@ -24,12 +28,20 @@ def _fleet(tmp: Path) -> list[str]:
     return [str(f) for f in files]
 
 
+@contextlib.asynccontextmanager
+async def fleet(
+    tmp: Path, size: tuple[int, int] = (120, 40)
+) -> AsyncIterator[tuple[TopApp, Pilot, TargetTable]]:
+    """The app showing the whole fleet's last frame, its pilot and its table."""
+    app = TopApp(ReplaySource(_fleet(tmp), 1.0), 0.05)
+    async with app.run_test(size=size) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        yield app, pilot, app.query_one("#targets", TargetTable)
+
+
 @drive
 async def test_cursor_keys_scroll_and_enter_opens_the_picked_target(tmp_path):
-    app = TopApp(ReplaySource(_fleet(tmp_path), 1.0), 0.05)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.ended)
-        table = app.query_one("#targets", TargetTable)
+    async with fleet(tmp_path) as (app, pilot, table):
         assert table.row_count == N and table.cursor == 0
         assert "node-00" in screen_text(app) and "node-49" not in screen_text(app)
         await pilot.press("down", "down")
@@ -47,10 +59,7 @@ async def test_cursor_keys_scroll_and_enter_opens_the_picked_target(tmp_path):
 
 @drive
 async def test_cursor_stays_on_its_target_when_the_filter_changes(tmp_path):
-    app = TopApp(ReplaySource(_fleet(tmp_path), 1.0), 0.05)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.ended)
-        table = app.query_one("#targets", TargetTable)
+    async with fleet(tmp_path) as (_app, pilot, table):
         await pilot.press(*["down"] * 7)
         assert table.cursor_key is not None and table.cursor_key[0] == "http://node-07:8000"
         await pilot.press("slash", "0", "7")
@@ -62,9 +71,7 @@ async def test_cursor_stays_on_its_target_when_the_filter_changes(tmp_path):
 
 @drive
 async def test_narrow_terminal_scrolls_sideways(tmp_path):
-    app = TopApp(ReplaySource(_fleet(tmp_path), 1.0), 0.05)
-    async with app.run_test(size=(80, 24)) as pilot:
-        await wait_until(pilot, lambda: app.ended)
+    async with fleet(tmp_path, size=(80, 24)) as (app, pilot, _):
         assert "Preempt" not in screen_text(app).replace("\n", "") and "Pre-" not in screen_text(app)
         await pilot.press(*["right"] * 10)
         screen = screen_text(app)
@@ -82,10 +89,7 @@ def _cursor_background(table: TargetTable):
 @drive
 async def test_cursor_row_dims_when_the_table_loses_focus_and_brightens_again(tmp_path):
     """The table keeps its resolved styles between frames: focus changes must still show."""
-    app = TopApp(ReplaySource(_fleet(tmp_path), 1.0), 0.05)
-    async with app.run_test(size=(120, 40)) as pilot:
-        await wait_until(pilot, lambda: app.ended)
-        table = app.query_one("#targets", TargetTable)
+    async with fleet(tmp_path) as (_app, pilot, table):
         focused = _cursor_background(table)
         await pilot.press("slash")  # the filter box takes the focus
         await pilot.pause()
