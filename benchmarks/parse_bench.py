@@ -24,7 +24,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from kvops.sources.exposition import parse
 from kvops.sources.vllm import WANTED
 
-FIXTURE = Path(__file__).resolve().parents[1].parent / "shared/fixtures/vllm/0.33.0/offload-t2.prom"
+FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/vllm/0.33.0/offload-t2.prom"
 
 
 def enlarge(text: str, copies: int = 10) -> str:

@@ -3,7 +3,7 @@
 The exporter builds its families from these specs, the dashboard generator and the alert
 tests check their expressions against them. Names follow Prometheus conventions: base
 units (bytes, seconds), 0-1 ratios, `_total` on counters, no colon.
-DESIGN.md's contract table is the part users depend on; do not rename or drop those.
+docs/DESIGN.md's contract table is the part users depend on; do not rename or drop those.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Interval figures from two Snapshots: the one place hit rates and bandwidths are computed.
 
-Counter rules (DESIGN.md, like Prometheus's rate()):
+Counter rules (docs/DESIGN.md, like Prometheus's rate()):
 - absent in the first sample, present in the second: created in between, counts from 0;
 - lower in the second than in the first: the source restarted, counts from 0;
 - absent in the second: unknown (None).
@@ -106,7 +106,7 @@ def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | N
 
 
 def interval(prev: Snapshot, cur: Snapshot) -> dict[str, Any]:
-    """The `kvops top --once --json` document (DESIGN.md) for the interval prev -> cur."""
+    """The `kvops top --once --json` document (docs/DESIGN.md) for the interval prev -> cur."""
     wall = cur.time - prev.time if cur.time > prev.time else None
     prev_targets = {t.target: t for t in prev.targets}
     prev_engines = {e.key: e for e in prev.engines()}

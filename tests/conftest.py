@@ -1,4 +1,4 @@
-"""Shared test fixtures: where ../shared is, and the vLLM expositions in it."""
+"""Test fixtures used across folders: the vLLM expositions, upstream servers, exporters, PKI."""
 
 from __future__ import annotations
 
@@ -10,21 +10,21 @@ import pytest
 
 from kvops.exporter.webconfig import WebConfig
 from support.exporter_harness import Exporter
-from support.paths import ROOT, SHARED, VLLM_FIXTURES  # noqa: F401 (re-exported for tests)
+from support.paths import RESEARCH, VLLM_FIXTURES
 from support.pki import make_pki
 from support.upstream import Upstream
 
 
 @pytest.fixture(scope="session")
-def shared_dir() -> Path:
-    if not SHARED.is_dir():
-        pytest.fail(f"../shared not found at {SHARED}; set KVOPS_SHARED")
-    return SHARED
+def vllm_fixtures() -> Path:
+    """tests/fixtures/vllm: expositions written by vLLM's own metrics code (README inside)."""
+    return VLLM_FIXTURES
 
 
 @pytest.fixture(scope="session")
-def vllm_fixtures(shared_dir: Path) -> Path:
-    return shared_dir / "fixtures" / "vllm"
+def research_dir() -> Path:
+    """docs/research: the sourced facts (failure catalog, metric names by release)."""
+    return RESEARCH
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ Per GPU: identity, VRAM and GTT (host memory mapped for the GPU) in bytes, the g
 table's PCIe link, replay count, XGMI read/write per link (KB) and GFX activity, the max
 link from amdsmi_get_pcie_info, per-process VRAM, and PCIe throughput from
 amdsmi_get_gpu_pci_throughput on a background thread (it sleeps 1 s in the kernel).
-Facts and quirks: shared/research/hardware.md §2.
+Facts and quirks: docs/research/hardware.md §2.
 
 `import amdsmi` without ROCm prints two lines to stdout and raises KeyError: the import
 runs with stdout captured and any failure becomes AmdSmiUnavailable, one line. Values

@@ -1,6 +1,6 @@
 """PCIe link generation × width → usable bytes per second, per direction.
 
-Figures (shared/research/hardware.md §1.5 and §5, from the PCI-SIG-derived tables at
+Figures (docs/research/hardware.md §1.5 and §5, from the PCI-SIG-derived tables at
 hpc-notes.pages.dev/reference/pcie): per-lane signalling rate Gen1 2.5 GT/s, Gen2 5,
 Gen3 8, Gen4 16, Gen5 32, Gen6 64; line encoding 8b/10b for Gen1-2 and 128b/130b for
 Gen3-5. So Gen5 x16 = 32e9 × 16 × 128/130 / 8 = 63.0e9 B/s per direction (vendors quote

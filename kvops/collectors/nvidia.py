@@ -4,7 +4,7 @@ Per GPU: identity, memory (v2 struct: `used` excludes driver-reserved memory), P
 counters (field values 197/198, driver r555+), else the driver's 20 ms throughput sample
 taken on a background thread, link generation/width -> link max, PCIe replays, NVLink
 data counters per link, utilisation, per-process GPU memory. Facts and quirks:
-shared/research/hardware.md §1.
+docs/research/hardware.md §1.
 
 Errors: one failing NVML call degrades that one value (None); NotSupported and
 FunctionNotFound are remembered per GPU and not asked again; GPU_IS_LOST drops that GPU

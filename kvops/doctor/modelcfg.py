@@ -1,6 +1,6 @@
 """A Hugging Face config.json read the way vLLM reads it: attention kind, layers, KV bytes per token.
 
-Facts used here (sources in ../shared/research/failures.md):
+Facts used here (sources in docs/research/failures.md):
 - MLA: vLLM's `is_deepseek_mla` is `hf_text_config.model_type` in a fixed list *and* a non-null
   `kv_lora_rank`; the latent cache holds `kv_lora_rank + qk_rope_head_dim` values per token per layer.
 - DSA (DeepSeek Sparse Attention): vLLM sets `is_v32 = hasattr(config, "index_topk")`; the lightning

@@ -3,7 +3,7 @@ version number cannot give, such as whether a build carries a fix.
 
 PR #37090 changed OffloadingConnector's register_kv_caches to look layers up by
 `AttentionLayerBase` instead of `Attention`; with `Attention`, the DSA indexer cache and (after
-PR #25103) MLA layers are missing and the lookup raises KeyError (research/failures.md §A).
+PR #25103) MLA layers are missing and the lookup raises KeyError (docs/research/failures.md §A).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ library vLLM writes its /metrics with, so float formatting, label order, `_creat
 and HELP/TYPE lines come out byte-for-byte in vLLM's style. Which families exist, in what
 order, with which label sets and buckets, comes from layouts.py (extracted from real vLLM
 expositions); a release between the sampled ones is its nearest layout trimmed to the
-families research/vllm-metrics.json says that release had.
+families docs/research/vllm-metrics.json says that release had.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from prometheus_client.process_collector import ProcessCollector
 from kvops import __version__
 from kvops.errors import UsageError
 from kvops.sim.engine import GIB, Engine, Histogram
-from kvops.sim.layouts import CACHE_CONFIG_LABELS, LAYOUTS, PRESENCE
+from kvops.sim.layouts import CACHE_CONFIG_LABELS, LAYOUTS, PRESENCE, Family
 from kvops.snapshot import EngineSample
 
 SIMULATED = " [simulated by kvops sim]"
@@ -296,7 +296,7 @@ class SimCollector:
         yield info
 
     @staticmethod
-    def _ordered(fam: dict[str, Any], children: list[tuple[dict[str, str], Any]]) -> list[Any]:
+    def _ordered(fam: Family, children: list[tuple[dict[str, str], Any]]) -> list[Any]:
         """Children in the order the real release writes them (and only those it has)."""
         if not fam["children"] or fam["children"] == [{}] or fam["name"].endswith("config_info"):
             return children

@@ -44,7 +44,7 @@ class ParseResult:
     types: dict[str, str] = field(default_factory=dict)  # name on its # TYPE line -> type
     errors: list[tuple[int, str]] = field(default_factory=list)  # (line number, message)
     # True once one sample named with a counted prefix (vllm:, lmcache:) parsed: what makes
-    # a target "up" (DESIGN.md). Unwanted lines are checked only until the first one passes.
+    # a target "up" (docs/DESIGN.md). Unwanted lines are checked only until the first one passes.
     has_prefixed_sample: bool = False
 
     def get(self, name: str) -> list[tuple[Labels, float]]:

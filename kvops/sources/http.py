@@ -30,7 +30,7 @@ class FetchError(Exception):
 
 
 def normalise_target(url: str) -> str:
-    """`scheme://host:port[/path]` for a target as given (DESIGN.md's `target` label).
+    """`scheme://host:port[/path]` for a target as given (docs/DESIGN.md's `target` label).
 
     Accepts `host:port` without a scheme (http assumed). Raises UsageError on anything that is
     not an http(s) URL with a host.

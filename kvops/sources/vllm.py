@@ -1,6 +1,6 @@
 """vLLM (0.10 to 0.33) and LMCache expositions -> one TargetSample.
 
-The names changed several times (research/vllm-metrics.md §5, §10):
+The names changed several times (docs/research/vllm-metrics.md §5, §10):
 - KV usage: vllm:kv_cache_usage_perc; vllm:gpu_cache_usage_perc before 0.12 (and early V1).
 - local prefix cache: vllm:prefix_cache_*; vllm:gpu_prefix_cache_* before 0.12 (early V1
   counted blocks, not tokens: kvops reports what vLLM counted).

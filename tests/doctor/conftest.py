@@ -16,8 +16,8 @@ LOGS = HERE / "logs"
 
 
 @pytest.fixture(scope="session")
-def failures(shared_dir: Path) -> list[dict]:
-    return json.loads((shared_dir / "research" / "failures.json").read_text())
+def failures(research_dir: Path) -> list[dict]:
+    return json.loads((research_dir / "failures.json").read_text())
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ from kvops.errors import UsageError
 from kvops.sim import gen_layouts, layouts
 from kvops.sim.render import SIMULATED, Renderer, parse_version
 from kvops.sim.server import build_engine
+from support.paths import RESEARCH
 
 # Label names whose values are the workload's, not the format's.
 VALUE_LABELS = {"model_name"}
@@ -90,8 +91,11 @@ def test_x_y_means_x_y_0() -> None:
     assert parse_version("0.24").text == "0.24.0"
 
 
-def test_layouts_module_is_what_the_fixtures_say(vllm_fixtures: Path) -> None:
-    data = gen_layouts.extract(vllm_fixtures)
+def test_layouts_json_is_what_the_fixtures_say(vllm_fixtures: Path) -> None:
+    """The shipped layouts.json is exactly the generator's output over the in-repo fixtures."""
+    data = gen_layouts.extract(vllm_fixtures, RESEARCH / "vllm-metrics.json")
+    shipped = Path(layouts.__file__).with_name("layouts.json").read_text()
+    assert gen_layouts.render_json(data) == shipped
     assert data["LAYOUTS"] == layouts.LAYOUTS
     assert data["CACHE_CONFIG_LABELS"] == layouts.CACHE_CONFIG_LABELS
-    assert data["PRESENCE"] == layouts.PRESENCE
+    assert {k: tuple(v) for k, v in data["PRESENCE"].items()} == layouts.PRESENCE

@@ -1,10 +1,10 @@
-"""Where the shared fixtures are (../shared beside the repo, or $KVOPS_SHARED)."""
+"""Where the in-repository test data is: fixtures under tests/, research facts under docs/."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("KVOPS_SHARED", ROOT.parent / "shared"))
-VLLM_FIXTURES = SHARED / "fixtures" / "vllm"
+FIXTURES = ROOT / "tests" / "fixtures"
+VLLM_FIXTURES = FIXTURES / "vllm"
+RESEARCH = ROOT / "docs" / "research"
