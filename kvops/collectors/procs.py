@@ -17,9 +17,9 @@ import os
 import socket
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from kvops.snapshot import GpuSample, ProcessMemory
+from kvops.sources.address import host_port
 
 _KB = 1024
 # /proc/PID/status field -> ProcessMemory attribute
@@ -118,15 +118,10 @@ def listening_pids(port: int) -> list[int]:
 
 def target_processes(target_url: str, root: str = "/") -> ProcessMemory | None:
     """The target's process tree memory when it is served from this host, else None."""
-    try:
-        parts = urlsplit(target_url if "//" in target_url else f"http://{target_url}")
-        host, port = parts.hostname, parts.port
-    except ValueError:
+    address = host_port(target_url)
+    if address is None:
         return None
-    if not host:
-        return None
-    if port is None:
-        port = 443 if parts.scheme == "https" else 80
+    host, port = address
     if not is_local_host(host):
         return None
     pids = listening_pids(port)
@@ -148,17 +143,6 @@ def processes_for(targets: list[str], gpus: list[GpuSample], root: str = "/") ->
             attach_gpus(pm, gpus)
             out.append(pm)
     return out
-
-
-def _target_host_port(target_url: str) -> tuple[str, int] | None:
-    try:
-        parts = urlsplit(target_url if "//" in target_url else f"http://{target_url}")
-        host, port = parts.hostname, parts.port
-    except ValueError:
-        return None
-    if not host:
-        return None
-    return host, port or (443 if parts.scheme == "https" else 80)
 
 
 def _listening_by_port() -> dict[int, set[int]]:
@@ -192,7 +176,7 @@ class ProcessTracker:
 
     def _local_target(self, target: str) -> tuple[str, int] | None:
         if target not in self._local:
-            hp = _target_host_port(target)
+            hp = host_port(target)
             self._local[target] = hp if hp is not None and is_local_host(hp[0]) else None
         return self._local[target]
 

@@ -19,21 +19,32 @@ import certifi
 import pycurl
 
 from kvops.errors import UsageError, one_line
+from kvops.sources.address import host_port
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 _READ_CHUNK = 64 * 1024
 _MAX_REDIRECTS = 3
+_ERROR_BODY_BYTES = 65536  # what an error answer keeps of its body (FetchError.body)
 
 
 class FetchError(Exception):
-    """One-line reason a scrape failed (shown in logs and `kvops top`)."""
+    """One-line reason a scrape failed (shown in logs and `kvops top`).
+
+    On an HTTP error status, `status` and the start of the answer's `body` are kept, for a
+    caller whose server explains itself in the body (the Kubernetes API's Status object).
+    """
+
+    def __init__(self, message: str, status: int | None = None, body: bytes = b"") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
 
 
 def normalise_target(url: str) -> str:
     """`scheme://host:port[/path]` for a target as given (docs/DESIGN.md's `target` label).
 
     Accepts `host:port` without a scheme (http assumed). Raises UsageError on anything that is
-    not an http(s) URL with a host.
+    not an http(s) URL with a host and a port from 1 to 65535.
     """
     raw = url.strip()
     if not raw.isprintable():
@@ -48,14 +59,18 @@ def normalise_target(url: str) -> str:
     if scheme not in ("http", "https"):
         raise UsageError(f"target {url!r}: only http and https URLs can be scraped")
     try:
-        host, port = parts.hostname, parts.port
+        parts.port  # noqa: B018 - raises on a port that is not a number in range
     except ValueError:
         raise UsageError(f"target {url!r}: bad port") from None
-    if not host:
+    if not parts.hostname:
         raise UsageError(f"target {url!r}: no host")
     if parts.username or parts.password:
         raise UsageError(f"target {url!r}: put credentials in --config, not in the URL")
-    port = port or (443 if scheme == "https" else 80)
+    address = host_port(raw)
+    assert address is not None  # hostname and port were checked above
+    host, port = address
+    if port == 0:  # port 0 means "any" to a listener; a target has to name its port
+        raise UsageError(f"target {url!r}: bad port 0")
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     path = parts.path.rstrip("/")
     return urlunsplit((scheme, netloc, path, parts.query, ""))
@@ -74,11 +89,11 @@ class FetchOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     bearer_token: str | None = None
     ca_file: str | None = None  # verify TLS against this CA bundle (else the system's)
+    accept: str = "text/plain;version=0.0.4"  # the Prometheus text format, unless asked otherwise
 
 
 def _same_origin(a: str, b: str) -> bool:
-    pa, pb = urlsplit(a), urlsplit(b)
-    return (pa.scheme, pa.hostname, pa.port) == (pb.scheme, pb.hostname, pb.port)
+    return urlsplit(a).scheme.lower() == urlsplit(b).scheme.lower() and host_port(a) == host_port(b)
 
 
 _REDIRECTS = (301, 302, 303, 307, 308)
@@ -136,7 +151,7 @@ class HttpClient:
         curl.setopt(pycurl.HTTP_VERSION, pycurl.CURL_HTTP_VERSION_1_1)
         curl.setopt(pycurl.BUFFERSIZE, _READ_CHUNK)  # fewer write callbacks per body
         curl.setopt(pycurl.CAINFO, self.options.ca_file or certifi.where())
-        headers = ["Accept: text/plain;version=0.0.4", "Accept-Encoding: identity", "User-Agent: kvops"]
+        headers = [f"Accept: {self.options.accept}", "Accept-Encoding: identity", "User-Agent: kvops"]
         if self.options.bearer_token:
             headers.append(f"Authorization: Bearer {self.options.bearer_token}")
         curl.setopt(pycurl.HTTPHEADER, headers)
@@ -264,7 +279,8 @@ class Transfer:
                     self.url = location
                     return None
             if not 200 <= status < 300:
-                raise FetchError(f"HTTP {status} {_reason(status)}".strip())
+                detail = b"".join(body.chunks)[:_ERROR_BODY_BYTES]
+                raise FetchError(f"HTTP {status} {_reason(status)}".strip(), status, detail)
         finally:
             client._release()
         try:

@@ -8,8 +8,9 @@ The runner calls `targets()` on every scrape, so it answers from a cache that a 
 thread refreshes; a slow or failing API server never holds a scrape up for more than
 `first_wait` (the very first answer) and never drops the targets found before.
 
-Plain `requests` rather than the kubernetes client: one LIST call needs a token, a CA and a
-URL, and the client library would pull in a dozen packages for it.
+The LIST goes through kvops's own HTTP client (kvops.sources.http: libcurl, a deadline over the
+whole exchange, a body bound, same-origin redirects only), which already carries a bearer token
+and a CA file; the kubernetes client library would pull in a dozen packages for one call.
 """
 
 from __future__ import annotations
@@ -23,10 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-import requests
+from urllib.parse import urlencode
 
 from kvops.errors import UsageError
+from kvops.sources.http import FetchError, FetchOptions, HttpClient
 
 log = logging.getLogger(__name__)
 
@@ -118,10 +119,10 @@ def pod_target(pod: Mapping[str, Any], default_port: int) -> str:
     return f"{scheme}://{host}:{port}{path}"
 
 
-def _status_message(resp: requests.Response) -> str:
+def _status_message(body: bytes) -> str:
     """The API server's own words from a Status body ("pods is forbidden: User ..."), if any."""
     try:
-        message = json.loads(resp.content[:65536]).get("message")
+        message = json.loads(body).get("message")
     except (ValueError, AttributeError):
         return ""
     return f": {str(message).splitlines()[0][:200]}" if message else ""
@@ -162,7 +163,7 @@ class KubernetesDiscovery:
         self.refresh_seconds = refresh_seconds
         self.timeout = timeout
         self.first_wait = first_wait
-        self._session = requests.Session()
+        self._client: HttpClient | None = None  # rebuilt when the rotated token changes
         self._lock = threading.Lock()
         self._targets: list[str] | None = None  # None: no list has succeeded yet
         self._error: str | None = None
@@ -220,7 +221,7 @@ class KubernetesDiscovery:
         """Every pod on this node matching the selector, following `continue` pages."""
         path = f"/api/v1/namespaces/{self.namespace}/pods" if self.namespace else "/api/v1/pods"
         deadline = time.monotonic() + self.timeout
-        headers = {"Authorization": f"Bearer {self.access.token()}", "Accept": "application/json"}
+        client = self._client_for(self.access.token())
         params = {
             "labelSelector": self.selector,
             "fieldSelector": f"spec.nodeName={self.node_name}",
@@ -228,7 +229,7 @@ class KubernetesDiscovery:
         }
         pods: list[dict[str, Any]] = []
         for _ in range(_MAX_PAGES):
-            page = self._get_json(self.access.base_url + path, params, headers, deadline)
+            page = self._get_json(client, f"{self.access.base_url}{path}?{urlencode(params)}", deadline)
             items = page.get("items")
             if not isinstance(items, list):
                 raise DiscoveryError("Kubernetes API: answer is not a PodList")
@@ -239,38 +240,23 @@ class KubernetesDiscovery:
             params["continue"] = token
         raise DiscoveryError(f"Kubernetes API: more than {_MAX_PAGES} pages of pods")
 
-    def _get_json(
-        self, url: str, params: dict[str, str], headers: dict[str, str], deadline: float
-    ) -> dict[str, Any]:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
+    def _client_for(self, token: str) -> HttpClient:
+        client = self._client
+        if client is None or client.options.bearer_token != token:
+            if client is not None:
+                client.close()
+            ca = str(self.access.ca_file) if self.access.ca_file else None
+            options = FetchOptions(_MAX_LIST_BYTES, token, ca, accept="application/json")
+            client = self._client = HttpClient(options)
+        return client
+
+    def _get_json(self, client: HttpClient, url: str, deadline: float) -> dict[str, Any]:
+        if deadline - time.monotonic() <= 0:
             raise DiscoveryError(f"Kubernetes API: timed out after {self.timeout:g} s")
-        verify: bool | str = str(self.access.ca_file) if self.access.ca_file else True
         try:
-            resp = self._session.get(
-                url,
-                params=params,
-                headers=headers,
-                timeout=(remaining, remaining),
-                verify=verify,
-                allow_redirects=False,
-                stream=True,
-            )
-        except requests.exceptions.SSLError:
-            raise DiscoveryError("Kubernetes API: TLS error (server not trusted by the CA?)") from None
-        except requests.exceptions.Timeout:
-            raise DiscoveryError(f"Kubernetes API: timed out after {self.timeout:g} s") from None
-        except requests.exceptions.RequestException as exc:
-            raise DiscoveryError(f"Kubernetes API: {type(exc).__name__}") from None
-        with resp:
-            if resp.status_code != 200:
-                hint = {
-                    401: " (service-account token rejected)",
-                    403: " (RBAC: the exporter needs list on pods)",
-                }.get(resp.status_code, "")
-                reason = _status_message(resp) or f" {resp.reason or ''}".rstrip()
-                raise DiscoveryError(f"Kubernetes API: HTTP {resp.status_code}{reason}{hint}")
-            body = self._read(resp, deadline)
+            body = client.fetch_text(url, deadline)
+        except FetchError as exc:
+            raise DiscoveryError(self._explain(exc)) from None
         try:
             page = json.loads(body)
         except ValueError:
@@ -279,21 +265,23 @@ class KubernetesDiscovery:
             raise DiscoveryError("Kubernetes API: answer is not a PodList")
         return page
 
-    def _read(self, resp: requests.Response, deadline: float) -> bytes:
-        chunks: list[bytes] = []
-        size = 0
-        try:
-            for chunk in resp.iter_content(64 * 1024):
-                size += len(chunk)
-                if size > _MAX_LIST_BYTES:
-                    raise DiscoveryError(f"Kubernetes API: pod list over {_MAX_LIST_BYTES} bytes")
-                if time.monotonic() > deadline:  # a trickling server: read timeouts never trip
-                    raise DiscoveryError(f"Kubernetes API: timed out after {self.timeout:g} s")
-                chunks.append(chunk)
-        except requests.exceptions.RequestException as exc:
-            reason = type(exc).__name__
-            raise DiscoveryError(f"Kubernetes API: reading the answer failed ({reason})") from None
-        return b"".join(chunks)
+    def _explain(self, exc: FetchError) -> str:
+        """One line for a failed LIST, with the API server's own words and a hint on 401/403."""
+        if exc.status is not None:
+            hint = {
+                401: " (service-account token rejected)",
+                403: " (RBAC: the exporter needs list on pods)",
+            }.get(exc.status, "")
+            reason = _status_message(exc.body) or str(exc).removeprefix(f"HTTP {exc.status}")
+            return f"Kubernetes API: HTTP {exc.status}{reason}{hint}"
+        text = str(exc)
+        if text.startswith("TLS error"):
+            return "Kubernetes API: TLS error (server not trusted by the CA?)"
+        if "timed out" in text:
+            return f"Kubernetes API: timed out after {self.timeout:g} s"
+        if "over the limit" in text:
+            return f"Kubernetes API: pod list over {_MAX_LIST_BYTES} bytes"
+        return f"Kubernetes API: {text}"
 
     def _urls(self, pods: list[dict[str, Any]]) -> list[str]:
         urls: list[str] = []
