@@ -21,6 +21,7 @@ from typing import Any
 
 from kvops.collectors import linkspeed
 from kvops.collectors.library import VendorLibrary
+from kvops.collectors.query import Failure, ValueQuery
 from kvops.collectors.sampler import BackgroundSampler, Rates
 from kvops.snapshot import GpuSample
 
@@ -80,29 +81,19 @@ class AmdCollector:
         self._library = VendorLibrary(_load_amdsmi, AmdSmiUnavailable)
         self._amdsmi: Any = None
         self._lock = threading.Lock()
-        self._unsupported: set[tuple[str, str]] = set()
-        self._warned: set[tuple[str, str]] = set()
+        self._values = ValueQuery("amdsmi", self._classify, lambda e: _error_line(self._amdsmi, e), log)
+        self._query = self._values.ask  # fn(*args), or None where amdsmi would not say
         self._identity: dict[str, tuple[str | None, str | None]] = {}
         self._sampler: BackgroundSampler | None = None
 
-    def _query(self, key: str, what: str, fn: Any, *args: Any) -> Any:
-        """fn(*args), or None where amdsmi would not say; NOT_SUPPORTED is not asked again."""
-        if (key, what) in self._unsupported:
-            return None
+    def _classify(self, e: Exception) -> Failure:
         amdsmi = self._amdsmi
-        try:
-            return fn(*args)
-        except amdsmi.AmdSmiLibraryException as e:
-            if e.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NOT_SUPPORTED:
-                self._unsupported.add((key, what))
-            elif (key, what) not in self._warned:
-                self._warned.add((key, what))
-                log.warning("amdsmi %s failed on GPU %s: %s", what, key, _error_line(amdsmi, e))
-        except Exception as e:  # a binding-level error: this value only
-            if (key, what) not in self._warned:
-                self._warned.add((key, what))
-                log.warning("amdsmi %s failed on GPU %s: %s", what, key, _error_line(amdsmi, e))
-        return None
+        if (
+            isinstance(e, amdsmi.AmdSmiLibraryException)
+            and e.get_error_code() == amdsmi.amdsmi_wrapper.AMDSMI_STATUS_NOT_SUPPORTED
+        ):
+            return Failure.UNSUPPORTED
+        return Failure.TRANSIENT  # a library or binding-level error: this value only
 
     def collect(self) -> list[GpuSample]:
         with self._lock:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from typing import Any
 
 from kvops.collectors import linkspeed
 from kvops.collectors.library import VendorLibrary
+from kvops.collectors.query import Failure, ValueQuery
 from kvops.collectors.sampler import BackgroundSampler, Rates
 from kvops.snapshot import GpuSample
 
@@ -84,38 +84,26 @@ class NvidiaCollector:
         self._library = VendorLibrary(_load_nvml, NvmlUnavailable)
         self._nvml: Any = None
         self._lock = threading.Lock()
-        self._unsupported: set[tuple[str, str]] = set()  # (uuid, value) never asked again
+        self._values = ValueQuery("NVML", self._classify, logger=log)
+        self._query = self._values.ask  # fn(*args), or None if NVML would not say; GPU_IS_LOST raises
         self._counters: dict[tuple[str, str], WrappingCounter] = {}
         self._nvlink_count: dict[str, int] = {}
         self._identity: dict[str, tuple[str | None, str | None]] = {}
-        self._warned: set[tuple[str, str]] = set()
         self._sampler: BackgroundSampler | None = None
 
     # --- per value ---------------------------------------------------------------------
-    def _query(self, uuid: str, what: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """fn(*args), or None if NVML would not say; GPU_IS_LOST propagates."""
-        if (uuid, what) in self._unsupported:
-            return None
+    def _classify(self, e: Exception) -> Failure:
         nvml = self._nvml
-        try:
-            return fn(*args)
-        except nvml.NVMLError_GpuIsLost:
-            raise
-        except (
+        if isinstance(e, nvml.NVMLError_GpuIsLost):
+            return Failure.RAISE
+        unsupported = (
             nvml.NVMLError_NotSupported,
             nvml.NVMLError_FunctionNotFound,
             nvml.NVMLError_ArgumentVersionMismatch,
             nvml.NVMLLibraryMismatchError,
-        ):
-            self._unsupported.add((uuid, what))
-        except Exception as e:  # NoPermission, Timeout, Unknown...: this value only, this time
-            self._warn_once(uuid, what, f"NVML {what} failed on GPU {uuid}: {e}")
-        return None
-
-    def _warn_once(self, uuid: str, what: str, message: str) -> None:
-        if (uuid, what) not in self._warned:
-            self._warned.add((uuid, what))
-            log.warning("%s", message)
+        )
+        # NoPermission, Timeout, Unknown...: this value only, this time
+        return Failure.UNSUPPORTED if isinstance(e, unsupported) else Failure.TRANSIENT
 
     def _counter(self, uuid: str, what: str, raw: float, bits: int, signed: bool) -> float:
         c = self._counters.setdefault((uuid, what), WrappingCounter())
@@ -136,12 +124,12 @@ class NvidiaCollector:
                     handle = nvml.nvmlDeviceGetHandleByIndex(index)
                     sample, needs_sampling = self._sample(str(index), handle)
                 except nvml.NVMLError_GpuIsLost:
-                    self._warn_once(
+                    self._values.warn_once(
                         f"index {index}", "lost", f"NVIDIA GPU {index} is lost (fell off the bus?)"
                     )
                     continue
                 except nvml.NVMLError as e:
-                    self._warn_once(f"index {index}", "handle", f"NVIDIA GPU {index} unreadable: {e}")
+                    self._values.warn_once(f"index {index}", "handle", f"NVIDIA GPU {index} unreadable: {e}")
                     continue
                 if needs_sampling:
                     fallback[sample.uuid] = handle
@@ -167,7 +155,7 @@ class NvidiaCollector:
         s = GpuSample(index=index, uuid=uuid, vendor="nvidia", name=name, pci_bus_id=bus_id)
 
         mem = self._query(uuid, "memory_v2", nvml.nvmlDeviceGetMemoryInfo, h, nvml.nvmlMemory_v2)
-        if mem is None and (uuid, "memory_v2") in self._unsupported:
+        if mem is None and self._values.unsupported(uuid, "memory_v2"):
             mem = self._query(uuid, "memory", nvml.nvmlDeviceGetMemoryInfo, h)  # driver before r510
         if mem is not None:
             s.memory_total_bytes, s.memory_used_bytes = float(mem.total), float(mem.used)
@@ -206,12 +194,12 @@ class NvidiaCollector:
             links = got.get((FI_NVLINK_LINK_COUNT, 0))
             if links is not None:
                 self._nvlink_count[uuid] = int(links[0])
-            elif (uuid, f"field{FI_NVLINK_LINK_COUNT}") in self._unsupported:
+            elif self._values.unsupported(uuid, f"field{FI_NVLINK_LINK_COUNT}"):
                 self._nvlink_count[uuid] = 0  # no NVLink on this GPU; a transient error asks again
         ids: list[tuple[int, int]] = [
             (f, 0)
             for f in (FI_PCIE_COUNT_TX_BYTES, FI_PCIE_COUNT_RX_BYTES)
-            if (uuid, f"field{f}") not in self._unsupported
+            if not self._values.unsupported(uuid, f"field{f}")
         ]
         for link in range(self._nvlink_count.get(uuid, 0)):
             ids += [(FI_NVLINK_THROUGHPUT_DATA_TX, link), (FI_NVLINK_THROUGHPUT_DATA_RX, link)]
@@ -244,7 +232,7 @@ class NvidiaCollector:
                 if fv.nvmlReturn == nvml.NVML_ERROR_GPU_IS_LOST:
                     raise nvml.NVMLError_GpuIsLost()
                 if fv.nvmlReturn in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
-                    self._unsupported.add((uuid, f"field{key[0]}"))
+                    self._values.mark_unsupported(uuid, f"field{key[0]}")
                 continue
             member, bits, signed = _VALUE_TYPES.get(int(fv.valueType), ("ullVal", 64, False))
             out[key] = (float(getattr(fv.value, member)), bits, signed)
