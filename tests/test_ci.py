@@ -1,0 +1,71 @@
+""".ci/run: the README's test command, one step a line, and any failing step fails CI.
+
+The steps are run with stand-ins for apt-get, pip, python and ruff first on PATH (the edge of the
+machine: they record their call and exit as told), so these tests install nothing and run no
+nested test suite; git is the real one, and so is the clone into a directory with nothing beside it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CI = ROOT / ".ci" / "run"
+
+
+def readme_test_command() -> list[str]:
+    block = re.search(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
+    assert block, "the README opens with a sh block of two commands"
+    lines = [ln for ln in block.group(1).splitlines() if ln.strip()]
+    assert len(lines) == 2, lines
+    return [step.strip() for step in lines[1].split("&&")]
+
+
+def ci_steps() -> list[str]:
+    text = CI.read_text()
+    body = text.split("# The README's second command, one step a line:\n", 1)[1]
+    return body.split("\n\n", 1)[0].strip().splitlines()
+
+
+def test_ci_runs_the_readme_test_command_step_by_step() -> None:
+    assert ci_steps() == readme_test_command()
+    assert "set -euo pipefail" in CI.read_text()
+    assert "&&" not in "\n".join(ci_steps())
+
+
+def _run_ci(tmp_path: Path, fail: dict[str, int]) -> tuple[int, list[str]]:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.log"
+    for tool in ("apt-get", "pip", "python", "ruff"):
+        stand_in = bin_dir / tool
+        stand_in.write_text(f'#!/bin/sh\necho "{tool} $*" >> "{calls}"\nexit {fail.get(tool, 0)}\n')
+        stand_in.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "TMPDIR": str(tmp_path)}
+    proc = subprocess.run(["bash", str(CI)], env=env, capture_output=True, text=True, timeout=120)
+    return proc.returncode, calls.read_text().splitlines() if calls.exists() else []
+
+
+@pytest.mark.parametrize(
+    ("failing", "code", "not_reached"),
+    [("apt-get", 100, "pip"), ("pip", 1, "python"), ("python", 1, "ruff")],
+)
+def test_a_failing_step_fails_ci(tmp_path: Path, failing: str, code: int, not_reached: str) -> None:
+    rc, calls = _run_ci(tmp_path, {failing: code})
+    assert rc == code
+    assert any(c.startswith(failing) for c in calls)
+    assert not any(c.startswith(not_reached) for c in calls), calls
+
+
+def test_all_steps_run_in_order_on_a_clone_with_nothing_beside_it(tmp_path: Path) -> None:
+    rc, calls = _run_ci(tmp_path, {})
+    assert rc == 0
+    assert [c.split()[0] for c in calls] == ["apt-get", "apt-get", "pip", "python", "ruff", "ruff"]
+    assert calls[3] == "python -m pytest"
+    # the clone went to a fresh temporary directory, which is gone afterwards
+    assert not any(p.name.startswith("tmp") for p in tmp_path.iterdir() if p.is_dir() and p.name != "bin")
