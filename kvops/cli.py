@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -25,6 +26,14 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("kvops.bench.command", "measure host<->GPU copy bandwidth"),
 }
 
+EXAMPLES = """\
+examples:
+  kvops demo                                   # a simulated vLLM and the dashboard on it
+  kvops exporter --target http://10.0.0.5:8000
+  kvops doctor --log vllm.log
+  kvops COMMAND --help                         # each command's flags and examples
+"""
+
 
 class OneLineArgumentParser(argparse.ArgumentParser):
     """argparse prints the whole usage on a bad flag; print one line and exit 2 instead."""
@@ -35,36 +44,53 @@ class OneLineArgumentParser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineArgumentParser(
-        prog="kvops", description="Operations toolkit for vLLM KV-cache offloading."
+        prog="kvops",
+        description="Operations toolkit for vLLM KV-cache offloading.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"kvops {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineArgumentParser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", parser_class=OneLineArgumentParser, help="one of:"
+    )
     for name, (module_name, help_text) in COMMANDS.items():
-        cmd = sub.add_parser(name, help=help_text, description=help_text)
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            # Not built yet in this checkout: the command says so rather than vanishing.
-            cmd.set_defaults(_module=None, _missing=module_name)
-            continue
+        module = importlib.import_module(module_name)
+        cmd = sub.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=getattr(module, "EXAMPLES", None),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         module.configure(cmd)
         cmd.set_defaults(_module=module)
     return parser
 
 
+def _stdout_gone() -> int:
+    """The reader of our output went away (`kvops ... | head`): end quietly, as `yes | head` does.
+
+    Later writes, including the interpreter's flush at exit, go to /dev/null instead of raising
+    BrokenPipeError again; the exit code is the shell's usual one for SIGPIPE.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + 13  # SIGPIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stderr)
-        return 2
-    if args._module is None:
-        print(f"kvops {args.command}: not available in this build ({args._missing})", file=sys.stderr)
-        return 2
     try:
-        return int(args._module.run(args) or 0)
+        args = parser.parse_args(argv)  # --help and --version print here
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return 2
+        code = int(args._module.run(args) or 0)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return code
+    except BrokenPipeError:
+        return _stdout_gone()
     except UsageError as exc:
         print(f"kvops {args.command}: error: {exc}", file=sys.stderr)
         return 2
