@@ -4,13 +4,31 @@ from __future__ import annotations
 
 import argparse
 
+EXAMPLES = """\
+examples:
+  kvops demo
+  kvops demo --workload chat --vllm-version 0.11.2
+  kvops demo --once --json
+"""
+
+
 DEMO_GPU_BLOCKS = 2048
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", default="1", metavar="S", help="seconds between frames (default 1)")
-    parser.add_argument("--vllm-version", default="0.33.0", help="exposition format to simulate")
-    parser.add_argument("--workload", default="rag", help="chat, rag, bursty or agent (default rag)")
+    parser.add_argument(
+        "--vllm-version",
+        default="0.33.0",
+        metavar="X.Y.Z",
+        help="vLLM release whose /metrics format to simulate (default 0.33.0)",
+    )
+    parser.add_argument(
+        "--workload",
+        default="rag",
+        choices=["chat", "rag", "bursty", "agent"],
+        help="workload preset (default rag, as kvops sim)",
+    )
     parser.add_argument("--once", action="store_true", help="print one frame as text and exit")
     parser.add_argument("--json", action="store_true", help="with --once: the frame as JSON")
 

@@ -22,14 +22,23 @@ if TYPE_CHECKING:
 DMA_HELP = "pinned/pageable host<->GPU copy bandwidth by block size (needs torch and a CUDA/ROCm GPU)"
 
 
+EXAMPLES = """\
+examples:
+  kvops bench dma --dry-run
+  kvops bench dma --sizes 512KiB 2MiB --device 0 --json
+"""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
-    sub = parser.add_subparsers(dest="bench_command", metavar="BENCH")
+    sub = parser.add_subparsers(dest="bench_command", metavar="BENCH", help="one of:")
     dma = sub.add_parser(
         "dma",
         help=DMA_HELP,
         description=DMA_HELP
         + ". Bandwidth is printed in GB/s (1 GB = 10^9 bytes) unless --unit GiB; block sizes in "
         "KiB/MiB (2^10/2^20 bytes). JSON and textfile figures are bytes per second.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     configure_dma(dma)
 
@@ -55,16 +64,30 @@ def configure_dma(p: argparse.ArgumentParser) -> None:
         help="blocks per batched transfer, one copy each as vLLM issues them; 1 = single copies only "
         f"(default {plan.DEFAULT_BLOCKS}, capped at 1 GiB per transfer)",
     )
-    p.add_argument("--repeats", type=int, default=plan.DEFAULT_REPEATS, help="timed repeats per case")
-    p.add_argument("--warmup", type=int, default=plan.DEFAULT_WARMUP, help="untimed repeats first")
-    p.add_argument("--device", type=int, default=0, help="torch's GPU index (after CUDA_VISIBLE_DEVICES)")
+    p.add_argument(
+        "--repeats",
+        type=int,
+        default=plan.DEFAULT_REPEATS,
+        help=f"timed repeats per case (default {plan.DEFAULT_REPEATS})",
+    )
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=plan.DEFAULT_WARMUP,
+        help=f"untimed repeats first (default {plan.DEFAULT_WARMUP})",
+    )
+    p.add_argument(
+        "--device", type=int, default=0, help="torch's GPU index, after CUDA_VISIBLE_DEVICES (default 0)"
+    )
     p.add_argument(
         "--link-max-gbps",
         type=float,
         metavar="GB/S",
         help="per-direction link bandwidth to compare with, GB/s (10^9 B/s); default: the GPU collector's",
     )
-    p.add_argument("--unit", choices=("GB", "GiB"), default="GB", help="bandwidth unit of the table")
+    p.add_argument(
+        "--unit", choices=("GB", "GiB"), default="GB", help="bandwidth unit of the table (default GB)"
+    )
     p.add_argument("--json", action="store_true", help="print JSON only (bytes, bytes/s, seconds)")
     p.add_argument("--textfile", type=Path, metavar="FILE", help="also write node_exporter textfile (*.prom)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and exit; needs no torch or GPU")

@@ -4,6 +4,14 @@ from __future__ import annotations
 
 import argparse
 
+EXAMPLES = """\
+examples:
+  kvops doctor --log vllm.log
+  kvops doctor --model ./DeepSeek-V3.2 --vllm-version 0.17.0 \\
+      --cmd "vllm serve deepseek-ai/DeepSeek-V3.2 --kv-offloading-backend native --kv-offloading-size 64"
+  kvops doctor --list-checks
+"""
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", metavar="DIR|config.json", help="model directory or its config.json")
@@ -12,7 +20,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log", metavar="FILE", help="a vLLM log file, or - for stdin (streamed)")
     parser.add_argument(
-        "--vllm-version", metavar="X.Y.Z", help="vLLM version (else the log's, else installed)"
+        "--vllm-version",
+        metavar="X.Y.Z",
+        help="vLLM version to judge against (default: the log's, else the installed one)",
     )
     parser.add_argument(
         "--here", action="store_true", help="also judge this machine (GPU, RAM, /dev/shm, ...)"
@@ -25,7 +35,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="run the failing serve line, then the fixed one (needs GPU+vllm; else prints them)",
     )
-    parser.add_argument("--timeout", type=float, default=900.0, help="seconds for each --repro server start")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        metavar="S",
+        help="seconds to wait for each --repro server start (default 900)",
+    )
     parser.add_argument("--json", action="store_true", help="print only JSON on stdout")
 
 

@@ -15,6 +15,13 @@ def _positive(text: str) -> int:
     return value
 
 
+EXAMPLES = """\
+examples:
+  kvops size --model ./Llama-3.1-8B-Instruct
+  kvops size --model ./Llama-3.1-405B --max-model-len 32768 --concurrency 4 --tensor-parallel-size 8
+"""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, metavar="DIR|config.json", help="model directory or config")
     parser.add_argument(
@@ -23,9 +30,26 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=["auto", "fp8", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16", "float32"],
         help="KV cache dtype as vllm serve takes it (auto = the model's dtype)",
     )
-    parser.add_argument("--max-model-len", type=_positive, help="tokens per sequence (default: config)")
-    parser.add_argument("--concurrency", type=_positive, default=1, help="sequences to keep offloaded")
-    parser.add_argument("--tensor-parallel-size", type=_positive, default=1)
+    parser.add_argument(
+        "--max-model-len",
+        type=_positive,
+        metavar="TOKENS",
+        help="tokens per sequence (default: the config's max_position_embeddings)",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="sequences to keep offloaded (default 1)",
+    )
+    parser.add_argument(
+        "--tensor-parallel-size",
+        type=_positive,
+        default=1,
+        metavar="N",
+        help="GPUs the KV heads are split over, as vllm serve takes it (default 1)",
+    )
     parser.add_argument("--json", action="store_true", help="print only JSON on stdout")
 
 

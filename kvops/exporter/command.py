@@ -8,6 +8,13 @@ from typing import Any
 DEFAULT_LISTEN = "0.0.0.0:9435"
 
 
+EXAMPLES = """\
+examples:
+  kvops exporter --target http://10.0.0.5:8000 --target http://10.0.0.6:8000
+  kvops exporter --config targets.yml --web-config web.yml --listen 127.0.0.1:9435
+"""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target",
@@ -16,14 +23,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help="vLLM or LMCache base URL or its /metrics URL (repeatable); none: host and GPU only",
     )
-    parser.add_argument("--listen", default=None, metavar="HOST:PORT", help=f"default {DEFAULT_LISTEN}")
+    parser.add_argument(
+        "--listen",
+        default=None,
+        metavar="HOST:PORT",
+        help=f"address to serve /metrics on (default {DEFAULT_LISTEN})",
+    )
     parser.add_argument(
         "--config", metavar="FILE", help="YAML: targets (url, bearer_token_file, ca_file), ..."
     )
     parser.add_argument("--web-config", metavar="FILE", help="exporter-toolkit web config: TLS, basic auth")
-    parser.add_argument("--max-body-bytes", type=int, default=None, metavar="N", help="default 16 MiB")
     parser.add_argument(
-        "--timeout", type=float, default=None, metavar="S", help="upstream timeout, default 5"
+        "--max-body-bytes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="largest /metrics page read from a target, in bytes (default 16 MiB)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds to wait for each target (default 5; always under the scrape's timeout header)",
     )
     parser.add_argument(
         "--no-collector",
@@ -32,19 +54,38 @@ def configure(parser: argparse.ArgumentParser) -> None:
         choices=["host", "nvidia", "amd"],
         help="turn a hardware/host collector off (repeatable)",
     )
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="least severe log lines shown on stderr (default info)",
+    )
     k8s = parser.add_argument_group("in-cluster discovery (docs/deploy.md)")
     k8s.add_argument(
         "--kubernetes-pod-selector",
         metavar="SELECTOR",
         help="also scrape ready pods on this node matching this label selector, e.g. app=vllm",
     )
-    k8s.add_argument("--kubernetes-node-name", metavar="NODE", help="default $NODE_NAME")
+    k8s.add_argument("--kubernetes-node-name", metavar="NODE", help="this node's name (default $NODE_NAME)")
     k8s.add_argument(
-        "--kubernetes-port", type=int, default=8000, metavar="N", help="when a pod has no port annotation"
+        "--kubernetes-port",
+        type=int,
+        default=8000,
+        metavar="N",
+        help="port of a pod without a port annotation (default 8000)",
     )
-    k8s.add_argument("--kubernetes-namespace", metavar="NS", help="default: all the RBAC allows")
-    k8s.add_argument("--kubernetes-refresh", type=float, default=30.0, metavar="S", help="pod list period")
+    k8s.add_argument(
+        "--kubernetes-namespace",
+        metavar="NS",
+        help="namespace to list pods in (default: all the RBAC allows)",
+    )
+    k8s.add_argument(
+        "--kubernetes-refresh",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="seconds between pod lists (default 30)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

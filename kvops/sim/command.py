@@ -33,17 +33,46 @@ def _size(text: str) -> float | None:
     return value
 
 
+EXAMPLES = """\
+examples:
+  kvops sim --listen 127.0.0.1:8000 --workload chat
+  kvops sim --vllm-version 0.11.2 --data-parallel-size 2
+  kvops sim --what-if --model ./config.json --workload rag --sizes 0,16,64,128
+"""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--listen", default=DEFAULT_LISTEN, metavar="HOST:PORT", help=f"default {DEFAULT_LISTEN}"
+        "--listen",
+        default=DEFAULT_LISTEN,
+        metavar="HOST:PORT",
+        help=f"address to serve /metrics on (default {DEFAULT_LISTEN})",
     )
     parser.add_argument(
-        "--vllm-version", default="0.33.0", metavar="X.Y.Z", help="format to write (0.10-0.33)"
+        "--vllm-version",
+        default="0.33.0",
+        metavar="X.Y.Z",
+        help="vLLM release whose /metrics format to write, 0.10.0-0.33.x (default 0.33.0)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="random seed (same seed, same run)")
-    parser.add_argument("--workload", default="chat", help="preset: chat, rag, bursty, agent (default chat)")
-    parser.add_argument("--rate", type=float, default=1.0, help="multiply the preset's arrival rate")
-    parser.add_argument("--length", type=float, default=1.0, help="multiply the preset's token lengths")
+    parser.add_argument(
+        "--seed", type=int, default=0, metavar="N", help="random seed: same seed, same run (default 0)"
+    )
+    parser.add_argument(
+        "--workload",
+        default="rag",
+        choices=["chat", "rag", "bursty", "agent"],
+        help="workload preset (default rag, as kvops demo)",
+    )
+    parser.add_argument(
+        "--rate", type=float, default=1.0, metavar="X", help="multiply the preset's arrival rate (default 1)"
+    )
+    parser.add_argument(
+        "--length",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="multiply the preset's token lengths (default 1)",
+    )
     parser.add_argument(
         "--kv-offloading-size",
         type=_size,
@@ -57,15 +86,28 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--model", default=None, metavar="DIR|config.json", help="size KV blocks from a model config"
     )
-    parser.add_argument("--served-model-name", default=None, metavar="NAME")
     parser.add_argument(
-        "--data-parallel-size", type=int, default=1, metavar="N", help="engines (engine label 0..N-1)"
+        "--served-model-name", default=None, metavar="NAME", help="model_name label (default: the model's)"
+    )
+    parser.add_argument(
+        "--data-parallel-size",
+        type=int,
+        default=1,
+        metavar="N",
+        help="engines, labelled engine=0..N-1 (default 1)",
     )
     what_if = parser.add_argument_group("what-if sizing (no server)")
     what_if.add_argument(
-        "--what-if", action="store_true", help="replay the workload per CPU buffer size and compare"
+        "--what-if",
+        action="store_true",
+        help="replay the workload per CPU buffer size and compare (no server)",
     )
-    what_if.add_argument("--sizes", default="0,16,64,128", metavar="GiB,...", help="default 0,16,64,128")
+    what_if.add_argument(
+        "--sizes",
+        default="0,16,64,128",
+        metavar="GiB,...",
+        help="CPU buffer sizes for --what-if (default 0,16,64,128)",
+    )
     what_if.add_argument(
         "--duration", type=float, default=120.0, metavar="S", help="simulated seconds per size (default 120)"
     )

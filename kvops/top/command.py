@@ -10,13 +10,24 @@ DEFAULT_URL = "http://localhost:8000"  # vllm serve's default port
 MAX_SCRAPE_TIMEOUT = 5.0
 
 
+EXAMPLES = """\
+examples:
+  kvops top                                     # the vLLM on this host (localhost:8000)
+  kvops top http://10.0.0.5:8000 http://10.0.0.6:9435
+  kvops top --prometheus http://prometheus:9090
+  kvops top --once --json --replay t1.prom t2.prom
+"""
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "urls", nargs="*", metavar="URL",
         help=f"vLLM, LMCache or kvops exporter base or /metrics URL (default {DEFAULT_URL})",
     )  # fmt: skip
     parser.add_argument(
-        "--prometheus", metavar="URL", help="fleet view: every vLLM a Prometheus server knows"
+        "--prometheus",
+        metavar="URL",
+        help="fleet view: every vLLM a Prometheus (or a store with its query API) knows",
     )
     parser.add_argument("--replay", nargs="+", metavar="FILE", help="saved expositions, one interval apart")
     parser.add_argument("--interval", default="1", metavar="S", help="seconds between frames (default 1)")
