@@ -1,4 +1,4 @@
-"""Diagnosis → text for people or JSON for scripts (the DESIGN.md doctor contract)."""
+"""Diagnosis → text for people or JSON for scripts (the doctor contract in docs/DESIGN.md)."""
 
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ CORE_LABELS = {"model_name", "engine"}
 OFFLOAD_PREFIXES = ("vllm:kv_offload_",)
 
 
-# Families research/vllm-metrics.json does not date. The MFU counters come from vLLM PR #30738
+# Families docs/research/vllm-metrics.json does not date. The MFU counters come from vLLM PR #30738
 # (merged after 2025-12-16), numbered between #30189 (first in 0.13.0) and #32421 (0.14.0):
 # assumed first in 0.14.0, not verified against a wheel.
 EXTRA_PRESENCE: dict[str, list[str]] = {
@@ -113,7 +113,7 @@ def extract(fixtures: Path, metrics_research: Path) -> dict[str, Any]:
                 }
             )
         layouts[key] = entries
-    # First and last sampled release carrying each family (research/vllm-metrics.json), so a
+    # First and last sampled release carrying each family (docs/research/vllm-metrics.json), so a
     # layout can be trimmed to what an in-between release wrote.
     research = json.loads(metrics_research.read_text())
     presence = {

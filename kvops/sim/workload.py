@@ -2,7 +2,7 @@
 
 A prompt is a list of (segment id, token count) pieces. Two prompts that start with the same
 pieces share a prefix, which is all the prefix cache can see, so the presets differ in how
-their prompts share pieces (drawn from the seeds' use cases):
+their prompts share pieces (the use cases of the KV-offloading guides kvops started from):
 - chat: multi-turn conversations; each turn re-sends the whole history plus a new message.
 - rag: document QA; a shared system prompt, then one of a pool of documents (popular ones
   asked about more often, Zipf), then a question; some sessions ask follow-ups.
