@@ -50,8 +50,9 @@ _METRIC_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*+"
 # One item of a label set: name="value" (the name bare or quoted), or a quoted metric name.
 _ITEM = rf"(?:(?:{_LABEL_NAME}|{_STR})[ \t]*+=[ \t]*+{_STR}|{_STR})"
 # The inside of {...}: items separated by commas, one trailing comma allowed ({,} too, as
-# client_python reads it).
-_LABEL_SET_RE = re.compile(rf"[ \t]*+(?:{_ITEM}(?:[ \t]*+,[ \t]*+{_ITEM})*+[ \t]*+)?(?:,[ \t]*+)?")
+# client_python reads it). A missing comma between two items is read as promparse reads it
+# (its test calls that unintended, but it is what Prometheus stores).
+_LABEL_SET_RE = re.compile(rf"[ \t]*+(?:{_ITEM}(?:[ \t]*+,?+[ \t]*+{_ITEM})*+[ \t]*+)?(?:,[ \t]*+)?")
 _ITEM_RE = re.compile(rf'(?:({_LABEL_NAME})|"({_STR_BODY})")[ \t]*+=[ \t]*+"({_STR_BODY})"|"({_STR_BODY})"')
 _NAME_RE = re.compile(rf"{_METRIC_NAME}\Z")
 _HEAD_RE = re.compile(rf"(?:({_METRIC_NAME})[ \t]*+)?\Z")  # what comes before "{"
@@ -327,12 +328,13 @@ def _wanted_lines(wanted: frozenset[str]) -> re.Pattern[str]:
     pattern = _PATTERNS.get(wanted)
     if pattern is None:
         families = families_of(wanted)
-        pattern = re.compile(
-            rf"\n(?:(?P<sample>{_trie(wanted)})(?=[{{ \t])"
-            rf'|#[ \t]*TYPE[ \t]+"?(?P<family>{_trie(families)})"?[ \t]'
-            r"|(?P<quoted>\{)"
-            r"|(?P<indented>[ \t\r]))"
-        )
+        named = ""  # no wanted name: only the lines every reader reads
+        if wanted:
+            named = (
+                rf"(?P<sample>{_trie(wanted)})(?=[{{ \t])"
+                rf'|#[ \t]*TYPE[ \t]+"?(?P<family>{_trie(families)})"?[ \t]|'
+            )
+        pattern = re.compile(rf"\n(?:{named}(?P<quoted>\{{)|(?P<indented>[ \t\r]))")
         if len(_PATTERNS) < 64:  # a few fixed sets in practice; bounded all the same
             _PATTERNS[wanted] = pattern
     return pattern
@@ -343,9 +345,7 @@ def _parse_wanted(
 ) -> ParseResult | None:
     """The fast path; None where it cannot give what reading every line would (indented lines)."""
     body = "\n" + text
-    result = (
-        _read_matches(body, _wanted_lines(wanted), wanted, count_prefixes, limit) if wanted else ParseResult()
-    )
+    result = _read_matches(body, _wanted_lines(wanted), wanted, count_prefixes, limit)
     if result is None:
         return None
     if count_prefixes and not result.has_prefixed_sample and not result.over_limit:
@@ -353,13 +353,13 @@ def _parse_wanted(
         prefixed = _PREFIX_PATTERNS.get(count_prefixes)
         if prefixed is None:
             alternatives = "|".join(re.escape(p) for p in count_prefixes)
-            prefixed = _PREFIX_PATTERNS.setdefault(count_prefixes, re.compile(rf"\n(?:{alternatives}|\{{)"))
+            pattern = re.compile(rf"\n[ \t]*+(?:{alternatives}|\{{)")  # indented too: no wanted name
+            prefixed = _PREFIX_PATTERNS.setdefault(count_prefixes, pattern)
         for m in prefixed.finditer(body):
             end = body.find("\n", m.end())
+            line = body[m.start() + 1 : end if end != -1 else len(body)].lstrip(" \t")
             try:
-                name, _labels, _value = parse_sample_line(
-                    body[m.start() + 1 : end if end != -1 else len(body)]
-                )
+                name, _labels, _value = parse_sample_line(line)
             except ParseError:
                 continue
             if name.startswith(count_prefixes):
@@ -407,7 +407,28 @@ def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...],
         name, labels, value = parse_sample_line(line)
     except ParseError as exc:
         return str(exc)
-    _keep(result, name, labels, value, count_prefixes, limit)
+    if count_prefixes and name.startswith(count_prefixes):
+        result.has_prefixed_sample = True  # "up" is the line's syntax, as for unwanted lines
+    if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
+        return problem
+    _keep(result, name, labels, value, limit)
+    return None
+
+
+_HISTOGRAMS = frozenset(["histogram", "gaugehistogram", "gauge_histogram"])
+
+
+def _typed_label_problem(types: dict[str, str], name: str, labels: Labels) -> str | None:
+    """A histogram bucket's `le` and a summary's `quantile` are numbers (expfmt checks them
+    once the family's TYPE is known)."""
+    if "le" in labels and name.endswith("_bucket") and types.get(name[:-7]) in _HISTOGRAMS:
+        bound = labels["le"]
+    elif "quantile" in labels and types.get(name) == "summary":
+        bound = labels["quantile"]
+    else:
+        return None
+    if _VALUE_RE.fullmatch(bound) is None:
+        return f"bad number {bound[:40]!r} in label {'le' if name.endswith('_bucket') else 'quantile'}"
     return None
 
 
@@ -419,22 +440,20 @@ def _add_quoted(
         name, labels, value = parse_sample_line(line)
     except ParseError as exc:
         return str(exc)
-    if keep(name):
-        _keep(result, name, labels, value, count_prefixes, limit)
-    elif count_prefixes and name.startswith(count_prefixes):
+    if count_prefixes and name.startswith(count_prefixes):
         result.has_prefixed_sample = True
+    if keep(name):
+        if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
+            return problem
+        _keep(result, name, labels, value, limit)
     return None
 
 
-def _keep(
-    result: ParseResult, name: str, labels: Labels, value: float, count_prefixes: tuple[str, ...], limit: int
-) -> None:
+def _keep(result: ParseResult, name: str, labels: Labels, value: float, limit: int) -> None:
     if result.kept == limit:
         result.over_limit = True
         return
     result.kept += 1
-    if count_prefixes and name.startswith(count_prefixes):
-        result.has_prefixed_sample = True
     bucket = result.samples.get(name)
     if bucket is None:
         result.samples[name] = [(labels, value)]
