@@ -34,7 +34,8 @@ def _key(value: float) -> str:
 
 
 def _expected(case: dict) -> list[tuple]:
-    return sorted((name, tuple(sorted(labels.items())), _key(float(v))) for name, labels, v in case["samples"])
+    samples = case["samples"]
+    return sorted((name, tuple(sorted(labels.items())), _key(float(v))) for name, labels, v in samples)
 
 
 def _read(result: ParseResult) -> list[tuple]:
