@@ -23,6 +23,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--web-config", metavar="FILE", help="exporter-toolkit web config: TLS, basic auth")
     parser.add_argument("--max-body-bytes", type=int, default=None, metavar="N", help="default 16 MiB")
     parser.add_argument(
+        "--max-samples-per-target",
+        type=int,
+        default=None,
+        metavar="N",
+        help="a page with more samples of the families kvops reads is down, default 50000",
+    )
+    parser.add_argument(
         "--timeout", type=float, default=None, metavar="S", help="upstream timeout, default 5"
     )
     parser.add_argument(
@@ -105,7 +112,7 @@ def build_runner(config: Any, discovery: Any = None) -> Any:
         timeout=config.timeout,
         process_tracker=tracker,
         discovery=discovery,  # kvops/sources/kubernetes.py, with --kubernetes-pod-selector
-        discovered_options=FetchOptions(max_body_bytes=config.max_body_bytes),
+        discovered_options=FetchOptions(max_body_bytes=config.max_body_bytes, max_samples=config.max_samples),
     )
 
 

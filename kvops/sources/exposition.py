@@ -27,9 +27,11 @@ a last line that does not parse (a page cut off, in its value or inside a label 
 line that starts with `{` (its name is known only once it parses). Both readers decide
 "up" the same way: the first sample with a counted prefix that parses, wherever it is.
 
-`max_samples` caps the samples kept from one page (kvops exporter --max-samples-per-target):
-past it reading stops and `ParseResult.over_limit` is set, as Prometheus's sample_limit
-fails a scrape rather than store part of it.
+`max_samples` caps the sample lines of wanted names read from one page (kvops exporter
+--max-samples-per-target): past it reading stops and `ParseResult.over_limit` is set, as
+Prometheus's sample_limit fails a scrape rather than store part of it. With a set of wanted
+names, a page with more lines than the cap is first counted by one regular expression, so a
+label explosion costs a scan of the page, not a parse of its first max_samples lines.
 """
 
 from __future__ import annotations
@@ -53,6 +55,10 @@ _ITEM = rf"(?:(?:{_LABEL_NAME}|{_STR})[ \t]*+=[ \t]*+{_STR}|{_STR})"
 # client_python reads it). A missing comma between two items is read as promparse reads it
 # (its test calls that unintended, but it is what Prometheus stores).
 _LABEL_SET_RE = re.compile(rf"[ \t]*+(?:{_ITEM}(?:[ \t]*+,?+[ \t]*+{_ITEM})*+[ \t]*+)?(?:,[ \t]*+)?")
+# The usual label set, bare names only: read with one findall, as before quoted names.
+_PAIR = rf"{_LABEL_NAME}[ \t]*+=[ \t]*+{_STR}"
+_BARE_SET_RE = re.compile(rf"[ \t]*+(?:{_PAIR}(?:[ \t]*+,?+[ \t]*+{_PAIR})*+[ \t]*+)?(?:,[ \t]*+)?")
+_BARE_PAIR_RE = re.compile(rf'({_LABEL_NAME})[ \t]*+=[ \t]*+"({_STR_BODY})"')
 _ITEM_RE = re.compile(rf'(?:({_LABEL_NAME})|"({_STR_BODY})")[ \t]*+=[ \t]*+"({_STR_BODY})"|"({_STR_BODY})"')
 _NAME_RE = re.compile(rf"{_METRIC_NAME}\Z")
 _HEAD_RE = re.compile(rf"(?:({_METRIC_NAME})[ \t]*+)?\Z")  # what comes before "{"
@@ -89,8 +95,8 @@ class ParseResult:
     # True once one sample named with a counted prefix (vllm:, lmcache:) parsed: what makes
     # a target "up" (docs/DESIGN.md). Unwanted lines are checked only until the first one passes.
     has_prefixed_sample: bool = False
-    kept: int = 0  # samples kept
-    over_limit: bool = False  # more than max_samples samples to keep: reading stopped there
+    read: int = 0  # sample lines of wanted names read (kept, or reported broken)
+    over_limit: bool = False  # more than max_samples of them: reading stopped there
 
     def get(self, name: str) -> list[tuple[Labels, float]]:
         return self.samples.get(name, [])
@@ -116,9 +122,19 @@ def parse_label_set(text: str) -> tuple[Labels, str | None]:
     known = _LABEL_SETS.get(text)
     if known is not None:
         return known[0].copy(), known[1]  # a copy: a caller may change its dict
+    if _BARE_SET_RE.fullmatch(text) is not None:
+        pairs = _BARE_PAIR_RE.findall(text)
+        labels = dict(pairs) if "\\" not in text else {name: _unescape(value) for name, value in pairs}
+        if len(labels) != len(pairs):
+            seen: set[str] = set()
+            twice = next(name for name, _ in pairs if name in seen or seen.add(name))
+            raise ParseError(f"duplicate label name {twice[:40]!r}")
+        if "__name__" in labels:
+            raise ParseError("label name __name__ is reserved")
+        return _remember(text, labels, None)
     if _LABEL_SET_RE.fullmatch(text) is None:
         raise ParseError(_label_set_problem(text))
-    labels: Labels = {}
+    labels = {}
     metric: str | None = None
     for m in _ITEM_RE.finditer(text):
         if m.lastindex == 4:  # a quoted metric name
@@ -138,6 +154,10 @@ def parse_label_set(text: str) -> tuple[Labels, str | None]:
         if name in labels:
             raise ParseError(f"duplicate label name {name[:40]!r}")
         labels[name] = _unescape(m.group(3))
+    return _remember(text, labels, metric)
+
+
+def _remember(text: str, labels: Labels, metric: str | None) -> tuple[Labels, str | None]:
     if len(_LABEL_SETS) >= _LABEL_SETS_MAX:  # churning label values: start over
         _LABEL_SETS.clear()
     _LABEL_SETS[text] = (labels, metric)
@@ -242,8 +262,8 @@ def parse(
     """Parse an exposition, keeping samples whose exposed name is in `wanted` (all if None).
 
     `wanted` may be a set of sample names (fast path: `types` then holds the TYPE of their
-    families only) or a predicate on the name. Past `max_samples` kept samples reading stops
-    and the result says so (`over_limit`).
+    families only) or a predicate on the name. Past `max_samples` sample lines of wanted names
+    reading stops and the result says so (`over_limit`).
     """
     if "\r" in text:  # CRLF pages: a line ends at "\n", its "\r" is not part of the value
         text = text.replace("\r\n", "\n")
@@ -252,12 +272,34 @@ def parse(
     limit = max_samples if max_samples is not None else -1
     result: ParseResult | None = None
     if wanted is not None and not callable(wanted):
-        result = _parse_wanted(text, frozenset(wanted), count_prefixes, limit)
+        wanted = frozenset(wanted)
+        if 0 <= limit < text.count("\n") and _count_wanted_lines(text, wanted, limit) > limit:
+            return ParseResult(read=limit, over_limit=True)
+        result = _parse_wanted(text, wanted, count_prefixes, limit)
     if result is None:
         result = _parse_every_line(text, wanted, count_prefixes, limit)
     if not result.over_limit:
         _check_last_line(text, result)
     return result
+
+
+_COUNT_PATTERNS: dict[frozenset[str], re.Pattern[str]] = {}
+
+
+def _count_wanted_lines(text: str, wanted: frozenset[str], limit: int) -> int:
+    """Lines that start (after blanks) with a wanted name and a separator, counted up to
+    limit + 1 without parsing any."""
+    pattern = _COUNT_PATTERNS.get(wanted)
+    if pattern is None:
+        pattern = re.compile(rf"(?:\A|\n)[ \t]*+(?:{_trie(wanted)})(?=[{{ \t])" if wanted else r"(?!)")
+        if len(_COUNT_PATTERNS) < 64:
+            _COUNT_PATTERNS[wanted] = pattern
+    count = 0
+    for _ in pattern.finditer(text):
+        count += 1
+        if count > limit:
+            break
+    return count
 
 
 def _check_last_line(text: str, result: ParseResult) -> None:
@@ -403,6 +445,10 @@ def _read_matches(
 
 def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...], limit: int) -> str | None:
     """Parse one wanted sample line into result; what is wrong with it, if anything."""
+    if result.read == limit:
+        result.over_limit = True
+        return None
+    result.read += 1
     try:
         name, labels, value = parse_sample_line(line)
     except ParseError as exc:
@@ -411,7 +457,7 @@ def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...],
         result.has_prefixed_sample = True  # "up" is the line's syntax, as for unwanted lines
     if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
         return problem
-    _keep(result, name, labels, value, limit)
+    _keep(result, name, labels, value)
     return None
 
 
@@ -443,17 +489,17 @@ def _add_quoted(
     if count_prefixes and name.startswith(count_prefixes):
         result.has_prefixed_sample = True
     if keep(name):
+        if result.read == limit:
+            result.over_limit = True
+            return None
+        result.read += 1
         if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
             return problem
-        _keep(result, name, labels, value, limit)
+        _keep(result, name, labels, value)
     return None
 
 
-def _keep(result: ParseResult, name: str, labels: Labels, value: float, limit: int) -> None:
-    if result.kept == limit:
-        result.over_limit = True
-        return
-    result.kept += 1
+def _keep(result: ParseResult, name: str, labels: Labels, value: float) -> None:
     bucket = result.samples.get(name)
     if bucket is None:
         result.samples[name] = [(labels, value)]
