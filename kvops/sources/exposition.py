@@ -215,7 +215,9 @@ def parse_sample_line(line: str) -> tuple[str, Labels, float]:
         head = _HEAD_RE.match(line, 0, brace)
         if head is None:
             raise ParseError(f"bad metric name {line[:brace][:60]!r}")
-        labels, quoted = parse_label_set(line[brace + 1 : close])
+        inside = line[brace + 1 : close]
+        known = _LABEL_SETS.get(inside)  # parse_label_set's cache, looked up here: the usual case
+        labels, quoted = (known[0].copy(), known[1]) if known is not None else parse_label_set(inside)
         name = head.group(1)
         if name is None:
             if quoted is None:
@@ -376,7 +378,8 @@ def _wanted_lines(wanted: frozenset[str]) -> re.Pattern[str]:
                 rf"(?P<sample>{_trie(wanted)})(?=[{{ \t])"
                 rf'|#[ \t]*TYPE[ \t]+"?(?P<family>{_trie(families)})"?[ \t]|'
             )
-        pattern = re.compile(rf"\n(?:{named}(?P<quoted>\{{)|(?P<indented>[ \t\r]))")
+        # "{" and blanks in one class: one alternative fewer tried at every line start.
+        pattern = re.compile(rf"\n(?:{named}(?P<other>[{{ \t\r]))")
         if len(_PATTERNS) < 64:  # a few fixed sets in practice; bounded all the same
             _PATTERNS[wanted] = pattern
     return pattern
@@ -425,14 +428,14 @@ def _read_matches(
 
     for m in pattern.finditer(body):
         kind = m.lastgroup
-        if kind == "indented":
+        if kind == "other" and m.group("other") != "{":  # an indented line
             return None
         start = m.start() + 1
         end = body.find("\n", m.end())
         line = body[start : end if end != -1 else len(body)]
         if kind == "family":
             problem = _read_meta(line, types)
-        elif kind == "quoted":
+        elif kind == "other":
             problem = _add_quoted(result, line, wanted.__contains__, count_prefixes, limit)
         else:
             problem = _add_sample(result, line, count_prefixes, limit)
@@ -453,11 +456,15 @@ def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...],
         name, labels, value = parse_sample_line(line)
     except ParseError as exc:
         return str(exc)
-    if count_prefixes and name.startswith(count_prefixes):
+    if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
         result.has_prefixed_sample = True  # "up" is the line's syntax, as for unwanted lines
     if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
         return problem
-    _keep(result, name, labels, value)
+    bucket = result.samples.get(name)  # _keep, inline: this runs for every wanted line
+    if bucket is None:
+        result.samples[name] = [(labels, value)]
+    else:
+        bucket.append((labels, value))
     return None
 
 
