@@ -286,6 +286,9 @@ def parse(
 
 
 _COUNT_PATTERNS: dict[frozenset[str], re.Pattern[str]] = {}
+# Lines of unwanted counted families tried for "up" before giving up: a real page's first
+# one parses; a page of broken ones must not cost a parse per line (both readers stop here).
+_UP_TRIES = 1000
 
 
 def _count_wanted_lines(text: str, wanted: frozenset[str], limit: int) -> int:
@@ -398,18 +401,28 @@ def _parse_wanted(
         prefixed = _PREFIX_PATTERNS.get(count_prefixes)
         if prefixed is None:
             alternatives = "|".join(re.escape(p) for p in count_prefixes)
-            pattern = re.compile(rf"\n[ \t]*+(?:{alternatives}|\{{)")  # indented too: no wanted name
-            prefixed = _PREFIX_PATTERNS.setdefault(count_prefixes, pattern)
+            pattern = re.compile(rf"\n[ \t]*+(?:{alternatives})")  # indented too: no wanted name
+            if len(_PREFIX_PATTERNS) < 64:
+                _PREFIX_PATTERNS[count_prefixes] = pattern
+            prefixed = pattern
+        # The lines the line-by-line reader tries, in the same order and number: lines of
+        # unwanted counted families (wanted ones and lines that start with "{" were read).
+        tries = 0
         for m in prefixed.finditer(body):
             end = body.find("\n", m.end())
             line = body[m.start() + 1 : end if end != -1 else len(body)].lstrip(" \t")
+            stop = _NAME_STOP_RE.search(line)
+            if stop is None or line[: stop.start()] in wanted:
+                continue
+            tries += 1
+            if tries > _UP_TRIES:
+                break
             try:
-                name, _labels, _value = parse_sample_line(line)
+                parse_sample_line(line)
             except ParseError:
                 continue
-            if name.startswith(count_prefixes):
-                result.has_prefixed_sample = True
-                break
+            result.has_prefixed_sample = True
+            break
     return result
 
 
@@ -533,6 +546,7 @@ def _parse_every_line(
     # A family's samples come in a run (histogram buckets): once one line is rejected, the
     # next lines that start with the same name and separator are rejected by startswith alone.
     rejected = "\0"
+    up_tries = 0
     # Lines end at "\n" only, as in the text format and prometheus_client's parser:
     # str.splitlines() would also cut at \x85, \u2028, \x0c... inside a label value.
     for line_no, line in enumerate(text.split("\n"), start=1):
@@ -554,8 +568,14 @@ def _parse_every_line(
                 problem = f"sample without a value: {line[:60]!r}"
             elif keep(name := line[: stop.start()]):
                 problem = _add_sample(result, line, count_prefixes, limit)
-            elif count_prefixes and not result.has_prefixed_sample and name.startswith(count_prefixes):
-                # Still looking for "up": every line of a counted family is tried until one parses.
+            elif (
+                count_prefixes
+                and not result.has_prefixed_sample
+                and up_tries < _UP_TRIES
+                and name.startswith(count_prefixes)
+            ):
+                # Still looking for "up": lines of a counted family are tried until one parses.
+                up_tries += 1
                 try:
                     parse_sample_line(line)
                     result.has_prefixed_sample = True

@@ -317,3 +317,22 @@ def test_hostile_lines_cost_linear_time():
         for result in (parse(page), parse(page, WANTED)):
             assert result.errors and not result.samples
         assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize(("broken", "up"), [(998, True), (999, True), (1000, False)])
+def test_up_tries_a_bounded_number_of_unwanted_lines_alike_on_both_readers(broken: int, up: bool):
+    page = "vllm:other{a=} 1\n" * broken + 'vllm:other{a="b"} 2\n'
+    assert parse(page, WANTED).has_prefixed_sample is up
+    assert parse(" " + page, WANTED).has_prefixed_sample is up  # the line-by-line reader
+    assert parse(page, WANTED.__contains__).has_prefixed_sample is up
+    assert parse(page).has_prefixed_sample  # every line read: the good one is kept
+
+
+def test_a_page_of_broken_counted_lines_costs_a_scan_not_a_parse_per_line():
+    import time
+
+    page = "vllm:other{a=} 1\n" * 200_000
+    start = time.perf_counter()
+    for result in (parse(page, WANTED), parse(" " + page, WANTED)):
+        assert not result.has_prefixed_sample
+    assert time.perf_counter() - start < 2.0
