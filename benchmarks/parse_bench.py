@@ -4,6 +4,9 @@
 
 Two inputs: the real 0.33.0 fixture (offload-t2.prom, ~740 lines) and a 10x larger one made
 from it (10 models x engines with LoRA-style labels: what a busy multi-model node serves).
+A third, a label explosion (200k label sets of one wanted family, ~13 MB, issue 17), is read
+with the exporter's default --max-samples-per-target: kvops's time to find it over the cap
+against prometheus_client reading it (once: seconds).
 kvops keeps only the families it needs (kvops.sources.vllm.WANTED); the baseline,
 prometheus_client.parser.text_string_to_metric_families, parses everything, which is all
 it can do. Both are checked to give the same values for the kept samples before timing.
@@ -22,6 +25,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvops.sources.exposition import parse
+from kvops.sources.http import DEFAULT_MAX_SAMPLES
 from kvops.sources.vllm import WANTED
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/vllm/0.33.0/offload-t2.prom"
@@ -42,6 +46,14 @@ def enlarge(text: str, copies: int = 10) -> str:
                 )
             )
     return "\n".join(out) + "\n"
+
+
+def explosion(series: int = 200_000) -> str:
+    lines = ["# TYPE vllm:num_requests_running gauge"]
+    lines += [
+        f'vllm:num_requests_running{{model_name="org/m-{i:07d}",engine="{i % 8}"}} 1' for i in range(series)
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def reference_values(text: str) -> dict:
@@ -81,6 +93,12 @@ def main() -> int:
         _, theirs = best_of(lambda t: list(text_string_to_metric_families(t)), text, max(3, args.repeat // 3))
         lines = text.count("\n")
         print(f"{name:40} {lines:7d} {ours * 1e3:9.3f} {theirs * 1e3:18.3f} {theirs / ours:6.1f}x")
+    text = explosion()
+    assert parse(text, WANTED, max_samples=DEFAULT_MAX_SAMPLES).over_limit
+    _, ours = best_of(lambda t: parse(t, WANTED, max_samples=DEFAULT_MAX_SAMPLES), text, 5)
+    _, theirs = best_of(lambda t: list(text_string_to_metric_families(t)), text, 1)
+    name = f"200k label sets, {len(text) / 1e6:.1f} MB, cap {DEFAULT_MAX_SAMPLES}"
+    print(f"{name:40} {text.count(chr(10)):7d} {ours * 1e3:9.3f} {theirs * 1e3:18.3f} {theirs / ours:6.1f}x")
     return 0
 
 

@@ -41,6 +41,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="largest /metrics page read from a target, in bytes (default 16 MiB)",
     )
     parser.add_argument(
+        "--max-samples-per-target",
+        type=int,
+        default=None,
+        metavar="N",
+        help="a page with more samples of the families kvops reads is down (default 50000)",
+    )
+    parser.add_argument(
         "--timeout",
         type=float,
         default=None,
@@ -146,7 +153,7 @@ def build_runner(config: Any, discovery: Any = None) -> Any:
         timeout=config.timeout,
         process_tracker=tracker,
         discovery=discovery,  # kvops/sources/kubernetes.py, with --kubernetes-pod-selector
-        discovered_options=FetchOptions(max_body_bytes=config.max_body_bytes),
+        discovered_options=FetchOptions(max_body_bytes=config.max_body_bytes, max_samples=config.max_samples),
     )
 
 

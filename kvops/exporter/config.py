@@ -8,6 +8,7 @@ targets:
 listen: 0.0.0.0:9435
 timeout: 5
 max_body_bytes: 16777216
+max_samples_per_target: 50000
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 import yaml
 
 from kvops.errors import UsageError
-from kvops.sources.http import DEFAULT_MAX_BODY_BYTES, FetchOptions, normalise_target
+from kvops.sources.http import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SAMPLES, FetchOptions, normalise_target
 
 DEFAULT_TIMEOUT = 5.0
 
@@ -40,6 +41,7 @@ class ExporterConfig:
     listen: str | None = None
     timeout: float = DEFAULT_TIMEOUT
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_samples: int = DEFAULT_MAX_SAMPLES
     disabled_collectors: set[str] = field(default_factory=set)
 
 
@@ -52,7 +54,7 @@ def _read_yaml(path: str) -> dict[str, Any]:
         raise UsageError(f"--config {path}: not valid YAML ({type(exc).__name__})") from None
     if not isinstance(doc, dict):
         raise UsageError(f"--config {path}: expected a mapping at the top level")
-    unknown = set(doc) - {"targets", "listen", "timeout", "max_body_bytes"}
+    unknown = set(doc) - {"targets", "listen", "timeout", "max_body_bytes", "max_samples_per_target"}
     if unknown:
         raise UsageError(f"--config {path}: unknown key {sorted(unknown)[0]!r}")
     return doc
@@ -80,6 +82,13 @@ def load_config(args: argparse.Namespace) -> ExporterConfig:
         raise UsageError(f"--timeout {config.timeout:g}: expected seconds in (0, 600]")
     if config.max_body_bytes < 1024:
         raise UsageError(f"--max-body-bytes {config.max_body_bytes}: expected at least 1024")
+    max_samples = getattr(args, "max_samples_per_target", None)
+    max_samples = (
+        max_samples if max_samples is not None else doc.get("max_samples_per_target", DEFAULT_MAX_SAMPLES)
+    )
+    if isinstance(max_samples, bool) or not isinstance(max_samples, int) or not 1 <= max_samples <= 10**9:
+        raise UsageError(f"max_samples_per_target {str(max_samples)[:40]}: expected a whole number from 1")
+    config.max_samples = max_samples
     config.disabled_collectors = set(getattr(args, "no_collector", []) or [])
 
     listed = doc.get("targets") or []
@@ -96,7 +105,9 @@ def load_config(args: argparse.Namespace) -> ExporterConfig:
         if target in seen:
             continue  # the same target twice would double every series
         seen.add(target)
-        options = FetchOptions(max_body_bytes=config.max_body_bytes, ca_file=entry.get("ca_file"))
+        options = FetchOptions(
+            max_body_bytes=config.max_body_bytes, max_samples=config.max_samples, ca_file=entry.get("ca_file")
+        )
         if entry.get("bearer_token_file"):
             options.bearer_token = _secret_file(entry["bearer_token_file"], "bearer_token_file")
         if options.bearer_token and target.startswith("http://"):

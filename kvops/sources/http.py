@@ -84,9 +84,15 @@ def metrics_url(target: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, parts.path + "/metrics", parts.query, ""))
 
 
+# Samples kept from one page: 18 per vLLM engine, 171 on a 10-model x 10-engine page; a page
+# past this is a label explosion, not a node (docs/DESIGN.md: the target is then down).
+DEFAULT_MAX_SAMPLES = 50_000
+
+
 @dataclass
 class FetchOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    max_samples: int = DEFAULT_MAX_SAMPLES  # samples kept from one page (its wanted families)
     bearer_token: str | None = None
     ca_file: str | None = None  # verify TLS against this CA bundle (else the system's)
     accept: str = "text/plain;version=0.0.4"  # the Prometheus text format, unless asked otherwise

@@ -70,8 +70,14 @@ class TargetScraper:
             if isinstance(outcome, FetchError):
                 sample = TargetSample(self.target, up=False, error=str(outcome))
             else:
-                result = parse(outcome, self.wanted)
-                sample = self.interpret(result, start - fetch_seconds)
+                limit = self.options.max_samples
+                result = parse(outcome, self.wanted, max_samples=limit)
+                if result.over_limit:  # as Prometheus's sample_limit: none rather than part
+                    sample = TargetSample(
+                        self.target, up=False, error=f"more than {limit} samples (--max-samples-per-target)"
+                    )
+                else:
+                    sample = self.interpret(result, start - fetch_seconds)
                 if result.errors:
                     line_no, message = result.errors[0]
                     log.debug("%s: %d malformed lines skipped, first at line %d: %s",
