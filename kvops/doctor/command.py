@@ -52,7 +52,16 @@ def run(args: argparse.Namespace) -> int:
     if args.repro:
         from kvops.doctor import repro
 
-        return repro.run(catalog, args.repro, model, args.model, cmd, timeout=args.timeout, as_json=args.json)
+        return repro.run(
+            catalog,
+            args.repro,
+            model,
+            args.model,
+            cmd,
+            timeout=args.timeout,
+            as_json=args.json,
+            vllm_version=args.vllm_version,
+        )
 
     scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
     from_log = False

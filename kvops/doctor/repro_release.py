@@ -1,0 +1,98 @@
+"""`--repro` with a vLLM release's own code on CPU: which failures can, and how one is run.
+
+The parent side: pick the releases (the one asked for, else a release the failure is known in;
+then the first fixed release), fetch their source (kvops.doctor.vllm_release), run the case in a
+child process (kvops.doctor.repro_cases: the release's modules must not mix with this process's
+imports, nor with an installed vllm) and return what ran.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, TextIO
+
+from kvops.doctor.modelcfg import ModelInfo
+from kvops.doctor.repro_cases import RESULT_MARK
+from kvops.doctor.vllm_release import Release, fetch
+
+CHILD_TIMEOUT_S = 600.0  # importing a release's config/attention/model modules takes ~10-20 s on CPU
+
+
+@dataclass(frozen=True)
+class ReleaseCase:
+    case: str  # a key of kvops.doctor.repro_cases.CASES
+    affected: str  # a release the failure is known in (run when --vllm-version is not given)
+    fixed: str  # the first release whose same code runs cleanly
+    model: str  # the config.json shipped in kvops/doctor/repro_models/ (when --model is not given)
+
+
+CASES: dict[str, ReleaseCase] = {
+    # register_kv_caches filters by Attention in 0.12.0-0.17.x; AttentionLayerBase from 0.18.0 (PR #37090)
+    "mla-indexer-keyerror": ReleaseCase("offload_layer_lookup", "0.14.0", "0.18.0", "deepseek-v3.2.json"),
+    "vllm-offload-mla-keyerror": ReleaseCase("offload_layer_lookup", "0.14.0", "0.18.0", "deepseek-v3.json"),
+}
+
+
+def shipped_model(name: str) -> Path:
+    return Path(str(resources.files("kvops.doctor").joinpath("repro_models", name)))
+
+
+def model_request(model: ModelInfo) -> dict[str, Any]:
+    return {"num_layers": model.num_layers, "mla": model.is_mla, "dsa": model.is_dsa, "source": model.path}
+
+
+def missing_runtime() -> str | None:
+    """What this machine lacks to run a release's Python code (None when nothing)."""
+    if importlib.util.find_spec("torch") is None:
+        return "torch is not installed (a CPU build is enough: pip install torch)"
+    return None
+
+
+def execute(case: ReleaseCase, release: Release, model: ModelInfo) -> dict[str, Any]:
+    """Run the case over `release` in a child process; the `executed` block of --json."""
+    request = {
+        "case": case.case,
+        "root": str(release.root),
+        "extensions": list(release.extensions),
+        "model": model_request(model),
+    }
+    env = dict(os.environ, VLLM_CONFIGURE_LOGGING="0", CUDA_VISIBLE_DEVICES="")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "kvops.doctor.repro_cases"],
+            input=json.dumps(request),
+            capture_output=True,
+            text=True,
+            errors="replace",
+            cwd=release.root,  # so `import vllm` can only mean the release's tree
+            env=env,
+            timeout=CHILD_TIMEOUT_S,
+            check=False,
+        )
+        out, err = proc.stdout, proc.stderr
+    except subprocess.TimeoutExpired:
+        out, err = "", f"timed out after {CHILD_TIMEOUT_S:.0f} s"
+    result: dict[str, Any] = {"outcome": "could-not-run", "detail": err.strip()[-2000:] or "no result"}
+    for line in out.splitlines():
+        if line.startswith(RESULT_MARK):
+            result = json.loads(line[len(RESULT_MARK) :])
+    result = {"vllm_version": release.version, **result}
+    result.setdefault("file", None)
+    result.setdefault("function", None)
+    result.setdefault("traceback", None)
+    result["wheel"] = {"file": release.wheel, "sha256": release.sha256, "bytes": release.wheel_bytes}
+    return result
+
+
+def fetch_and_execute(case: ReleaseCase, version: str, model: ModelInfo, log: TextIO) -> dict[str, Any]:
+    release = fetch(version, log=log)
+    print(f"vllm {version}: running {case.case} with its own code on CPU ...", file=log)
+    log.flush()
+    return execute(case, release, model)
