@@ -189,8 +189,9 @@ def test_repro_without_vllm_or_gpu_says_so_and_prints_commands(kvops) -> None:
     code, out, _ = kvops("doctor", "--repro", "aiter-gemm-unsupported", "--model", DSV32)
     assert code == 0
     assert "could not reproduce here" in out and "vllm is not importable" in out
-    assert f"VLLM_ROCM_USE_AITER=1 vllm serve {DSV32} --tensor-parallel-size 8" in out
-    assert f"VLLM_ROCM_USE_AITER=1 VLLM_ROCM_USE_AITER_MOE=0 vllm serve {DSV32} --tensor-parallel-size 8" in out
+    serve = f"vllm serve {DSV32} --tensor-parallel-size 8"
+    assert f"VLLM_ROCM_USE_AITER=1 {serve}" in out
+    assert f"VLLM_ROCM_USE_AITER=1 VLLM_ROCM_USE_AITER_MOE=0 {serve}" in out
 
 
 def test_repro_uses_the_users_command_and_its_fix(kvops) -> None:

@@ -148,7 +148,8 @@ def test_0_14_0_raises_its_own_keyerror_and_0_18_0_passes(tmp_path: Path) -> Non
     assert ran["vllm_version"] == "0.14.0" and ran["outcome"] == "raised"
     assert ran["error"] == f"KeyError: '{KEY}'"
     assert ran["function"] == "OffloadingConnectorWorker.register_kv_caches"
-    assert ran["file"].endswith("vllm/0.14.0/vllm/distributed/kv_transfer/kv_connector/v1/offloading_connector.py")
+    rel = "vllm/0.14.0/vllm/distributed/kv_transfer/kv_connector/v1/offloading_connector.py"
+    assert ran["file"].endswith(rel)
     assert Path(ran["file"]).is_file() and ran["file"] in ran["traceback"]
     assert "layers[layer_name].get_attn_backend()" in ran["traceback"]
     assert result["reproduced"] is True and result["fix_confirmed"] is True
@@ -169,7 +170,8 @@ def test_unaffected_releases_look_every_layer_up(version: str) -> None:
 
 @pytest.mark.vllm_release
 def test_a_plain_mla_model_raises_on_its_attention_layer() -> None:
-    result = _cli("--repro", "vllm-offload-mla-keyerror", "--model", str(MODELS / "deepseek-v3.json"), "--json")
+    dsv3 = str(MODELS / "deepseek-v3.json")
+    result = _cli("--repro", "vllm-offload-mla-keyerror", "--model", dsv3, "--json")
     assert result["executed"]["error"] == "KeyError: 'model.layers.0.self_attn.attn'"
     assert result["reproduced"] is True and result["fix_confirmed"] is True
 
@@ -204,7 +206,7 @@ def test_text_report_shows_the_release_traceback_sanitised() -> None:
             "file": "/c/x.py",
             "inputs": "2 layers",
             "outcome": "raised",
-            "traceback": 'Traceback:\n  File "/c/x.py", line 3\nKeyError: \'a\x1b]52;c;bad\x07\'',
+            "traceback": "Traceback:\n  File \"/c/x.py\", line 3\nKeyError: 'a\x1b]52;c;bad\x07'",
         },
     }
     text = repro.to_text(result, None)
