@@ -52,6 +52,7 @@ EDGE_PACKAGES = (
 )
 
 STOOD_IN: list[str] = []  # the modules a run actually imported as stand-ins
+HOW_LOADED: dict[str, str] = {}  # qualname -> how load_function obtained it
 
 
 class _Inert(type):
@@ -186,12 +187,25 @@ def calls(func: ast.FunctionDef, name: str) -> bool:
 
 
 def load_function(path: Path, qualname: str, stand_ins: dict[str, Any] | None = None) -> Callable[..., Any]:
-    """The function `qualname` of the release file `path`, compiled from that file at its own lines.
+    """The function `qualname` of the release file `path`, as the release itself would run it.
 
-    Its free names are bound as the file binds them: by the file's own top-level imports (to the
-    release's own modules) or its top-level definitions; `stand_ins` replaces the few that reach
-    the GPU (named by the caller, reported by it).
+    A module-level function of a module that imports here is taken from the imported module.
+    Otherwise (a method, or a module whose other imports need the edge for real) the function is
+    compiled from that file at its own lines, and its free names are bound as the file binds them:
+    by the file's own top-level imports (to the release's own modules) or its top-level
+    definitions, followed transitively; `stand_ins` replaces the few that reach the GPU (named by
+    the caller, reported by it).
     """
+    if "." not in qualname and not stand_ins:
+        try:
+            function = getattr(importlib.import_module(_module_name(path)), qualname)
+            HOW_LOADED[qualname] = f"imported from {_module_name(path)}"
+            return function
+        except Exception as exc:  # any import failure: compile the function alone instead
+            why = f"{type(exc).__name__}: {exc}"
+    else:
+        why = "a method, or GPU-bound names stood in"
+    HOW_LOADED[qualname] = f"compiled from its file at its own lines ({why[:200]})"
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source, filename=str(path))
     func = _lookup(tree.body, qualname.split("."))
@@ -200,16 +214,21 @@ def load_function(path: Path, qualname: str, stand_ins: dict[str, Any] | None = 
     stand_ins = stand_ins or {}
     imports, defs = _top_level_bindings(tree)
     namespace: dict[str, Any] = {"__name__": _module_name(path), "__file__": str(path)}
-    body: list[ast.stmt] = []
-    for name in sorted(_free_names(func)):
+    body: list[ast.stmt] = [func]
+    todo, seen = list(_free_names(func)), set()
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
         if name in stand_ins:
             namespace[name] = stand_ins[name]
         elif name in imports:
             module, attr = imports[name]
             namespace[name] = _import(module, attr)
-        elif name in defs:
+        elif name in defs and defs[name] not in body:
             body.append(defs[name])
-    body.append(func)
+            todo.extend(_free_names(defs[name]))
     body.sort(key=lambda n: n.lineno)
     code = compile(ast.Module(body=body, type_ignores=[]), str(path), "exec")
     exec(code, namespace)  # the release's own code, at its own file and line numbers
@@ -254,8 +273,9 @@ def _top_level_bindings(tree: ast.Module) -> tuple[dict[str, tuple[str, str | No
     return imports, defs
 
 
-def _free_names(func: ast.FunctionDef) -> set[str]:
-    loaded = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    bound = {a.arg for a in ast.walk(func) if isinstance(a, ast.arg)}
-    bound |= {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+def _free_names(node: ast.AST) -> set[str]:
+    loaded = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    bound = {a.arg for a in ast.walk(node) if isinstance(a, ast.arg)}
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        bound |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
     return loaded - bound

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -199,7 +200,9 @@ def attempt_with_release(
         "fix_confirmed": None,
         "could_not": [],
     }
-    executed = execute(case, version, model, log)
+    fix_add = tuple(pb.fix.add) if pb.fix is not None else ()
+    fix_flags = [f"remove {f}" for f in (pb.fix.remove if pb.fix is not None else ())] + list(fix_add)
+    executed = execute(case, version, model, log, repro_release.case_params(pb.id, False, cmd))
     out["executed"] = executed
     if executed["outcome"] == "could-not-run":
         out["could_not"].append(f"vLLM {version}'s code could not be run here: {executed.get('detail')}")
@@ -208,9 +211,14 @@ def attempt_with_release(
         out["reproduced"] = False
         return out
     error = executed.get("error") or ""
-    out["reproduced"] = executed["outcome"] == "raised" and any(s.search(error) for s in pb.signatures)
-    if out["reproduced"] and case.fixed != version:
-        fixed = execute(case, case.fixed, model, log)
+    expect = [re.compile(case.expect)] if case.expect else pb.signatures
+    out["reproduced"] = executed["outcome"] == "raised" and any(s.search(error) for s in expect)
+    if out["reproduced"]:
+        # the first fixed release's same code, or (a flags-only fix) this release with the fixed flags
+        fixed_version = case.fixed or version
+        params = repro_release.case_params(pb.id, True, cmd, fix_add)
+        fixed = execute(case, fixed_version, model, log, params)
+        fixed["fixed_by"] = "release" if case.fixed else "flags: " + ", ".join(fix_flags)
         out["fix_executed"] = fixed
         out["fix_confirmed"] = fixed["outcome"] == "returned"
     return out
@@ -266,12 +274,17 @@ def _release_text(result: dict[str, Any]) -> list[str]:
         runs.append(("fix", result["fix_executed"]))
     for label, ran in runs:
         version = ran["vllm_version"]
-        head = f"vLLM {version}" + (" (the first fixed release)" if label == "fix" else "")
+        head = f"vLLM {version}"
+        if label == "fix":
+            by = ran.get("fixed_by", "release")
+            head += " (the first fixed release)" if by == "release" else f" with the fix ({by})"
         if ran["outcome"] in ("could-not-run", "not-applicable"):
             lines.append(f"{head}: {ran['outcome']}: {visible(ran.get('detail'))}")
             continue
         lines.append(f"{head}, its own code on CPU: {ran['function']}")
         lines.append(f"  in {ran['file']}")
+        if ran.get("loaded"):
+            lines.append(f"  {visible(ran['loaded'])}")
         lines.append(f"  over {visible(ran.get('inputs'))}")
         if ran["outcome"] == "raised":
             lines.append("  raised:")

@@ -11,6 +11,8 @@ reproduction from a printout.
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 import sys
 import traceback
@@ -137,7 +139,11 @@ def _drain(value: Any) -> Any:
 
 
 def _call(
-    result: dict[str, Any], root: Path, run: Callable[[], Any], handed: Callable[[], Any]
+    result: dict[str, Any],
+    root: Path,
+    run: Callable[[], Any],
+    handed: Callable[[], Any],
+    describe: Callable[[], str] | None = None,
 ) -> dict[str, Any]:
     try:
         run()
@@ -152,19 +158,146 @@ def _call(
             traceback="".join(lines).rstrip("\n"),
         )
         return result
-    backends = handed() or {}
-    names = sorted({getattr(b, "__name__", str(b)) for b in backends.values()})
-    result.update(
-        outcome="returned",
-        error=None,
-        traceback=None,
-        detail=f"looked up all {len(backends)} layers; backends: {', '.join(names)}",
-    )
+    if describe is not None:
+        detail = describe()
+    else:
+        backends = handed() or {}
+        names = sorted({getattr(b, "__name__", str(b)) for b in backends.values()})
+        detail = f"looked up all {len(backends)} layers; backends: {', '.join(names)}"
+    result.update(outcome="returned", error=None, traceback=None, detail=detail)
     return result
+
+
+# Where each release keeps the kernel block-size choice: a function of v1/worker/utils.py (0.18+),
+# earlier a static method of the GPU model runner taking attention groups.
+BLOCK_SIZE_FUNCTIONS = (
+    ("v1/worker/utils.py", "select_common_block_size"),
+    ("v1/worker/gpu_model_runner.py", "GPUModelRunner.select_common_block_size"),
+)
+
+
+def dsa_block_size(root: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """vllm-dsa-block-size-64: the release's block-size choice for the DSA indexer's KV group."""
+    found = _first_function(root, BLOCK_SIZE_FUNCTIONS)
+    if found is None:
+        return {"outcome": "not-applicable", "detail": "this release has no select_common_block_size"}
+    path, qualname = found
+    hit = sandbox.find_class(root, "DeepseekV32IndexerBackend", "AttentionBackend")
+    if hit is None:
+        return {"outcome": "not-applicable", "detail": "this release has no DeepSeek-V3.2 indexer backend"}
+    backend = hit[1]
+    block_size = int(request["block_size"])
+    function = sandbox.load_function(path, qualname)
+    takes_groups = "attn_groups" in [a.arg for a in sandbox.find_function(path, qualname).args.args]
+    # 0.17 and older pass AttentionGroups (which hold GPU metadata builders): only .backend is read
+    arg = [SimpleNamespace(backend=backend)] if takes_groups else [backend]
+    result = {
+        "file": str(path),
+        "function": qualname,
+        "inputs": f"--block-size {block_size} for the KV group of {hit[0]}.DeepseekV32IndexerBackend "
+        f"(supported kernel block sizes {backend.get_supported_kernel_block_sizes()})",
+        "stand_ins": [
+            *(["AttentionGroup: only its .backend, which the function reads"] if takes_groups else []),
+            "platform: not ROCm (the indexer supports 64 on CUDA, 1 on ROCm)",
+        ],
+    }
+    chosen: dict[str, Any] = {}
+
+    def run() -> None:
+        chosen["size"] = function(block_size, arg)
+
+    return _call(result, root, run, lambda: None, lambda: f"kernel block size {chosen['size']} accepted")
+
+
+def hybrid_unify(root: Path, request: dict[str, Any]) -> dict[str, Any]:
+    """vllm-hma-disabled-unify-fail: the release's KV cache grouping for a hybrid model's layer specs."""
+    import torch
+
+    path = root / "vllm" / "v1/core/kv_cache_utils.py"
+    if not path.exists() or sandbox.find_function(path, "get_kv_cache_groups") is None:
+        return {"outcome": "not-applicable", "detail": "this release has no v1 get_kv_cache_groups"}
+    interface = importlib.import_module("vllm.v1.kv_cache_interface")
+    cfg = request["config"]
+    layers = int(cfg["num_hidden_layers"])
+    interval = int(cfg.get("full_attention_interval") or 4)
+    types = cfg.get("layer_types") or [
+        "full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(layers)
+    ]
+    block = 16
+    kv_heads, head = int(cfg.get("num_key_value_heads") or 2), int(cfg.get("head_dim") or 256)
+    attn_page = 2 * block * kv_heads * head * 2  # K and V, bf16
+    # Gated-DeltaNet state per sequence, shaped as vLLM's mamba_utils does (Qwen3-Next defaults)
+    k_heads, v_heads = (
+        int(cfg.get("linear_num_key_heads") or 16),
+        int(cfg.get("linear_num_value_heads") or 32),
+    )
+    k_dim, v_dim = int(cfg.get("linear_key_head_dim") or 128), int(cfg.get("linear_value_head_dim") or 128)
+    conv = (2 * k_heads * k_dim + v_heads * v_dim, int(cfg.get("linear_conv_kernel_dim") or 4) - 1)
+    ssm = (v_heads, k_dim, v_dim)
+    state_page = (conv[0] * conv[1] + v_heads * k_dim * v_dim) * 2
+    page = max(attn_page, state_page)  # vLLM's hybrid config pads both kinds to one page size
+    specs: dict[str, Any] = {}
+    for i, kind in enumerate(types):
+        if kind == "full_attention":
+            specs[f"model.layers.{i}.self_attn.attn"] = _spec(
+                interface.FullAttentionSpec,
+                block_size=block,
+                num_kv_heads=kv_heads,
+                head_size=head,
+                head_size_v=head,
+                dtype=torch.bfloat16,
+                page_size_padded=page,
+            )
+        else:
+            specs[f"model.layers.{i}.linear_attn"] = _spec(
+                interface.MambaSpec,
+                block_size=block,
+                shapes=(conv, ssm),
+                dtypes=(torch.bfloat16, torch.bfloat16),
+                page_size_padded=page,
+                mamba_type="gdn_attention",
+            )
+    disable = bool(request["disable_hybrid_kv_cache_manager"])
+    vllm_config = SimpleNamespace(scheduler_config=SimpleNamespace(disable_hybrid_kv_cache_manager=disable))
+    function = sandbox.load_function(path, "get_kv_cache_groups")
+    kinds = {type(v).__name__: sum(type(x) is type(v) for x in specs.values()) for v in specs.values()}
+    result = {
+        "file": str(path),
+        "function": "get_kv_cache_groups",
+        "inputs": f"{len(specs)} layer KV specs from {request['model']['source']}: "
+        + ", ".join(f"{n} x {k}" for k, n in kinds.items())
+        + f"; disable_hybrid_kv_cache_manager={disable}",
+        "stand_ins": [
+            "vllm_config: only scheduler_config.disable_hybrid_kv_cache_manager, which the function reads",
+            f"one padded page size ({page} B) for every layer, as vLLM's hybrid model config sets it",
+        ],
+    }
+    groups: dict[str, Any] = {}
+
+    def run() -> None:
+        groups["g"] = function(vllm_config, specs)
+
+    return _call(result, root, run, lambda: None, lambda: f"{len(groups['g'])} KV cache groups built")
+
+
+def _spec(cls: type, **values: Any) -> Any:
+    """A release's KV spec dataclass from the fields this release has."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def _first_function(root: Path, candidates: tuple[tuple[str, str], ...]) -> tuple[Path, str] | None:
+    for rel, qualname in candidates:
+        path = root / "vllm" / rel
+        if path.exists() and sandbox.find_function(path, qualname) is not None:
+            return path, qualname
+    return None
 
 
 CASES: dict[str, Callable[[Path, dict[str, Any]], dict[str, Any]]] = {
     "offload_layer_lookup": offload_layer_lookup,
+    "dsa_block_size": dsa_block_size,
+    "hybrid_unify": hybrid_unify,
 }
 
 
@@ -181,6 +314,8 @@ def main() -> int:
             "traceback": traceback.format_exc(),
         }
     result["stood_in_modules"] = sandbox.stood_in()
+    if result.get("function") in sandbox.HOW_LOADED:
+        result["loaded"] = sandbox.HOW_LOADED[result["function"]]
     print(RESULT_MARK + json.dumps(result), flush=True)
     return 0
 

@@ -211,3 +211,38 @@ def test_text_report_shows_the_release_traceback_sanitised() -> None:
     }
     text = repro.to_text(result, None)
     assert "\x1b" not in text and "\\x1b]52" in text and "reproduced: yes" in text
+
+
+@pytest.mark.vllm_release
+def test_dsa_block_size_16_is_refused_by_the_release_and_64_accepted() -> None:
+    result = _cli("--repro", "vllm-dsa-block-size-64", "--vllm-version", "0.18.0", "--json")
+    ran, fixed = result["executed"], result["fix_executed"]
+    assert ran["error"].startswith("ValueError: No common block size for 16")
+    assert (
+        ran["file"].endswith("vllm/0.18.0/vllm/v1/worker/utils.py") and "raise ValueError" in ran["traceback"]
+    )
+    assert "DeepseekV32IndexerBackend" in ran["inputs"] and "[64]" in ran["inputs"]
+    assert (
+        fixed["vllm_version"] == "0.18.0"
+        and fixed["fixed_by"] == "flags: remove --block-size, --block-size=64"
+    )
+    assert fixed["outcome"] == "returned" and "64" in fixed["detail"]
+    assert result["reproduced"] is True and result["fix_confirmed"] is True
+
+
+@pytest.mark.vllm_release
+def test_the_users_block_size_64_does_not_fail() -> None:
+    cmd = "vllm serve deepseek-ai/DeepSeek-V3.2 --block-size 64"
+    result = _cli("--repro", "vllm-dsa-block-size-64", "--vllm-version", "0.18.0", "--cmd", cmd, "--json")
+    assert result["executed"]["outcome"] == "returned" and result["reproduced"] is False
+
+
+@pytest.mark.vllm_release
+def test_hybrid_specs_cannot_be_unified_with_the_hybrid_manager_off() -> None:
+    result = _cli("--repro", "vllm-hma-disabled-unify-fail", "--vllm-version", "0.18.0", "--json")
+    ran, fixed = result["executed"], result["fix_executed"]
+    assert "failed to convert the KV cache specs to one unified type" in ran["error"]
+    assert ran["function"] == "get_kv_cache_groups" and "unify_hybrid_kv_cache_specs" in ran["traceback"]
+    assert "36 x MambaSpec, 12 x FullAttentionSpec" in ran["inputs"]
+    assert "disable_hybrid_kv_cache_manager=False" in fixed["inputs"] and fixed["outcome"] == "returned"
+    assert result["reproduced"] is True and result["fix_confirmed"] is True
