@@ -131,7 +131,7 @@ def test_every_release_case_has_a_playbook_and_a_shipped_model() -> None:
     for pb_id, case in repro_release.CASES.items():
         assert cat.get(pb_id) is not None, pb_id
         assert repro_release.shipped_model(case.model).is_file()
-        assert _numbers(case.fixed) > _numbers(case.affected)
+        assert case.fixed is None or _numbers(case.fixed) > _numbers(case.affected)
 
 
 def _numbers(version: str) -> tuple[int, ...]:
