@@ -204,7 +204,7 @@ def load_function(path: Path, qualname: str, stand_ins: dict[str, Any] | None = 
         except Exception as exc:  # any import failure: compile the function alone instead
             why = f"{type(exc).__name__}: {exc}"
     else:
-        why = "a method, or GPU-bound names stood in"
+        why = "a method" if "." in qualname else "some of its names stood in"
     HOW_LOADED[qualname] = f"compiled from its file at its own lines ({why[:200]})"
     source = path.read_text(encoding="utf-8")
     tree = ast.parse(source, filename=str(path))
