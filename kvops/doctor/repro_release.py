@@ -115,7 +115,10 @@ def execute(
     result: dict[str, Any] = {"outcome": "could-not-run", "detail": err.strip()[-2000:] or "no result"}
     for line in out.splitlines():
         if line.startswith(RESULT_MARK):
-            result = json.loads(line[len(RESULT_MARK) :])
+            try:
+                result = json.loads(line[len(RESULT_MARK) :])
+            except ValueError as exc:
+                result = {"outcome": "could-not-run", "detail": f"unreadable result from the child: {exc}"}
     result = {"vllm_version": release.version, **result}
     result.setdefault("file", None)
     result.setdefault("function", None)
