@@ -95,21 +95,33 @@ def _pip_download(version: str, dest: Path, log: TextIO) -> Path:
     return wheels[0]
 
 
+def _extract_python(wheel: Path, staging: Path) -> list[str]:
+    """Unpack the wheel's vllm/**/*.py members into `staging`; return every member name."""
+    with zipfile.ZipFile(wheel) as zf:
+        names = zf.namelist()
+        for name in names:
+            if not (name.startswith("vllm/") and name.endswith(".py")):
+                continue
+            target = (staging / name).resolve()
+            if not target.is_relative_to(staging.resolve()):  # a hostile member name: skip it
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(name))
+    return names
+
+
 def _unpack(version: str, wheel: Path, cache: Path) -> Release:
     digest = hashlib.sha256()
     with wheel.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     staging = Path(tempfile.mkdtemp(prefix=f"{version}-", dir=cache))
-    with zipfile.ZipFile(wheel) as zf:
-        names = zf.namelist()
-        wanted = [n for n in names if n.startswith("vllm/") and n.endswith(".py")]
-        for name in wanted:
-            target = (staging / name).resolve()
-            if not target.is_relative_to(staging.resolve()):  # a hostile member name: skip it
-                continue
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(zf.read(name))
+    try:
+        names = _extract_python(wheel, staging)
+    except (OSError, zipfile.BadZipFile) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise UsageError(f"could not unpack {wheel.name}: {exc}") from None
+    wanted = [n for n in names if n.startswith("vllm/") and n.endswith(".py")]
     extensions = sorted(
         n.split(".", 1)[0].replace("/", ".") for n in names if n.startswith("vllm/") and n.endswith(".so")
     )

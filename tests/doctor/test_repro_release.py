@@ -54,6 +54,16 @@ def test_unpack_keeps_only_the_release_python_and_records_the_extensions(tmp_pat
     assert vllm_release.cached("9.9.9", cache) == release
 
 
+def test_a_corrupt_wheel_is_one_usage_error_and_leaves_no_partial_tree(tmp_path: Path) -> None:
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    bad = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_31_x86_64.whl"
+    bad.write_bytes(b"PK\x03\x04 not really a zip")
+    with pytest.raises(UsageError, match="could not unpack"):
+        vllm_release._unpack("9.9.9", bad, cache)
+    assert list(cache.iterdir()) == [] and vllm_release.cached("9.9.9", cache) is None
+
+
 def test_a_cached_release_is_used_without_pip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cache = tmp_path / "cache"
     cache.mkdir()
