@@ -124,6 +124,9 @@ def offload_layer_lookup(root: Path, request: dict[str, Any]) -> dict[str, Any]:
         "stand_ins": [
             "layer objects built with cls.__new__ (their __init__ needs a GPU platform and a full config)",
             "vllm_config: only compilation_config.static_forward_context, which the lookup reads",
+            "kv_caches: empty CPU tensors, in the order the layers register (deepseek_v2 builds the "
+            "indexer first); vLLM's runner orders them by KV cache group, so a real log may name "
+            "...self_attn.attn instead",
             "GPU transfer handlers (CUDA streams, pinned memory): recorders",
             *(["current_platform reports a CUDA-alike GPU"] if "get_handlers" in qualname else []),
         ],
