@@ -168,6 +168,12 @@ def attempt(
             out["installed_source"] = source
     if not gpu:
         out["could_not"].append("no GPU (/dev/nvidia* or /dev/kfd), so vllm serve cannot be started")
+    if pb.id not in repro_release.CASES:
+        platforms = (pb.conditions.get("platform") or []) if isinstance(pb.conditions, dict) else []
+        where = " (a ROCm kernel: it needs an AMD Instinct MI300-class GPU)" if "rocm" in platforms else ""
+        out["could_not"].append(
+            f"the failing code is not vLLM's Python, so it has no CPU reproduction{where}"
+        )
     return out
 
 

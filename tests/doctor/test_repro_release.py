@@ -257,3 +257,11 @@ def test_hybrid_specs_cannot_be_unified_with_the_hybrid_manager_off() -> None:
     assert "36 x MambaSpec, 12 x FullAttentionSpec" in ran["inputs"]
     assert "disable_hybrid_kv_cache_manager=False" in fixed["inputs"] and fixed["outcome"] == "returned"
     assert result["reproduced"] is True and result["fix_confirmed"] is True
+
+
+def test_a_kernel_failure_says_it_has_no_cpu_reproduction(kvops) -> None:
+    code, out, _ = kvops("doctor", "--repro", "aiter-gemm-unsupported", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["reproduced"] is None and "executed" not in data
+    assert any("MI300-class GPU" in c for c in data["could_not"])
+    assert data["failing_command"].startswith("VLLM_ROCM_USE_AITER=1 vllm serve")
