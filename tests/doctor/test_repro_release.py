@@ -153,6 +153,7 @@ def _numbers(version: str) -> tuple[int, ...]:
 
 
 @pytest.mark.vllm_release
+@pytest.mark.timeout(1800)  # the first run downloads 370-500 MB wheels
 def test_0_14_0_raises_its_own_keyerror_and_0_18_0_passes(tmp_path: Path) -> None:
     result = _cli("--repro", "mla-indexer-keyerror", "--vllm-version", "0.14.0", "--json")
     ran = result["executed"]
@@ -170,6 +171,7 @@ def test_0_14_0_raises_its_own_keyerror_and_0_18_0_passes(tmp_path: Path) -> Non
 
 
 @pytest.mark.vllm_release
+@pytest.mark.timeout(1800)  # the first run downloads 370-500 MB wheels
 @pytest.mark.parametrize("version", ["0.11.2", "0.18.0"])
 def test_unaffected_releases_look_every_layer_up(version: str) -> None:
     result = _cli("--repro", "mla-indexer-keyerror", "--vllm-version", version, "--json")
@@ -180,6 +182,7 @@ def test_unaffected_releases_look_every_layer_up(version: str) -> None:
 
 
 @pytest.mark.vllm_release
+@pytest.mark.timeout(1800)  # the first run downloads 370-500 MB wheels
 def test_a_plain_mla_model_raises_on_its_attention_layer() -> None:
     dsv3 = str(MODELS / "deepseek-v3.json")
     result = _cli("--repro", "vllm-offload-mla-keyerror", "--model", dsv3, "--json")
@@ -188,6 +191,7 @@ def test_a_plain_mla_model_raises_on_its_attention_layer() -> None:
 
 
 @pytest.mark.vllm_release
+@pytest.mark.timeout(1800)  # the first run downloads 370-500 MB wheels
 def test_a_model_without_mla_is_not_affected() -> None:
     result = _cli("--repro", "mla-indexer-keyerror", "--model", str(MODELS / "llama-3.1-8b.json"), "--json")
     assert result["executed"]["outcome"] == "returned" and result["reproduced"] is False
@@ -225,6 +229,7 @@ def test_text_report_shows_the_release_traceback_sanitised() -> None:
 
 
 @pytest.mark.vllm_release
+@pytest.mark.timeout(1800)  # the first run downloads 370-500 MB wheels
 def test_dsa_block_size_16_is_refused_by_the_release_and_64_accepted() -> None:
     result = _cli("--repro", "vllm-dsa-block-size-64", "--vllm-version", "0.18.0", "--json")
     ran, fixed = result["executed"], result["fix_executed"]
@@ -242,6 +247,7 @@ def test_dsa_block_size_16_is_refused_by_the_release_and_64_accepted() -> None:
 
 
 @pytest.mark.vllm_release
+@pytest.mark.timeout(1800)  # the first run downloads 370-500 MB wheels
 def test_the_users_block_size_64_does_not_fail() -> None:
     cmd = "vllm serve deepseek-ai/DeepSeek-V3.2 --block-size 64"
     result = _cli("--repro", "vllm-dsa-block-size-64", "--vllm-version", "0.18.0", "--cmd", cmd, "--json")
@@ -249,6 +255,7 @@ def test_the_users_block_size_64_does_not_fail() -> None:
 
 
 @pytest.mark.vllm_release
+@pytest.mark.timeout(1800)  # the first run downloads 370-500 MB wheels
 def test_hybrid_specs_cannot_be_unified_with_the_hybrid_manager_off() -> None:
     result = _cli("--repro", "vllm-hma-disabled-unify-fail", "--vllm-version", "0.18.0", "--json")
     ran, fixed = result["executed"], result["fix_executed"]
