@@ -33,7 +33,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repro",
         metavar="ID",
-        help="run the failing serve line, then the fixed one (needs GPU+vllm; else prints them)",
+        help="reproduce failure ID: vLLM's own code on CPU where the failure is Python (downloads the "
+        "release once into ~/.cache/kvops), else run or print the failing and fixed serve lines",
     )
     parser.add_argument(
         "--timeout",
@@ -68,7 +69,16 @@ def run(args: argparse.Namespace) -> int:
     if args.repro:
         from kvops.doctor import repro
 
-        return repro.run(catalog, args.repro, model, args.model, cmd, timeout=args.timeout, as_json=args.json)
+        return repro.run(
+            catalog,
+            args.repro,
+            model,
+            args.model,
+            cmd,
+            timeout=args.timeout,
+            as_json=args.json,
+            vllm_version=args.vllm_version,
+        )
 
     scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
     from_log = False

@@ -1,6 +1,9 @@
 """`kvops doctor --repro ID`: show a failure happen, then show the fix make it go away.
 
-Three levels, tried in order, each saying plainly what it could and could not do here:
+First, for the failures whose mechanism is Python (kvops.doctor.repro_release.CASES): run the
+release's own function on CPU, from its wheel fetched with pip into the user's cache, then the first
+fixed release's same function (`executed` / `fix_executed` in --json). Otherwise three levels,
+tried in order, each saying plainly what it could and could not do here:
 1. a GPU and vllm: start `vllm serve` with the failing flags under a timeout, watch its output for
    the playbook's signature, then start it again with the fix and wait for "Application startup
    complete" (vLLM's uvicorn start-up line);
@@ -13,18 +16,21 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import shlex
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from kvops.doctor import repro_release
 from kvops.doctor.catalog import Catalog, Playbook
 from kvops.doctor.cmdline import ServeCommand
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.errors import UsageError
+from kvops.termsafe import visible
 
 STARTED = "Application startup complete"
 
@@ -93,11 +99,19 @@ def run(
     cmd: ServeCommand | None,
     timeout: float,
     as_json: bool = False,
+    vllm_version: str | None = None,
 ) -> int:
     pb = catalog.get(playbook_id)
     if pb is None:
         raise UsageError(f"unknown check {playbook_id!r} (see kvops doctor --list-checks)")
-    result = attempt(pb, model_arg, cmd, timeout, have_gpu(), have_vllm())
+    if playbook_id in repro_release.CASES and repro_release.missing_runtime() is None:
+        result = attempt_with_release(pb, model, model_arg, cmd, vllm_version)
+    else:
+        result = attempt(pb, model_arg, cmd, timeout, have_gpu(), have_vllm())
+        if playbook_id in repro_release.CASES:
+            result["could_not"].insert(
+                0, f"vLLM's own code cannot run here: {repro_release.missing_runtime()}"
+            )
     if as_json:
         import json
 
@@ -154,6 +168,65 @@ def attempt(
             out["installed_source"] = source
     if not gpu:
         out["could_not"].append("no GPU (/dev/nvidia* or /dev/kfd), so vllm serve cannot be started")
+    if pb.id not in repro_release.CASES:
+        platforms = (pb.conditions.get("platform") or []) if isinstance(pb.conditions, dict) else []
+        where = " (a ROCm kernel: it needs an AMD Instinct MI300-class GPU)" if "rocm" in platforms else ""
+        out["could_not"].append(
+            f"the failing code is not vLLM's Python, so it has no CPU reproduction{where}"
+        )
+    return out
+
+
+def attempt_with_release(
+    pb: Playbook,
+    model: ModelInfo | None,
+    model_arg: str | None,
+    cmd: ServeCommand | None,
+    vllm_version: str | None,
+    log: TextIO = sys.stderr,
+    execute: Callable[..., dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Run the failure's function from the release's own source, then from the first fixed release."""
+    from kvops.doctor import modelcfg
+
+    execute = execute or repro_release.fetch_and_execute
+    case = repro_release.CASES[pb.id]
+    if model is None:
+        model = modelcfg.load(str(repro_release.shipped_model(case.model)))
+    lines = commands(pb, model_arg, cmd)
+    version = vllm_version or case.affected
+    out: dict[str, Any] = {
+        "id": pb.id,
+        "title": pb.title,
+        "signature": pb.signatures[0].pattern if pb.signatures else None,
+        "failing_command": lines[0] if lines else None,
+        "fixed_command": lines[1] if lines else None,
+        "model": model.path,
+        "reproduced": None,
+        "fix_confirmed": None,
+        "could_not": [],
+    }
+    fix_add = tuple(pb.fix.add) if pb.fix is not None else ()
+    fix_flags = [f"remove {f}" for f in (pb.fix.remove if pb.fix is not None else ())] + list(fix_add)
+    executed = execute(case, version, model, log, repro_release.case_params(pb.id, False, cmd))
+    out["executed"] = executed
+    if executed["outcome"] == "could-not-run":
+        out["could_not"].append(f"vLLM {version}'s code could not be run here: {executed.get('detail')}")
+        return out
+    if executed["outcome"] == "not-applicable":
+        out["reproduced"] = False
+        return out
+    error = executed.get("error") or ""
+    expect = [re.compile(case.expect)] if case.expect else pb.signatures
+    out["reproduced"] = executed["outcome"] == "raised" and any(s.search(error) for s in expect)
+    if out["reproduced"]:
+        # the first fixed release's same code, or (a flags-only fix) this release with the fixed flags
+        fixed_version = case.fixed or version
+        params = repro_release.case_params(pb.id, True, cmd, fix_add)
+        fixed = execute(case, fixed_version, model, log, params)
+        fixed["fixed_by"] = "release" if case.fixed else "flags: " + ", ".join(fix_flags)
+        out["fix_executed"] = fixed
+        out["fix_confirmed"] = fixed["outcome"] == "returned"
     return out
 
 
@@ -174,6 +247,8 @@ def _read_installed_source(pb: Playbook, root: Path | None) -> str | None:
 
 def to_text(result: dict[str, Any], model: ModelInfo | None) -> str:
     lines = [f"repro {result['id']}: {result['title']}"]
+    if "executed" in result:
+        return "\n".join([*lines, *_release_text(result)])
     if result["reproduced"] is not None:
         lines.append(f"failing command: {result['failing_command']}")
         lines.append(f"  -> {result.get('failing_outcome')} (signature seen: {result['reproduced']})")
@@ -195,3 +270,49 @@ def to_text(result: dict[str, Any], model: ModelInfo | None) -> str:
     if model is not None:
         lines.append(f"model: {model.model_type}, attention {model.attention}")
     return "\n".join(lines)
+
+
+def _release_text(result: dict[str, Any]) -> list[str]:
+    """What ran from the release's own source, its outcome, and the fix's."""
+    lines: list[str] = []
+    runs = [("failing", result["executed"])]
+    if "fix_executed" in result:
+        runs.append(("fix", result["fix_executed"]))
+    for label, ran in runs:
+        version = ran["vllm_version"]
+        head = f"vLLM {version}"
+        if label == "fix":
+            by = ran.get("fixed_by", "release")
+            head += " (the first fixed release)" if by == "release" else f" with the fix ({by})"
+        if ran["outcome"] in ("could-not-run", "not-applicable"):
+            lines.append(f"{head}: {ran['outcome']}: {visible(ran.get('detail'))}")
+            continue
+        lines.append(f"{head}, its own code on CPU: {ran['function']}")
+        lines.append(f"  in {ran['file']}")
+        if ran.get("loaded"):
+            lines.append(f"  {visible(ran['loaded'])}")
+        lines.append(f"  over {visible(ran.get('inputs'))}")
+        if ran["outcome"] == "raised":
+            lines.append("  raised:")
+            lines += ["    " + ln for ln in visible(ran["traceback"], keep_newlines=True).splitlines()]
+        else:
+            lines.append(f"  returned cleanly: {visible(ran.get('detail'))}")
+    verdict = {True: "yes", False: "no", None: "not tried"}
+    lines.append(
+        f"reproduced: {verdict[result['reproduced']]}; fix confirmed: {verdict[result['fix_confirmed']]}"
+    )
+    if result["reproduced"] is False:
+        lines.append(f"vLLM {result['executed']['vllm_version']} does not raise this failure for this model.")
+    stand = result["executed"].get("stand_ins") or []
+    if stand:
+        lines.append("stand-ins (edge of the machine, nothing else): " + "; ".join(stand))
+    mods = result["executed"].get("stood_in_modules") or []
+    if mods:
+        lines.append("imported but never called, stood in: " + ", ".join(mods))
+    lines += [f"could not: {c}" for c in result["could_not"]]
+    if result["failing_command"]:
+        lines.append("On a GPU machine the same is seen with:")
+        lines.append(f"  {result['failing_command']}")
+        if result["fixed_command"]:
+            lines.append(f"  fixed: {result['fixed_command']}")
+    return lines

@@ -185,16 +185,18 @@ def test_loader_accepts_alert_runbooks_and_reports_broken_files(tmp_path) -> Non
 
 
 def test_repro_without_vllm_or_gpu_says_so_and_prints_commands(kvops) -> None:
-    code, out, _ = kvops("doctor", "--repro", "mla-indexer-keyerror", "--model", DSV32)
+    # (mla-indexer-keyerror now runs vLLM's own code on CPU: tests/doctor/test_repro_release.py)
+    code, out, _ = kvops("doctor", "--repro", "aiter-gemm-unsupported", "--model", DSV32)
     assert code == 0
     assert "could not reproduce here" in out and "vllm is not importable" in out
-    assert f"vllm serve {DSV32} --kv-offloading-backend native --kv-offloading-size 64" in out
-    assert f"vllm serve {DSV32} --kv-cache-dtype fp8" in out
+    serve = f"vllm serve {DSV32} --tensor-parallel-size 8"
+    assert f"VLLM_ROCM_USE_AITER=1 {serve}" in out
+    assert f"VLLM_ROCM_USE_AITER=1 VLLM_ROCM_USE_AITER_MOE=0 {serve}" in out
 
 
 def test_repro_uses_the_users_command_and_its_fix(kvops) -> None:
     code, out, _ = kvops(
-        "doctor", "--repro", "mla-indexer-keyerror", "--cmd", DSV32_CMD + " --api-key sk-9999999"
+        "doctor", "--repro", "aiter-gemm-unsupported", "--cmd", DSV32_CMD + " --api-key sk-9999999"
     )
     assert code == 0 and DSV32_CMD.split(" --kv")[0] in out and "sk-9999999" not in out
 
