@@ -10,6 +10,7 @@ from kvops.doctor.catalog import Catalog, Fix
 from kvops.doctor.cmdline import redact_text, secret_values
 from kvops.doctor.diagnose import Diagnosis, Finding
 from kvops.doctor.platform import describe
+from kvops.termsafe import visible
 
 
 def to_json(d: Diagnosis, catalog: Catalog) -> str:
@@ -88,16 +89,15 @@ def _finding_text(f: Finding) -> list[str]:
     if f.unknown:
         lines.append("  could not check: " + "; ".join(f.unknown))
     lines += [f"  note: {note}" for note in f.notes]
-    if pb.fix is not None:
-        lines.append(f"  fix [{pb.fix.confidence}]: {_describe_fix(pb.fix)}")
+    if f.fix is not None:
+        lines.append(f"  fix [{f.fix.confidence}]: {_describe_fix(f.fix)}")
     if f.fixed_command:
         lines.append("  fixed command:")
         lines.append(f"    {f.fixed_command}")
-    if pb.alternatives:
+    alternatives = f.alternatives or ()
+    if alternatives:
         lines.append("  alternatives (weakest last):")
-        for alt, cmd in zip(
-            pb.alternatives, f.alternative_commands or [None] * len(pb.alternatives), strict=False
-        ):
+        for alt, cmd in zip(alternatives, f.alternative_commands or [None] * len(alternatives), strict=False):
             lines.append(f"    - [{alt.confidence}] {_describe_fix(alt)}")
             if cmd:
                 lines.append(f"        {cmd}")
@@ -137,7 +137,8 @@ def to_text(d: Diagnosis, catalog: Catalog) -> str:
         lines.append("No known failure matched.")
     else:
         lines.append(f"{errors} error(s), {warnings} warning(s), {len(d.findings) - errors - warnings} info")
-    return redact_text("\n".join(lines), secrets)
+    # evidence lines, versions and model names come from outside: shown, never interpreted
+    return visible(redact_text("\n".join(lines), secrets), keep_newlines=True)
 
 
 def list_checks(catalog: Catalog, as_json: bool) -> str:
