@@ -103,7 +103,8 @@ def split_front_matter(text: str, where: str) -> tuple[dict[str, Any], str]:
     if len(parts) < 3:
         raise PlaybookError(f"{where}: front matter is not closed with ---")
     try:
-        meta = yaml.safe_load(parts[1])
+        # libyaml's safe loader when present: the same documents, several times faster to load
+        meta = yaml.load(parts[1], Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     except yaml.YAMLError as exc:
         raise PlaybookError(f"{where}: front matter is not valid YAML: {exc}") from None
     if not isinstance(meta, dict):

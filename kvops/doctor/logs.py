@@ -52,7 +52,7 @@ VERSION = re.compile(
     r"|\bvllm==(?P<pin>\d+\.\d+[\w.+-]*)",
     re.IGNORECASE,
 )
-_VERSION_HINTS = ("ersion", "Starting vLLM", "LLM engine (v", "vllm==")
+_VERSION_HINTS = ("ersion", "LLM engine (v", "vllm==")  # cheap tests before VERSION
 MAX_VERSION = 40  # characters kept of a version read from a log
 # Evidence a generic message needs before it becomes a specific claim (a playbook's `requires`).
 FACTS: dict[str, re.Pattern[str]] = {
@@ -319,18 +319,22 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
 
     def wrapped_match(window: list[tuple[int, str]]) -> bool:
         """A signature that only matches across the lines of the window (a hard wrap)."""
-        for text, cuts in _unwrapped([t for _, t in window]):
+        joins = _unwrapped([t for _, t in window])
+        shown = joins[1][0]  # the lines as one, continuation markers dropped
+        for text, cuts in joins:
             for pb in books:
                 for sig in pb.signatures:
                     m = sig.search(text)
                     if m and any(m.start() < c < m.end() for c in cuts):
-                        matched(pb, window[0][0], " ".join(t.strip() for _, t in window))
+                        matched(pb, window[0][0], shown)
                         return True
         return False
 
     # Plain substring tests (fast, in C) pick candidate lines; only those meet the regexes.
     # A signature without a usable literal makes every line a candidate: slower, never wrong.
     literals = literals_for(s for pb in books for s in pb.signatures)
+    # Whole literals decide whether a block of a long log is skipped (long needles search fastest);
+    # heads and tails pick the candidate lines, so a signature wrapped inside its literal is seen.
     needles = needles_for(literals) if literals is not None else None
     it = iter(lines)
     wrap_left = 0  # lines after a candidate that may continue a wrapped signature
@@ -347,13 +351,11 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
             sought = (version is None and any(h in text for h in _VERSION_HINTS)) or (
                 serve_args is None and ARGS_MARK in text
             )
-            if not sought and not any(needle in text for needle in needles):
+            if not sought and not any(lit in text for lit in literals or ()):
                 recent.extend(enumerate(block[-BEFORE:], start=n + 1 + max(0, len(block) - BEFORE)))
                 n += len(block)
                 continue
-        if first_block or needles is None or any(needle in text for needle in needles):
-            read_facts(block, n + 1)  # the start-up block and every block with a candidate
-        first_block = False
+        block_start, seen_hits = n + 1, sum(h.count for h in hits.values())
         for line in block:
             n += 1
             if version is None and any(h in line for h in _VERSION_HINTS):
@@ -386,8 +388,12 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
                 window = [(i, t) for i, t in list(recent)[-(WRAP - 1) :] if i > last_hit] + [(n, line)]
                 for size in range(2, len(window) + 1):
                     if wrapped_match(window[-size:]):
+                        last_hit = n  # these lines are spent: no second, longer window
                         break
             recent.append((n, line))
+        if first_block or sum(h.count for h in hits.values()) != seen_hits or pending:
+            read_facts(block, block_start)  # the start-up block and every block with a match
+        first_block = False
     return LogScan(hits, version, n, serve_args, facts)
 
 

@@ -150,22 +150,33 @@ def list_checks(catalog: Catalog, as_json: bool) -> str:
             "title": pb.title,
             "confidence": pb.confidence,
             "matches": [k for k, v in (("log", pb.signatures), ("config", pb.conditions)) if v],
+            # a silent misconfiguration: nothing in any log, only the command/model/version tell
+            "silent": pb.kind == "failure" and not pb.signatures and bool(pb.conditions),
             "playbook": f"playbooks/{pb.path.name}",
         }
         for pb in (*catalog.failures, *catalog.alerts)
     ]
     if as_json:
         return json.dumps({"checks": rows, "playbook_problems": list(catalog.problems)}, indent=2)
-    lines = [f"{len(catalog.failures)} failure checks:"]
+    failures = [r for r in rows if r["kind"] == "failure"]
+    silent = [r for r in failures if r["silent"]]
+    lines = [f"{len(failures) - len(silent)} failure checks (a log line, and/or the command/model):"]
     lines += [
         f"  {r['id']:<40} {r['severity']:<8} {'+'.join(r['matches']):<11} {r['title'][:80]}"
-        for r in rows
-        if r["kind"] == "failure"
+        for r in failures
+        if not r["silent"]
     ]
+    lines.append(f"{len(silent)} silent misconfigurations (no error anywhere; read from the command/model):")
+    lines += [f"  {r['id']:<40} {r['severity']:<8} {'config':<11} {r['title'][:80]}" for r in silent]
+    lines.append(
+        "  (log+config checks above are also judged from the command/model before anything fails:"
+        " offload tier vs host RAM or /dev/shm with --here/--host-ram/--shm, offloading a model"
+        " whose attention the release cannot offload)"
+    )
     if catalog.alerts:
         lines.append(f"{len(catalog.alerts)} alert runbooks (for the alert rules; not matched by doctor):")
         lines += [
             f"  {r['id']:<40} {r['severity']:<8} {r['title'][:80]}" for r in rows if r["kind"] != "failure"
         ]
     lines += [f"playbook problem: {p}" for p in catalog.problems]
-    return "\n".join(lines)
+    return visible("\n".join(lines), keep_newlines=True)
