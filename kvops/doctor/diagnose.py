@@ -13,7 +13,7 @@ from typing import Any
 
 from kvops.doctor.catalog import Catalog, Fix, Playbook
 from kvops.doctor.cmdline import ServeCommand, redact_text, secret_values
-from kvops.doctor.logs import FACTS, LogScan
+from kvops.doctor.logs import FACTS, LogScan, clip
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
 from kvops.doctor.rules import CONDITIONS, FIX_VALUES, Context, evaluate, version_tuple
@@ -35,11 +35,14 @@ class Finding:
     alternative_commands: list[str | None] = field(default_factory=list)
     alternatives: tuple[Fix, ...] | None = None  # the playbook's, minus those already in place
     fix: Fix | None = None  # the playbook's fix with its {values} filled in
+    unconfirmed: bool = False  # a generic message without its evidence: no fix is proposed
 
     def __post_init__(self) -> None:
+        if self.unconfirmed:
+            self.alternatives, self.fix = (), None
         if self.alternatives is None:
             self.alternatives = self.playbook.alternatives
-        if self.fix is None:
+        if self.fix is None and not self.unconfirmed:
             self.fix = self.playbook.fix
 
     @property
@@ -120,7 +123,7 @@ def _fact_evidence(name: str, ctx: Context, log: LogScan | None, command_text: s
     """Where a `requires` fact shows, or None: the log, the command, the model, the platform."""
     if log is not None and name in log.facts:
         n, line = log.facts[name]
-        return f"log line {n} ({name}): {line.strip()}"
+        return f"log line {n} ({name}): {clip(line)}"
     if command_text and FACTS[name].search(command_text):
         return f"command ({name}): {FACTS[name].search(command_text).group()}"  # type: ignore[union-attr]
     cmd, m = ctx.cmd, ctx.model
@@ -184,7 +187,7 @@ def diagnose(
             finding = Finding(pb, severity, "platform" if uses_host else "config", verdict.evidence, unknown)
         else:
             continue
-        if cmd is not None:
+        if cmd is not None and not finding.unconfirmed:
             _propose_fixes(finding, cmd, ctx)
         finding.evidence = [visible(redact_text(e, secrets)) for e in finding.evidence]
         finding.notes = [visible(n) for n in finding.notes]
@@ -236,6 +239,9 @@ def _log_finding(
         if against.applies and against.holds is False:
             severity = "info"
             notes.append("the model/command given do not match this failure's conditions")
+    if severity == "info" and pb.severity != "info":
+        notes.append("no fix proposed until it is confirmed (playbook: " + f"playbooks/{pb.path.name})")
+        return Finding(pb, severity, "log", evidence, notes=notes, unconfirmed=True)
     return Finding(pb, severity, "log", evidence, notes=notes)
 
 

@@ -90,6 +90,12 @@ BINARY_PROBE = 64 * 1024  # a pathological line is cut, not held whole
 NEEDLE_CHUNK = 16  # a long literal is sought by its head and tail, so a wrap inside it is seen
 
 
+def clip(line: str, limit: int = 320) -> str:
+    """An evidence line short enough to read: its head and its tail (where messages end)."""
+    text = line.strip()
+    return text if len(text) <= limit else f"{text[:80]} [...] {text[-(limit - 90):]}"
+
+
 @dataclass
 class LogHit:
     playbook: Playbook
@@ -100,11 +106,11 @@ class LogHit:
     more: list[tuple[int, str]] = field(default_factory=list)
 
     def evidence(self) -> list[str]:
-        out = [f"log line {self.line_no}: {self.line.strip()}"]
-        out += [f"log line {n}: {text.strip()}" for n, text in self.more]
+        out = [f"log line {self.line_no}: {clip(self.line)}"]
+        out += [f"log line {n}: {clip(text)}" for n, text in self.more]
         if self.context_line:
             n, text = self.context_line
-            out.append(f"log line {n} (context): {text.strip()}")
+            out.append(f"log line {n} (context): {clip(text)}")
         if self.count > 1 + len(self.more):
             out.append(f"... {self.count} matching lines in all")
         return out
