@@ -88,12 +88,15 @@ BLOCK = 2048  # lines per pre-filter block
 MAX_LINE = 64 * 1024
 BINARY_PROBE = 64 * 1024  # a pathological line is cut, not held whole
 NEEDLE_CHUNK = 16  # a long literal is sought by its head and tail, so a wrap inside it is seen
+# Colour and cursor codes a terminal capture keeps (vLLM colours its prefix on a tty): removed
+# before matching, so `\x1b[1;36m(EngineCore pid=1)\x1b[0m ERROR ...` reads like the plain line.
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 
 
 def clip(line: str, limit: int = 320) -> str:
     """An evidence line short enough to read: its head and its tail (where messages end)."""
     text = line.strip()
-    return text if len(text) <= limit else f"{text[:80]} [...] {text[-(limit - 90):]}"
+    return text if len(text) <= limit else f"{text[:80]} [...] {text[-(limit - 90) :]}"
 
 
 @dataclass
@@ -274,7 +277,8 @@ def decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
                 rest = stream.readline(MAX_LINE)
                 if not rest or rest.endswith(b"\n"):
                     break
-        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        yield ANSI.sub("", line) if "\x1b" in line else line
 
 
 def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str = "") -> LogScan:

@@ -246,3 +246,14 @@ def test_evidence_facts_are_read_case_insensitively(books) -> None:
     ]
     facts = logs.scan(lines, books.failures).facts
     assert {"rocm", "fp8_kv", "lmcache"} <= set(facts) and facts["lmcache"][0] == 3
+
+
+def test_colour_codes_and_crlf_of_a_terminal_capture_are_removed(tmp_path, books) -> None:
+    path = tmp_path / "tty.log"
+    path.write_bytes(
+        b"\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m \x1b[31mERROR\x1b[0m 10-14 17:00:48 [core.py:708]"
+        b" ValueError: No available memory for the cache blocks.\r\n"
+    )
+    hit = logs.scan_file(str(path), books.failures).hits["vllm-kv-no-memory"]
+    assert "\x1b" not in hit.line and not hit.line.endswith("\r")
+    assert logs.strip_prefix(hit.line).startswith("ValueError: No available memory")
