@@ -19,6 +19,7 @@ Memory stays flat for any log size: a deque of recent lines and a short list of 
 
 from __future__ import annotations
 
+import html
 import re
 import sys
 from collections import deque
@@ -90,6 +91,9 @@ BINARY_PROBE = 64 * 1024  # a pathological line is cut, not held whole
 NEEDLE_CHUNK = 16  # a long literal is sought by its head and tail, so a wrap inside it is seen
 # Colour and cursor codes a terminal capture keeps (vLLM colours its prefix on a tty): removed
 # before matching, so `\x1b[1;36m(EngineCore pid=1)\x1b[0m ERROR ...` reads like the plain line.
+# Text copied out of a web page: typographic quotes for ' and ", HTML entities (&#39; &quot; &gt;).
+QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+ENTITY = re.compile(r"&(?:#\d{1,6}|#x[0-9a-fA-F]{1,6}|quot|amp|lt|gt|apos);")
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
 
 
@@ -278,7 +282,19 @@ def decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
                 if not rest or rest.endswith(b"\n"):
                     break
         line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-        yield ANSI.sub("", line) if "\x1b" in line else line
+        yield normalised(line)
+
+
+def normalised(line: str) -> str:
+    """A line as vLLM printed it: terminal codes dropped, web-page quoting undone. Each step runs
+    only when a cheap test says it can change something (most lines are plain ASCII)."""
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
+    if not line.isascii():
+        line = line.translate(QUOTES)
+    if "&" in line and ENTITY.search(line):
+        line = html.unescape(line)
+    return line
 
 
 def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str = "") -> LogScan:

@@ -4,7 +4,10 @@ Each condition answers True, False or None (cannot tell). All must hold; a None 
 into a warning that says what could not be checked. Conditions about an input doctor was not
 given (no --model, no --cmd) make the playbook not apply at all: doctor never guesses a command.
 
-Vocabulary (keys of `conditions:` in playbooks/*.md):
+One registry: every `conditions:` key is a function registered with `@condition` below (with the
+input it needs and how its value is validated when playbooks load), every `check:` name is in
+CHECKS, and every `{value}` a fix can name is a `@fix_value`. A new rule is one entry here; a new
+signature is one playbook file. Keys (see each function's docstring):
   attention / not_attention: [mla, dsa, hybrid, sliding_window, gqa, mha]   (needs --model)
   moe: true                                                                 (needs --model)
   offloading: [native | lmcache | any]          flags_set / flags_unset: [--flag]   (needs --cmd)
@@ -12,7 +15,8 @@ Vocabulary (keys of `conditions:` in playbooks/*.md):
   offloading_if_known: [...]         (like offloading, but true when no --cmd was given)
   env_on / env_not_off: [NAME]       (the command's env, else this host's env under --here)
   platform: [cuda | rocm]            (the command's image/env, else this host under --here)
-  vllm_version: ">=0.12.0,<0.18.0"   here: true (judges this machine: only with --here)
+  vllm_version: ">=0.12.0,<0.18.0"   vllm_version_known: (same; silent when the version is unknown)
+  here: true (judges this machine: only with --here)
   vllm_source: {offloading_layer_filter: Attention}   (read from the installed vllm when it is
                                      the judged version; holds when nothing can be read)
   kernel_below: "5.14"   memlock_limited: true   check: <named arithmetic check below>

@@ -257,3 +257,17 @@ def test_colour_codes_and_crlf_of_a_terminal_capture_are_removed(tmp_path, books
     hit = logs.scan_file(str(path), books.failures).hits["vllm-kv-no-memory"]
     assert "\x1b" not in hit.line and not hit.line.endswith("\r")
     assert logs.strip_prefix(hit.line).startswith("ValueError: No available memory")
+
+
+def test_text_copied_from_a_web_page_reads_like_the_log(tmp_path, books) -> None:
+    path = tmp_path / "page.log"
+    path.write_text(
+        "ValueError: Free memory on device cuda:0 (12.18/23.56 GiB) on startup is less than desired GPU"
+        " memory utilization (0.92, 21.67 GiB).\n"
+        "KeyError: &#39;model.layers.30.self_attn.indexer.k_cache&#39; in get_attn_backends_for_group\n"
+        "KeyError: \u2018model.layers.0.self_attn.attn\u2019 in register_kv_caches\n"
+    )
+    hits = logs.scan_file(str(path), books.failures).hits
+    assert {"vllm-free-memory-startup", "vllm-pp-get-layers-keyerror", "vllm-offload-mla-keyerror"} <= set(
+        hits
+    )
