@@ -142,9 +142,10 @@ def _fact_evidence(name: str, ctx: Context, log: LogScan | None, command_text: s
     return None
 
 
-def _input_conditions(conditions: dict[str, Any]) -> dict[str, Any]:
-    """The conditions about the model and the command (not the version or this host)."""
-    return {k: v for k, v in conditions.items() if k in CONDITIONS and CONDITIONS[k].needs}
+def _model_conditions(conditions: dict[str, Any]) -> dict[str, Any]:
+    """The conditions about the model: a config.json is a fact, while a command may be partial
+    (rebuilt from a log, or missing the defaults) and the version may be a fork's."""
+    return {k: v for k, v in conditions.items() if k in CONDITIONS and CONDITIONS[k].needs == "model"}
 
 
 def diagnose(
@@ -233,12 +234,12 @@ def _log_finding(
             notes.append(f"generic message: would be confirmed by {FACT_NAMES[name]}; none seen")
         else:
             evidence = [*evidence, shown]
-    inputs = _input_conditions(pb.conditions)
-    if inputs:
-        against = evaluate(inputs, ctx, here=False)
+    about_model = _model_conditions(pb.conditions)
+    if about_model:
+        against = evaluate(about_model, ctx, here=False)
         if against.applies and against.holds is False:
             severity = "info"
-            notes.append("the model/command given do not match this failure's conditions")
+            notes.append("the model given does not match this failure's conditions")
     if severity == "info" and pb.severity != "info":
         notes.append("no fix proposed until it is confirmed (playbook: " + f"playbooks/{pb.path.name})")
         return Finding(pb, severity, "log", evidence, notes=notes, unconfirmed=True)

@@ -263,3 +263,14 @@ def test_facts_come_from_the_log_text_not_only_the_signature_line(tmp_path) -> N
     books = catalog.load().failures
     got = scan(["GPU 0: Radeon PRO W7900", "x", "This GEMM is not supported!"], books)
     assert "rocm" in got.facts and "rocm-aiter-dense-gemm-not-supported" in got.hits
+
+
+def test_a_command_rebuilt_from_the_log_does_not_demote_a_log_match(kvops, tmp_path) -> None:
+    # vLLM's default --block-size is not in the non-default args: the DSA block-size error stands
+    log = _log(
+        tmp_path,
+        "(APIServer pid=1) INFO 10-14 17:00:33 [utils.py:233] non-default args: {'model': 'deepseek-ai/DeepSeek-V3.2'}",
+        "ValueError: No common block size for 16 between kv_manager=[16] and backend=[64]",
+    )
+    code, out, _ = kvops("doctor", "--log", log, "--json")
+    assert code == 1 and findings(out)["vllm-dsa-block-size-64"]["severity"] == "error"
