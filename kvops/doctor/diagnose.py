@@ -115,6 +115,7 @@ FACT_NAMES = {
     "rocm": "a ROCm platform (AMD GPU, AITER, a -rocm image)",
     "fp8_kv": "an FP8 KV cache (--kv-cache-dtype fp8*) or a KV-cache kernel in the traceback",
     "dsa": "a DeepSeek-V3.2-style sparse-attention (DSA) model",
+    "mla": "an MLA model (DeepSeek-V2/V3/R1, Kimi-K2, GLM-4.5+)",
     "offload": "KV offloading in the command or the log",
 }
 
@@ -135,6 +136,8 @@ def _fact_evidence(name: str, ctx: Context, log: LogScan | None, command_text: s
         return f"command enables {cmd.connector()}"
     if name == "dsa" and m is not None and m.is_dsa:
         return f"model {m.model_type} uses DSA"
+    if name == "mla" and m is not None and m.is_mla:
+        return f"model {m.model_type} uses MLA"
     if name == "rocm" and (
         (cmd is not None and cmd.platform_hint() == "rocm") or (ctx.platform and ctx.platform.vendor == "amd")
     ):

@@ -74,6 +74,11 @@ FACTS: dict[str, re.Pattern[str]] = {
         r"|mla_sparse|\bdsa\b",
         re.I,
     ),
+    "mla": re.compile(
+        r"\bmla\b|use mla: true|mlaattention|is_deepseek_mla|kv_lora_rank|deepseek[-_ ]?(?:v[23]|r1)"
+        r"|kimi[-_ ]?k2|glm[-_ ]?4\.[5-9]|glm[-_ ]?5|mla_sparse",
+        re.I,
+    ),
     "offload": re.compile(
         r"kv[-_]offload|offloadingconnector|simplecpuoffload|vllm_offload_|cpu_bytes_to_use|num_cpu_blocks",
         re.I,
