@@ -67,7 +67,7 @@ class Finding:
             "could_not_check": self.unknown,
             "notes": self.notes,
             "fix": fix.to_dict(),
-            "fix_confidence": fix.confidence,
+            "fix_confidence": fix.confidence if self.fix is not None else None,
             "alternatives": [
                 {**a.to_dict(with_confidence=True), "fixed_command": cmd}
                 for a, cmd in zip(self.alternatives or (), self.commands_for_alternatives(), strict=True)
@@ -117,6 +117,7 @@ FACT_NAMES = {
     "dsa": "a DeepSeek-V3.2-style sparse-attention (DSA) model",
     "mla": "an MLA model (DeepSeek-V2/V3/R1, Kimi-K2, GLM-4.5+)",
     "offload": "KV offloading in the command or the log",
+    "pp": "pipeline parallelism (--pipeline-parallel-size > 1)",
 }
 
 
@@ -132,6 +133,8 @@ def _fact_evidence(name: str, ctx: Context, log: LogScan | None, command_text: s
         return f"command sets --kv-cache-dtype {cmd.get('--kv-cache-dtype')}"
     if name == "lmcache" and cmd is not None and cmd.offloading() == "lmcache":
         return f"command enables {cmd.connector()}"
+    if name == "pp" and cmd is not None and (cmd.get("--pipeline-parallel-size") or "1") not in ("1", "0"):
+        return f"command sets --pipeline-parallel-size {cmd.get('--pipeline-parallel-size')}"
     if name == "offload" and cmd is not None and cmd.offloading() is not None:
         return f"command enables {cmd.connector()}"
     if name == "dsa" and m is not None and m.is_dsa:

@@ -79,6 +79,11 @@ FACTS: dict[str, re.Pattern[str]] = {
         r"|kimi[-_ ]?k2|glm[-_ ]?4\.[5-9]|glm[-_ ]?5|mla_sparse",
         re.I,
     ),
+    "pp": re.compile(
+        r"pipeline[-_ ]parallel[-_ ]size\W{1,3}[2-9]|\bpp\s?[=:]?\s?[2-9]|pp rank [1-9]|_PP[1-9]"
+        r"|VLLM_PP_LAYER_PARTITION",
+        re.I,
+    ),
     "offload": re.compile(
         r"kv[-_]offload|offloadingconnector|simplecpuoffload|vllm_offload_|cpu_bytes_to_use|num_cpu_blocks",
         re.I,

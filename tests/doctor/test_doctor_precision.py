@@ -274,3 +274,26 @@ def test_a_command_rebuilt_from_the_log_does_not_demote_a_log_match(kvops, tmp_p
     )
     code, out, _ = kvops("doctor", "--log", log, "--json")
     assert code == 1 and findings(out)["vllm-dsa-block-size-64"]["severity"] == "error"
+
+
+def test_the_get_attn_backends_keyerror_without_pipeline_parallelism_is_not_the_pp_bug(
+    kvops, tmp_path
+) -> None:
+    # LMCache on a hybrid model raises the same KeyError from get_attn_backends_for_group (no PP)
+    frames = [
+        '(EngineCore pid=9) ERROR 07-02 10:00:00 [core.py:1100]   File "vllm/v1/worker/gpu_model_runner.py",'
+        " line 6265, in get_attn_backends_for_group",
+        "(EngineCore pid=9) ERROR 07-02 10:00:00 [core.py:1100] KeyError: 'language_model.model.layers.5.self_attn.attn'",
+    ]
+    code, out, _ = kvops("doctor", "--log", _log(tmp_path, *frames), "--json")
+    f = findings(out)["vllm-pp-get-layers-keyerror"]
+    assert code == 0 and f["severity"] == "info" and any("pipeline" in n for n in f["notes"])
+    code, out, _ = kvops(
+        "doctor",
+        "--log",
+        _log(tmp_path, *frames),
+        "--cmd",
+        "vllm serve m --pipeline-parallel-size 2",
+        "--json",
+    )
+    assert code == 1 and findings(out)["vllm-pp-get-layers-keyerror"]["severity"] == "error"

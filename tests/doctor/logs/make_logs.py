@@ -364,6 +364,8 @@ CASES: dict[str, list[str]] = {
 # What the serve command said (vLLM's non-default args line) where it matters to the failure.
 ARGS = {
     "FP8-KV-UNSUPPORTED-ARCH": "{'model': 'org/model', 'kv_cache_dtype': 'fp8'}",
+    "VLLM-PP-GET-LAYERS-KEYERROR": "{'model': 'deepseek-ai/DeepSeek-V3.2', 'pipeline_parallel_size': 4,"
+    " 'distributed_executor_backend': 'ray'}",
     "LMCACHE-DSA-POINTER-MISMATCH": "{'model': 'deepseek-ai/DeepSeek-V3.2', 'kv_transfer_config':"
     " KVTransferConfig(kv_connector='LMCacheConnectorV1', kv_role='kv_both')}",
     "VLLM-OFFLOAD-HASH-BLOCK-SIZE-ASSERT": "{'model': 'deepseek-ai/DeepSeek-V4.1-Flash', 'kv_transfer_config':"
