@@ -271,3 +271,16 @@ def test_text_copied_from_a_web_page_reads_like_the_log(tmp_path, books) -> None
     assert {"vllm-free-memory-startup", "vllm-pp-get-layers-keyerror", "vllm-offload-mla-keyerror"} <= set(
         hits
     )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 72.00 MiB. GPU 0 has a total capacity of 31.33 GiB",
+        "torch.cuda.OutOfMemoryError: HIP out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity of 15.87 GiB",
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 23.69 GiB total capacity; 22.1 GiB already allocated)",
+        "Inspect the stacktrace to find the original error: OutOfMemoryError('CUDA out of memory. Tried to allocate 128.00 MiB. GPU 0')",
+    ],
+)
+def test_every_oom_wording_torch_has_used_is_found(books, line: str) -> None:
+    assert "gpu-oom-generic" in logs.scan([line], books.failures).hits
