@@ -31,6 +31,7 @@ from typing import BinaryIO
 
 from kvops.doctor.catalog import Playbook
 from kvops.errors import UsageError
+from kvops.termsafe import visible
 
 PREFIX = re.compile(
     r"^(?:[\s|+>]*)"  # quote / CI-log gutters: "  | ", "> ", "+  > "
@@ -264,11 +265,11 @@ def open_log(path: str) -> tuple[BinaryIO, str]:
         return sys.stdin.buffer, "<stdin>"
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"log file not found: {path}")
+        raise UsageError(f"log file not found: {visible(path)}")
     try:
         return p.open("rb"), str(p)
     except OSError as exc:
-        raise UsageError(f"cannot read log {path}: {exc.strerror}") from None
+        raise UsageError(f"cannot read log {visible(path)}: {exc.strerror}") from None
 
 
 def decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
@@ -284,7 +285,7 @@ def decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
             return
         if seen < BINARY_PROBE:
             if b"\x00" in raw[: BINARY_PROBE - seen]:
-                raise UsageError(f"{name} looks binary (NUL bytes), not a text log")
+                raise UsageError(f"{visible(name)} looks binary (NUL bytes), not a text log")
             seen += len(raw)
         if len(raw) == MAX_LINE and not raw.endswith(b"\n"):
             while True:  # drop the rest of an over-long line
