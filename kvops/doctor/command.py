@@ -83,8 +83,15 @@ def _run(args: argparse.Namespace) -> int:
 
     scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
     from_log = False
+    unread_args = None
     if cmd is None and scan is not None and scan.serve_args:
-        cmd = cmdline.from_non_default_args(scan.serve_args)
+        try:
+            cmd = cmdline.from_non_default_args(scan.serve_args)
+            if cmd is not None:
+                cmd.offloading()  # the log's JSON-valued flags must read too
+        except UsageError as exc:
+            # the log stays the evidence; only the command rebuilt from it is given up
+            cmd, unread_args = None, str(exc)
         from_log = cmd is not None
     version, source = resolve_version(args.vllm_version, scan)
     host_ram = _size_arg("--host-ram", args.host_ram)
@@ -109,9 +116,12 @@ def _run(args: argparse.Namespace) -> int:
         command_text=args.cmd or "",
         host_ram_bytes=host_ram,
         shm_bytes=shm,
+        partial_command=from_log,
     )
     if from_log:
         result.notes.append("no --cmd: the serve command was rebuilt from the log's non-default args line")
+    if unread_args:
+        result.notes.append(f"the log's non-default args line could not be read as a command: {unread_args}")
     print(report.to_json(result, catalog) if args.json else report.to_text(result, catalog))
     if args.strict and any(f.severity == "warning" for f in result.findings):
         return 1

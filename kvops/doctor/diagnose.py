@@ -167,6 +167,7 @@ def diagnose(
     command_text: str = "",
     host_ram_bytes: int | None = None,
     shm_bytes: int | None = None,
+    partial_command: bool = False,  # rebuilt from a log: it may lack what vLLM did not print
 ) -> Diagnosis:
     here = platform is not None
     ctx = Context(model, cmd, version, version_source, platform, vllm_root, host_ram_bytes, shm_bytes)
@@ -195,7 +196,7 @@ def diagnose(
         else:
             continue
         if cmd is not None and not finding.unconfirmed:
-            _propose_fixes(finding, cmd, ctx)
+            _propose_fixes(finding, cmd, ctx, partial_command)
         finding.evidence = [visible(redact_text(e, secrets)) for e in finding.evidence]
         finding.notes = [visible(n) for n in finding.notes]
         findings.append(finding)
@@ -252,7 +253,7 @@ def _log_finding(
     return Finding(pb, severity, "log", evidence, notes=notes)
 
 
-def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context) -> None:
+def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context, partial: bool = False) -> None:
     """The fixed command for the fix and each alternative; a fix the command already carries is
     said once and never proposed again (nor is an alternative that is already in place)."""
     pb = finding.playbook
@@ -261,7 +262,7 @@ def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context) -> None:
         finding.fix = fix
         finding.fixed_command = _apply(cmd, fix)
         applicable = cmd.launcher == "docker" or fix.remove or fix.add or fix.env
-        if finding.fixed_command is None and applicable:
+        if finding.fixed_command is None and applicable and not partial:
             finding.notes.append("the command already carries this fix")
     kept, commands = [], []
     for alt in pb.alternatives:
@@ -271,7 +272,7 @@ def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context) -> None:
             continue
         alt = _with_values(alt, ctx, finding.notes)
         fixed = _apply(cmd, alt)
-        if fixed is None and (alt.add or alt.env or alt.docker_add):
+        if fixed is None and (alt.add or alt.env or alt.docker_add) and not partial:
             what = " ".join([*alt.add, *(f"{k}={v}" for k, v in alt.env.items())])
             finding.notes.append(f"not proposed again, already in the command: {what}")
             continue

@@ -297,3 +297,16 @@ def test_the_get_attn_backends_keyerror_without_pipeline_parallelism_is_not_the_
         "--json",
     )
     assert code == 1 and findings(out)["vllm-pp-get-layers-keyerror"]["severity"] == "error"
+
+
+def test_an_unreadable_command_in_the_log_never_loses_the_log(kvops, tmp_path) -> None:
+    log = _log(
+        tmp_path,
+        "(APIServer pid=1) INFO 10-14 17:00:33 [utils.py:233] non-default args: {'model': 'm',"
+        " 'kv_transfer_config': '{\"kv_connector\": \"LMCacheConnectorV1\", bad json'}",
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+    )
+    code, out, err = kvops("doctor", "--log", log, "--json")
+    data = json.loads(out)
+    assert code == 1 and "vllm-kv-no-memory" in findings(out) and err == ""
+    assert any("could not be read as a command" in n for n in data["notes"])
