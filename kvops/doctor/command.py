@@ -27,6 +27,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--here", action="store_true", help="also judge this machine (GPU, RAM, /dev/shm, ...)"
     )
+    parser.add_argument(
+        "--host-ram", metavar="SIZE", help="the serving host's memory (e.g. 512G), to judge the offload tier"
+    )
+    parser.add_argument("--shm", metavar="SIZE", help="the serving host's /dev/shm size (e.g. 64G)")
     parser.add_argument("--check", action="append", metavar="ID", help="run only this check (repeatable)")
     parser.add_argument("--strict", action="store_true", help="exit 1 on warnings too, not only errors")
     parser.add_argument("--list-checks", action="store_true", help="list the playbooks doctor knows")
@@ -47,6 +51,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kvops.errors import UsageError
+
+    try:
+        return _run(args)
+    except RecursionError:
+        # a JSON/YAML input nested thousands deep (config.json, --kv-transfer-config)
+        raise UsageError("an input is nested too deeply to read (config.json or a JSON flag value)") from None
+
+
+def _size_arg(flag: str, text: str | None) -> int | None:
+    from kvops.doctor.cmdline import parse_size
+    from kvops.errors import UsageError
+    from kvops.termsafe import visible
+
+    if text is None:
+        return None
+    size = parse_size(text[:-2] if text.lower().endswith("ib") else text) if len(text) <= 32 else None
+    if size is None or size <= 0:
+        raise UsageError(f"{flag} {visible(text[:32])!r}: expected a size like 512G or 64GiB")
+    return size
+
+
+def _run(args: argparse.Namespace) -> int:
     from kvops.doctor import catalog as catalog_mod
     from kvops.doctor import cmdline, logs, modelcfg, report
     from kvops.doctor.diagnose import diagnose, resolve_version
@@ -82,10 +109,19 @@ def run(args: argparse.Namespace) -> int:
 
     scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
     from_log = False
+    unread_args = None
     if cmd is None and scan is not None and scan.serve_args:
-        cmd = cmdline.from_non_default_args(scan.serve_args)
+        try:
+            cmd = cmdline.from_non_default_args(scan.serve_args)
+            if cmd is not None:
+                cmd.offloading()  # the log's JSON-valued flags must read too
+        except UsageError as exc:
+            # the log stays the evidence; only the command rebuilt from it is given up
+            cmd, unread_args = None, str(exc)
         from_log = cmd is not None
     version, source = resolve_version(args.vllm_version, scan)
+    host_ram = _size_arg("--host-ram", args.host_ram)
+    shm = _size_arg("--shm", args.shm)
     no_input = not (args.model or args.cmd or args.log)
     platform = probe() if (args.here or no_input) else None
     vllm_root = None
@@ -103,9 +139,15 @@ def run(args: argparse.Namespace) -> int:
         platform=platform,
         only=set(args.check) if args.check else None,
         vllm_root=vllm_root,
+        command_text=args.cmd or "",
+        host_ram_bytes=host_ram,
+        shm_bytes=shm,
+        partial_command=from_log,
     )
     if from_log:
         result.notes.append("no --cmd: the serve command was rebuilt from the log's non-default args line")
+    if unread_args:
+        result.notes.append(f"the log's non-default args line could not be read as a command: {unread_args}")
     print(report.to_json(result, catalog) if args.json else report.to_text(result, catalog))
     if args.strict and any(f.severity == "warning" for f in result.findings):
         return 1

@@ -7,17 +7,18 @@ scripts are both rendered from the same Finding objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from kvops.doctor.catalog import Catalog, Fix, Playbook
 from kvops.doctor.cmdline import ServeCommand, redact_text, secret_values
-from kvops.doctor.logs import LogScan
+from kvops.doctor.logs import FACTS, LogScan, clip
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
-from kvops.doctor.rules import Context, evaluate, version_tuple
+from kvops.doctor.rules import CONDITIONS, FIX_VALUES, Context, evaluate, version_tuple
 from kvops.errors import UsageError
+from kvops.termsafe import visible
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -32,6 +33,17 @@ class Finding:
     notes: list[str] = field(default_factory=list)
     fixed_command: str | None = None
     alternative_commands: list[str | None] = field(default_factory=list)
+    alternatives: tuple[Fix, ...] | None = None  # the playbook's, minus those already in place
+    fix: Fix | None = None  # the playbook's fix with its {values} filled in
+    unconfirmed: bool = False  # a generic message without its evidence: no fix is proposed
+
+    def __post_init__(self) -> None:
+        if self.unconfirmed:
+            self.alternatives, self.fix = (), None
+        if self.alternatives is None:
+            self.alternatives = self.playbook.alternatives
+        if self.fix is None and not self.unconfirmed:
+            self.fix = self.playbook.fix
 
     @property
     def id(self) -> str:
@@ -39,13 +51,12 @@ class Finding:
 
     def commands_for_alternatives(self) -> list[str | None]:
         alts = self.alternative_commands
-        return (
-            alts if len(alts) == len(self.playbook.alternatives) else [None] * len(self.playbook.alternatives)
-        )
+        n = len(self.alternatives or ())
+        return alts if len(alts) == n else [None] * n
 
     def to_dict(self) -> dict[str, Any]:
         pb = self.playbook
-        fix = pb.fix or Fix()
+        fix = self.fix or Fix()
         return {
             "id": pb.id,
             "severity": self.severity,
@@ -56,10 +67,10 @@ class Finding:
             "could_not_check": self.unknown,
             "notes": self.notes,
             "fix": fix.to_dict(),
-            "fix_confidence": fix.confidence,
+            "fix_confidence": fix.confidence if self.fix is not None else None,
             "alternatives": [
                 {**a.to_dict(with_confidence=True), "fixed_command": cmd}
-                for a, cmd in zip(pb.alternatives, self.commands_for_alternatives(), strict=True)
+                for a, cmd in zip(self.alternatives or (), self.commands_for_alternatives(), strict=True)
             ],
             "fixed_command": self.fixed_command,
             "playbook": f"playbooks/{pb.path.name}",
@@ -85,8 +96,9 @@ class Diagnosis:
 def resolve_version(flag: str | None, log: LogScan | None) -> tuple[str | None, str]:
     """--vllm-version, else the log's `vLLM API server version X` line, else the installed vllm."""
     if flag:
-        if version_tuple(flag) is None:
-            raise UsageError(f"--vllm-version {flag!r}: expected a release like 0.17.0 or 0.11")
+        if version_tuple(flag) is None or len(flag) > 64:
+            shown = visible(flag if len(flag) <= 40 else flag[:40] + f"... ({len(flag)} characters)")
+            raise UsageError(f"--vllm-version {shown!r}: expected a release like 0.17.0 or 0.11")
         return flag, "--vllm-version"
     if log is not None and log.version:
         return log.version, "log"
@@ -96,6 +108,50 @@ def resolve_version(flag: str | None, log: LogScan | None) -> tuple[str | None, 
         return version("vllm"), "installed vllm"
     except PackageNotFoundError:
         return None, "unknown"
+
+
+FACT_NAMES = {
+    "lmcache": "LMCache in the command or the traceback",
+    "rocm": "a ROCm platform (AMD GPU, AITER, a -rocm image)",
+    "fp8_kv": "an FP8 KV cache (--kv-cache-dtype fp8*) or a KV-cache kernel in the traceback",
+    "dsa": "a DeepSeek-V3.2-style sparse-attention (DSA) model",
+    "mla": "an MLA model (DeepSeek-V2/V3/R1, Kimi-K2, GLM-4.5+)",
+    "offload": "KV offloading in the command or the log",
+    "pp": "pipeline parallelism (--pipeline-parallel-size > 1)",
+}
+
+
+def _fact_evidence(name: str, ctx: Context, log: LogScan | None, command_text: str) -> str | None:
+    """Where a `requires` fact shows, or None: the log, the command, the model, the platform."""
+    if log is not None and name in log.facts:
+        n, line = log.facts[name]
+        return f"log line {n} ({name}): {clip(line)}"
+    if command_text and FACTS[name].search(command_text):
+        return f"command ({name}): {FACTS[name].search(command_text).group()}"  # type: ignore[union-attr]
+    cmd, m = ctx.cmd, ctx.model
+    if name == "fp8_kv" and cmd is not None and (cmd.get("--kv-cache-dtype") or "").startswith("fp8"):
+        return f"command sets --kv-cache-dtype {cmd.get('--kv-cache-dtype')}"
+    if name == "lmcache" and cmd is not None and cmd.offloading() == "lmcache":
+        return f"command enables {cmd.connector()}"
+    if name == "pp" and cmd is not None and (cmd.get("--pipeline-parallel-size") or "1") not in ("1", "0"):
+        return f"command sets --pipeline-parallel-size {cmd.get('--pipeline-parallel-size')}"
+    if name == "offload" and cmd is not None and cmd.offloading() is not None:
+        return f"command enables {cmd.connector()}"
+    if name == "dsa" and m is not None and m.is_dsa:
+        return f"model {m.model_type} uses DSA"
+    if name == "mla" and m is not None and m.is_mla:
+        return f"model {m.model_type} uses MLA"
+    if name == "rocm" and (
+        (cmd is not None and cmd.platform_hint() == "rocm") or (ctx.platform and ctx.platform.vendor == "amd")
+    ):
+        return "platform rocm"
+    return None
+
+
+def _model_conditions(conditions: dict[str, Any]) -> dict[str, Any]:
+    """The conditions about the model: a config.json is a fact, while a command may be partial
+    (rebuilt from a log, or missing the defaults) and the version may be a fork's."""
+    return {k: v for k, v in conditions.items() if k in CONDITIONS and CONDITIONS[k].needs == "model"}
 
 
 def diagnose(
@@ -108,9 +164,14 @@ def diagnose(
     platform: Platform | None = None,
     only: set[str] | None = None,
     vllm_root: Path | None = None,
+    command_text: str = "",
+    host_ram_bytes: int | None = None,
+    shm_bytes: int | None = None,
+    partial_command: bool = False,  # rebuilt from a log: it may lack what vLLM did not print
 ) -> Diagnosis:
     here = platform is not None
-    ctx = Context(model, cmd, version, version_source, platform, vllm_root)
+    ctx = Context(model, cmd, version, version_source, platform, vllm_root, host_ram_bytes, shm_bytes)
+    command_text = command_text or (cmd.render() if cmd is not None else "")
     secrets = secret_values(cmd)
     findings: list[Finding] = []
     for pb in catalog.failures:
@@ -119,10 +180,7 @@ def diagnose(
         verdict = evaluate(pb.conditions, ctx, here) if pb.conditions else None
         hit = log.hits.get(pb.id) if log else None
         if hit is not None:
-            evidence = hit.evidence()
-            if verdict is not None and verdict.applies and verdict.holds:
-                evidence += verdict.evidence
-            finding = Finding(pb, pb.severity, "log", evidence)
+            finding = _log_finding(pb, hit.evidence(), verdict, ctx, log, command_text)
         elif verdict is not None and verdict.applies and verdict.holds is not False:
             if verdict.holds is None and verdict.hard:
                 continue  # only inputs we lack: "could not check", not a finding
@@ -137,27 +195,106 @@ def diagnose(
             finding = Finding(pb, severity, "platform" if uses_host else "config", verdict.evidence, unknown)
         else:
             continue
-        if cmd is not None and pb.fix is not None and not pb.fix.is_empty():
-            finding.fixed_command = _apply(cmd, pb.fix)
-            applicable = cmd.launcher == "docker" or pb.fix.remove or pb.fix.add or pb.fix.env
-            if finding.fixed_command is None and applicable:
-                finding.notes.append("the command already carries this fix")
-        finding.alternative_commands = [
-            _apply(cmd, alt) if cmd is not None and not alt.is_empty() else None for alt in pb.alternatives
-        ]
-        finding.evidence = [redact_text(e, secrets) for e in finding.evidence]
+        if cmd is not None and not finding.unconfirmed:
+            _propose_fixes(finding, cmd, ctx, partial_command)
+        finding.evidence = [visible(redact_text(e, secrets)) for e in finding.evidence]
+        finding.notes = [visible(n) for n in finding.notes]
         findings.append(finding)
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.id))
     notes = []
     if cmd is not None and cmd.unknown_flags:
         notes.append(
-            "flags not in kvops's list of vLLM flags (kept as given): " + " ".join(cmd.unknown_flags)
+            "flags not in kvops's list of vLLM flags (kept as given): " + visible(" ".join(cmd.unknown_flags))
         )
     if version is None:
         notes.append("vLLM version unknown: pass --vllm-version; version-bound checks are warnings")
     return Diagnosis(
-        findings, version, version_source, model, cmd, platform, notes, log.lines if log else None
+        findings,
+        visible(version) if version else None,
+        version_source,
+        model,
+        cmd,
+        platform,
+        notes,
+        log.lines if log else None,
     )
+
+
+def _log_finding(
+    pb: Playbook,
+    evidence: list[str],
+    verdict: Any,
+    ctx: Context,
+    log: LogScan | None,
+    command_text: str,
+) -> Finding:
+    """A signature matched. It is the playbook's claim only with the specific evidence the
+    playbook requires and no input contradicting it; otherwise an `info` saying what would."""
+    severity = pb.severity
+    notes: list[str] = []
+    if verdict is not None and verdict.applies and verdict.holds:
+        evidence = evidence + verdict.evidence
+    for name in pb.requires:
+        shown = _fact_evidence(name, ctx, log, command_text)
+        if shown is None:
+            severity = "info"
+            notes.append(f"generic message: would be confirmed by {FACT_NAMES[name]}; none seen")
+        else:
+            evidence = [*evidence, shown]
+    about_model = _model_conditions(pb.conditions)
+    if about_model:
+        against = evaluate(about_model, ctx, here=False)
+        if against.applies and against.holds is False:
+            severity = "info"
+            notes.append("the model given does not match this failure's conditions")
+    if severity == "info" and pb.severity != "info":
+        notes.append("no fix proposed until it is confirmed (playbook: " + f"playbooks/{pb.path.name})")
+        return Finding(pb, severity, "log", evidence, notes=notes, unconfirmed=True)
+    return Finding(pb, severity, "log", evidence, notes=notes)
+
+
+def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context, partial: bool = False) -> None:
+    """The fixed command for the fix and each alternative; a fix the command already carries is
+    said once and never proposed again (nor is an alternative that is already in place)."""
+    pb = finding.playbook
+    if pb.fix is not None and not pb.fix.is_empty():
+        fix = _with_values(pb.fix, ctx, finding.notes)
+        finding.fix = fix
+        finding.fixed_command = _apply(cmd, fix)
+        applicable = cmd.launcher == "docker" or fix.remove or fix.add or fix.env
+        if finding.fixed_command is None and applicable and not partial:
+            finding.notes.append("the command already carries this fix")
+    kept, commands = [], []
+    for alt in pb.alternatives:
+        if alt.is_empty():
+            kept.append(alt)
+            commands.append(None)
+            continue
+        alt = _with_values(alt, ctx, finding.notes)
+        fixed = _apply(cmd, alt)
+        if fixed is None and (alt.add or alt.env or alt.docker_add) and not partial:
+            what = " ".join([*alt.add, *(f"{k}={v}" for k, v in alt.env.items())])
+            finding.notes.append(f"not proposed again, already in the command: {what}")
+            continue
+        kept.append(alt)
+        commands.append(fixed)
+    finding.alternatives = tuple(kept)
+    finding.alternative_commands = commands
+
+
+def _with_values(fix: Fix, ctx: Context, notes: list[str]) -> Fix:
+    """`{name}` in a fix's add tokens filled from rules.FIX_VALUES (e.g. a size from kvops size)."""
+    if not any("{" in t for t in fix.add):
+        return fix
+    values: dict[str, str] = {}
+    for name, fn in FIX_VALUES.items():
+        if any("{" + name + "}" in t for t in fix.add):
+            value, why = fn(ctx)
+            if value is None:
+                return replace(fix, add=tuple(t for t in fix.add if "{" + name + "}" not in t))
+            values[name] = value
+            notes.append(why)
+    return replace(fix, add=tuple(t.format(**values) if "{" in t else t for t in fix.add))
 
 
 def _apply(cmd: ServeCommand, fix: Fix) -> str | None:

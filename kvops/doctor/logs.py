@@ -7,11 +7,19 @@ context regex (if any) matches within the same traceback neighbourhood — a win
 before and after — or in the serve command: the same KeyError means different things when
 raised from register_kv_caches or from get_attn_backends_for_group.
 
+Logs as people paste them: a terminal or an issue tracker hard-wraps long lines ("KV cach" /
+"e is needed", or a markdown quote continuing with "  > "), so a signature is also tried on up
+to WRAP consecutive lines joined (without and with a space), continuation markers stripped.
+Evidence facts (LMCache, a ROCm platform, an FP8 KV cache, a DSA model, KV offloading) are
+read case-insensitively from the start-up block and from every block a signature is in: a
+generic message only becomes a specific claim when its playbook's `requires` facts are there.
+
 Memory stays flat for any log size: a deque of recent lines and a short list of pending hits.
 """
 
 from __future__ import annotations
 
+import html
 import re
 import sys
 from collections import deque
@@ -23,22 +31,87 @@ from typing import BinaryIO
 
 from kvops.doctor.catalog import Playbook
 from kvops.errors import UsageError
+from kvops.termsafe import visible
 
 PREFIX = re.compile(
-    r"^(?:\d{4}-\d\d-\d\dT\S+\s+)?"  # optional container/k8s timestamp (docker logs -t)
-    r"(?:\((?P<proc>[\w.-]+(?: [\w.-]+)*?) pid=(?P<pid>\d+)\)\s*)?"
-    r"(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+\[[^\]]*\]\s?)?"
+    r"^(?:[\s|+>]*)"  # quote / CI-log gutters: "  | ", "> ", "+  > "
+    r"(?:\[?\d{4}-\d\d-\d\d[T ][\d:.,]+Z?\]?\s*(?:\|\s*)?)?"  # docker -t / CI / compose timestamps
+    r"(?:\[rank\d+\]:\s*)?"  # torch.distributed's "[rank0]: "
+    r"(?:\((?P<proc>[\w.-]+(?: [\w.-]+)*?) pid=(?P<pid>\d+)(?:, ip=[\d.]+)?\)\s*)*"  # nested (name pid=N)
+    r"(?:(?P<level>DEBUG|INFO|WARNING|ERROR|CRITICAL)\s+\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?\s+"
+    r"(?:\[[^\]]*\]|[\w./-]+:\d+\])\s?)?"  # [file.py:line] (V1) or file.py:line] (older releases)
 )
+# Every start-up banner form vLLM has used (vllm/entrypoints/openai/api_server.py, the ASCII-art
+# banner of vllm/entrypoints/utils.py, vllm/v1/engine/core.py and the V0 llm_engine.py), plus
+# collect_env's "vLLM Version:" and a pinned "vllm==X" that issue reports carry.
 VERSION = re.compile(
-    r"vLLM API server version (\S+)|vllm version (\d+\.\d+\S*)|Starting vLLM\S* v?(\d+\.\d+\S*)", re.I
+    r"vLLM API server version v?(?P<api>\d+\.\d+[\w.+-]*)"
+    r"|\u2588\s+version\s+v?(?P<art>\d+\.\d+[\w.+-]*)"
+    r"|Initializing an? (?:V1 )?LLM engine \(v(?P<engine>\d+\.\d+[\w.+-]*)\)"
+    r"|vLLM Version\s*:\s*v?(?P<env>\d+\.\d+[\w.+-]*)"
+    r"|vllm version:? v?(?P<plain>\d+\.\d+[\w.+-]*)"
+    r"|Starting vLLM\S* v?(?P<start>\d+\.\d+[\w.+-]*)"
+    r"|\bvllm==(?P<pin>\d+\.\d+[\w.+-]*)",
+    re.IGNORECASE,
 )
+_VERSION_HINTS = ("ersion", "LLM engine (v", "vllm==")  # cheap tests before VERSION
+MAX_VERSION = 40  # characters kept of a version read from a log
+# Evidence a generic message needs before it becomes a specific claim (a playbook's `requires`).
+FACTS: dict[str, re.Pattern[str]] = {
+    "lmcache": re.compile(r"lmcache", re.I),
+    "rocm": re.compile(
+        r"\brocm|\bhip\b|gfx9\d\d|gfx1[01]\d\d|\bmi[23]\d\dx?\b|aiter|composable_kernel|ck_moe|ck_tile"
+        r"|vllm_rocm_|\bamd\b|radeon|/dev/kfd|vllm-openai-rocm",
+        re.I,
+    ),
+    "fp8_kv": re.compile(
+        r"kv[-_ ]?cache[-_ ]?dtype\W{1,3}fp8|fp8 kv|kv[-_ ]cache quant|fp8 kv[-_ ]cache|reshape_and_cache"
+        r"|paged_attention|prefix_prefill|context_attention_fwd|decode_attention|unified_attention"
+        r"|triton_attn|kv_cache_dtype=.?fp8",
+        re.I,
+    ),
+    "dsa": re.compile(
+        r"deepseek[-_ ]?v3\.2|deepseekv32|deepseek_v32|index_topk|indexer|glm[-_ ]?5|glm[-_]dsa|glm_moe_dsa"
+        r"|mla_sparse|\bdsa\b",
+        re.I,
+    ),
+    "mla": re.compile(
+        r"\bmla\b|use mla: true|mlaattention|is_deepseek_mla|kv_lora_rank|deepseek[-_ ]?(?:v[23]|r1)"
+        r"|kimi[-_ ]?k2|glm[-_ ]?4\.[5-9]|glm[-_ ]?5|mla_sparse",
+        re.I,
+    ),
+    "pp": re.compile(
+        r"pipeline[-_ ]parallel[-_ ]size\W{1,3}[2-9]|\bpp\s?[=:]?\s?[2-9]|pp rank [1-9]|_PP[1-9]"
+        r"|VLLM_PP_LAYER_PARTITION",
+        re.I,
+    ),
+    "offload": re.compile(
+        r"kv[-_]offload|offloadingconnector|simplecpuoffload|vllm_offload_|cpu_bytes_to_use|num_cpu_blocks",
+        re.I,
+    ),
+}
 ARGS_MARK = "non-default args: "  # vllm/entrypoints/utils.py log_non_default_args
 BEFORE = 80  # a traceback's frames come before its last line
 AFTER = 40  # ...and vLLM often logs "EngineCore failed to start" and the cause after it
+WRAP = 3  # a signature hard-wrapped over at most this many lines is still found
+CONTINUATION = re.compile(r"^[\s>|+]*")  # what a wrapped line starts with besides its text
 MAX_EVIDENCE = 4
 BLOCK = 2048  # lines per pre-filter block
 MAX_LINE = 64 * 1024
 BINARY_PROBE = 64 * 1024  # a pathological line is cut, not held whole
+NEEDLE_CHUNK = 16  # a long literal is sought by its head and tail, so a wrap inside it is seen
+# Colour and cursor codes a terminal capture keeps (vLLM colours its prefix on a tty): removed
+# before matching, so `\x1b[1;36m(EngineCore pid=1)\x1b[0m ERROR ...` reads like the plain line.
+# Text copied out of a web page: typographic quotes for ' and ", HTML entities (&#39; &quot; &gt;).
+QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"'})
+ENTITY = re.compile(r"&(?:#\d{1,6}|#x[0-9a-fA-F]{1,6}|quot|amp|lt|gt|apos);")
+ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-Z\\-_]")
+
+
+def clip(line: str, limit: int = 320) -> str:
+    """An evidence line short enough to read: its head and its tail (where messages end)."""
+    text = line.strip()
+    return text if len(text) <= limit else f"{text[:80]} [...] {text[-(limit - 90) :]}"
 
 
 @dataclass
@@ -51,11 +124,11 @@ class LogHit:
     more: list[tuple[int, str]] = field(default_factory=list)
 
     def evidence(self) -> list[str]:
-        out = [f"log line {self.line_no}: {self.line.strip()}"]
-        out += [f"log line {n}: {text.strip()}" for n, text in self.more]
+        out = [f"log line {self.line_no}: {clip(self.line)}"]
+        out += [f"log line {n}: {clip(text)}" for n, text in self.more]
         if self.context_line:
             n, text = self.context_line
-            out.append(f"log line {n} (context): {text.strip()}")
+            out.append(f"log line {n} (context): {clip(text)}")
         if self.count > 1 + len(self.more):
             out.append(f"... {self.count} matching lines in all")
         return out
@@ -67,6 +140,7 @@ class LogScan:
     version: str | None
     lines: int
     serve_args: str | None = None  # the dict of vLLM's first `non-default args: {...}` line
+    facts: dict[str, tuple[int, str]] = field(default_factory=dict)  # fact -> (line no, line)
 
 
 _META = set(".^$*+?{}[]()|")
@@ -145,6 +219,42 @@ def literals_for(patterns: Iterable[re.Pattern[str]]) -> list[str] | None:
     return out
 
 
+def needles_for(literals: list[str]) -> list[str]:
+    """What the pre-filter looks for: a long literal by its head and its tail, so that a line
+    hard-wrapped inside the literal still shows one of them."""
+    out: set[str] = set()
+    for lit in literals:
+        if len(lit) >= 2 * NEEDLE_CHUNK:
+            out.update((lit[:NEEDLE_CHUNK], lit[-NEEDLE_CHUNK:]))
+        else:
+            out.add(lit)
+    return sorted(out)
+
+
+def read_version(line: str) -> str | None:
+    """The vLLM release a start-up line names; None for none, or for an unreleased dev build
+    (`0.1.devN+g<sha>` is vLLM's version of a source checkout: it says nothing about the release)."""
+    m = VERSION.search(line)
+    if not m:
+        return None
+    value = next(g for g in m.groups() if g)[:MAX_VERSION].rstrip(".,;:'\")")
+    return None if value.startswith("0.1.dev") else value
+
+
+def _unwrapped(parts: list[str]) -> list[tuple[str, list[int]]]:
+    """Joins of consecutive lines, without and with a space, and the offsets where lines meet."""
+    first = strip_prefix(parts[0]).rstrip()
+    rest = [CONTINUATION.sub("", strip_prefix(p)).strip() for p in parts[1:]]
+    out = []
+    for sep in ("", " "):
+        text, cuts = first, []
+        for r in rest:
+            cuts.append(len(text))
+            text += sep + r
+        out.append((text, cuts))
+    return out
+
+
 def strip_prefix(line: str) -> str:
     m = PREFIX.match(line)
     return line[m.end() :] if m else line
@@ -155,11 +265,11 @@ def open_log(path: str) -> tuple[BinaryIO, str]:
         return sys.stdin.buffer, "<stdin>"
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"log file not found: {path}")
+        raise UsageError(f"log file not found: {visible(path)}")
     try:
         return p.open("rb"), str(p)
     except OSError as exc:
-        raise UsageError(f"cannot read log {path}: {exc.strerror}") from None
+        raise UsageError(f"cannot read log {visible(path)}: {exc.strerror}") from None
 
 
 def decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
@@ -175,14 +285,27 @@ def decoded_lines(stream: BinaryIO, name: str) -> Iterator[str]:
             return
         if seen < BINARY_PROBE:
             if b"\x00" in raw[: BINARY_PROBE - seen]:
-                raise UsageError(f"{name} looks binary (NUL bytes), not a text log")
+                raise UsageError(f"{visible(name)} looks binary (NUL bytes), not a text log")
             seen += len(raw)
         if len(raw) == MAX_LINE and not raw.endswith(b"\n"):
             while True:  # drop the rest of an over-long line
                 rest = stream.readline(MAX_LINE)
                 if not rest or rest.endswith(b"\n"):
                     break
-        yield raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
+        yield normalised(line)
+
+
+def normalised(line: str) -> str:
+    """A line as vLLM printed it: terminal codes dropped, web-page quoting undone. Each step runs
+    only when a cheap test says it can change something (most lines are plain ASCII)."""
+    if "\x1b" in line:
+        line = ANSI.sub("", line)
+    if not line.isascii():
+        line = line.translate(QUOTES)
+    if "&" in line and ENTITY.search(line):
+        line = html.unescape(line)
+    return line
 
 
 def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str = "") -> LogScan:
@@ -190,6 +313,7 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     recent: deque[tuple[int, str]] = deque(maxlen=BEFORE)
     pending: list[tuple[Playbook, int, str, int]] = []  # (playbook, line_no, line, deadline)
     hits: dict[str, LogHit] = {}
+    facts: dict[str, tuple[int, str]] = {}
     version: str | None = None
     serve_args: str | None = None
     n = 0
@@ -206,32 +330,73 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     def context_in_command(pb: Playbook) -> bool:
         return bool(command_text) and any(c.search(command_text) for c in pb.context)
 
+    def read_facts(block: list[str], first_no: int) -> None:
+        text = "\n".join(block)
+        for name, rx in FACTS.items():
+            if name in facts:
+                continue
+            m = rx.search(text)
+            if m:
+                at = text.count("\n", 0, m.start())
+                facts[name] = (first_no + at, block[at])
+
+    def matched(pb: Playbook, line_no: int, line: str) -> None:
+        if not pb.context:
+            record(pb, line_no, line, None)
+            return
+        ctx = next(((i, t) for i, t in reversed(recent) if any(c.search(t) for c in pb.context)), None)
+        if ctx is None and any(c.search(line) for c in pb.context):
+            ctx = (line_no, line)
+        if ctx is not None:
+            record(pb, line_no, line, ctx)
+        elif context_in_command(pb):
+            record(pb, line_no, line, None)
+        else:
+            pending.append((pb, line_no, line, line_no + AFTER))
+
+    def wrapped_match(window: list[tuple[int, str]]) -> bool:
+        """A signature that only matches across the lines of the window (a hard wrap)."""
+        joins = _unwrapped([t for _, t in window])
+        shown = joins[1][0]  # the lines as one, continuation markers dropped
+        for text, cuts in joins:
+            for pb in books:
+                for sig in pb.signatures:
+                    m = sig.search(text)
+                    if m and any(m.start() < c < m.end() for c in cuts):
+                        matched(pb, window[0][0], shown)
+                        return True
+        return False
+
     # Plain substring tests (fast, in C) pick candidate lines; only those meet the regexes.
     # A signature without a usable literal makes every line a candidate: slower, never wrong.
-    needles = literals_for(s for pb in books for s in pb.signatures)
+    literals = literals_for(s for pb in books for s in pb.signatures)
+    # Whole literals decide whether a block of a long log is skipped (long needles search fastest);
+    # heads and tails pick the candidate lines, so a signature wrapped inside its literal is seen.
+    needles = needles_for(literals) if literals is not None else None
     it = iter(lines)
-    n = 0
+    wrap_left = 0  # lines after a candidate that may continue a wrapped signature
+    last_hit = 0  # a wrapped match never reuses a line that already matched on its own
+    first_block = True
     while True:
         block = list(islice(it, BLOCK))
         if not block:
             break
-        if needles is not None and not pending:
+        text = "\n".join(block) if needles is not None else ""
+        if needles is not None and not pending and not wrap_left and not first_block:
             # A block with no needle (and no version line still sought) is skipped whole:
             # one join and a few C substring searches instead of a Python loop per line.
-            text = "\n".join(block)
-            sought = (version is None and ("ersion" in text or "Starting vLLM" in text)) or (
+            sought = (version is None and any(h in text for h in _VERSION_HINTS)) or (
                 serve_args is None and ARGS_MARK in text
             )
-            if not sought and not any(needle in text for needle in needles):
+            if not sought and not any(lit in text for lit in literals or ()):
                 recent.extend(enumerate(block[-BEFORE:], start=n + 1 + max(0, len(block) - BEFORE)))
                 n += len(block)
                 continue
+        block_start, seen_hits = n + 1, sum(h.count for h in hits.values())
         for line in block:
             n += 1
-            if version is None and ("ersion" in line or "Starting vLLM" in line):
-                m = VERSION.search(line)
-                if m:
-                    version = next(g for g in m.groups() if g)
+            if version is None and any(h in line for h in _VERSION_HINTS):
+                version = read_version(line)
             if serve_args is None and ARGS_MARK in line:
                 serve_args = line.split(ARGS_MARK, 1)[1]
             # Pending hits waiting for their context in the lines after them.
@@ -243,29 +408,30 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
                     elif n < deadline:
                         still.append((pb, at, hit_line, deadline))
                 pending = still
-            if needles is not None and not any(needle in line for needle in needles):
+            candidate = needles is None or any(needle in line for needle in needles)
+            if not candidate and not wrap_left:
                 recent.append((n, line))
                 continue
+            wrap_left = WRAP - 1 if candidate else wrap_left - 1
             msg = strip_prefix(line)
+            found = False
             for pb in books:
-                if not any(s.search(msg) for s in pb.signatures):
-                    continue
-                if not pb.context:
-                    record(pb, n, line, None)
-                    continue
-                ctx = next(
-                    ((i, t) for i, t in reversed(recent) if any(c.search(t) for c in pb.context)), None
-                )
-                if ctx is None and any(c.search(line) for c in pb.context):
-                    ctx = (n, line)
-                if ctx is not None:
-                    record(pb, n, line, ctx)
-                elif context_in_command(pb):
-                    record(pb, n, line, None)
-                else:
-                    pending.append((pb, n, line, n + AFTER))
+                if any(s.search(msg) for s in pb.signatures):
+                    found = True
+                    matched(pb, n, line)
+            if found:
+                last_hit = n
+            elif recent:
+                window = [(i, t) for i, t in list(recent)[-(WRAP - 1) :] if i > last_hit] + [(n, line)]
+                for size in range(2, len(window) + 1):
+                    if wrapped_match(window[-size:]):
+                        last_hit = n  # these lines are spent: no second, longer window
+                        break
             recent.append((n, line))
-    return LogScan(hits, version, n, serve_args)
+        if first_block or sum(h.count for h in hits.values()) != seen_hits or pending:
+            read_facts(block, block_start)  # the start-up block and every block with a match
+        first_block = False
+    return LogScan(hits, version, n, serve_args, facts)
 
 
 def scan_file(path: str, playbooks: Iterable[Playbook], command_text: str = "") -> LogScan:

@@ -10,6 +10,7 @@ from kvops.doctor.catalog import Catalog, Fix
 from kvops.doctor.cmdline import redact_text, secret_values
 from kvops.doctor.diagnose import Diagnosis, Finding
 from kvops.doctor.platform import describe
+from kvops.termsafe import visible
 
 
 def to_json(d: Diagnosis, catalog: Catalog) -> str:
@@ -88,16 +89,15 @@ def _finding_text(f: Finding) -> list[str]:
     if f.unknown:
         lines.append("  could not check: " + "; ".join(f.unknown))
     lines += [f"  note: {note}" for note in f.notes]
-    if pb.fix is not None:
-        lines.append(f"  fix [{pb.fix.confidence}]: {_describe_fix(pb.fix)}")
+    if f.fix is not None:
+        lines.append(f"  fix [{f.fix.confidence}]: {_describe_fix(f.fix)}")
     if f.fixed_command:
         lines.append("  fixed command:")
         lines.append(f"    {f.fixed_command}")
-    if pb.alternatives:
+    alternatives = f.alternatives or ()
+    if alternatives:
         lines.append("  alternatives (weakest last):")
-        for alt, cmd in zip(
-            pb.alternatives, f.alternative_commands or [None] * len(pb.alternatives), strict=False
-        ):
+        for alt, cmd in zip(alternatives, f.alternative_commands or [None] * len(alternatives), strict=False):
             lines.append(f"    - [{alt.confidence}] {_describe_fix(alt)}")
             if cmd:
                 lines.append(f"        {cmd}")
@@ -137,7 +137,8 @@ def to_text(d: Diagnosis, catalog: Catalog) -> str:
         lines.append("No known failure matched.")
     else:
         lines.append(f"{errors} error(s), {warnings} warning(s), {len(d.findings) - errors - warnings} info")
-    return redact_text("\n".join(lines), secrets)
+    # evidence lines, versions and model names come from outside: shown, never interpreted
+    return visible(redact_text("\n".join(lines), secrets), keep_newlines=True)
 
 
 def list_checks(catalog: Catalog, as_json: bool) -> str:
@@ -149,22 +150,33 @@ def list_checks(catalog: Catalog, as_json: bool) -> str:
             "title": pb.title,
             "confidence": pb.confidence,
             "matches": [k for k, v in (("log", pb.signatures), ("config", pb.conditions)) if v],
+            # a silent misconfiguration: nothing in any log, only the command/model/version tell
+            "silent": pb.kind == "failure" and not pb.signatures and bool(pb.conditions),
             "playbook": f"playbooks/{pb.path.name}",
         }
         for pb in (*catalog.failures, *catalog.alerts)
     ]
     if as_json:
         return json.dumps({"checks": rows, "playbook_problems": list(catalog.problems)}, indent=2)
-    lines = [f"{len(catalog.failures)} failure checks:"]
+    failures = [r for r in rows if r["kind"] == "failure"]
+    silent = [r for r in failures if r["silent"]]
+    lines = [f"{len(failures) - len(silent)} failure checks (a log line, and/or the command/model):"]
     lines += [
         f"  {r['id']:<40} {r['severity']:<8} {'+'.join(r['matches']):<11} {r['title'][:80]}"
-        for r in rows
-        if r["kind"] == "failure"
+        for r in failures
+        if not r["silent"]
     ]
+    lines.append(f"{len(silent)} silent misconfigurations (no error anywhere; read from the command/model):")
+    lines += [f"  {r['id']:<40} {r['severity']:<8} {'config':<11} {r['title'][:80]}" for r in silent]
+    lines.append(
+        "  (log+config checks above are also judged from the command/model before anything fails:"
+        " offload tier vs host RAM or /dev/shm with --here/--host-ram/--shm, offloading a model"
+        " whose attention the release cannot offload)"
+    )
     if catalog.alerts:
         lines.append(f"{len(catalog.alerts)} alert runbooks (for the alert rules; not matched by doctor):")
         lines += [
             f"  {r['id']:<40} {r['severity']:<8} {r['title'][:80]}" for r in rows if r["kind"] != "failure"
         ]
     lines += [f"playbook problem: {p}" for p in catalog.problems]
-    return "\n".join(lines)
+    return visible("\n".join(lines), keep_newlines=True)

@@ -4,7 +4,10 @@ Each condition answers True, False or None (cannot tell). All must hold; a None 
 into a warning that says what could not be checked. Conditions about an input doctor was not
 given (no --model, no --cmd) make the playbook not apply at all: doctor never guesses a command.
 
-Vocabulary (keys of `conditions:` in playbooks/*.md):
+One registry: every `conditions:` key is a function registered with `@condition` below (with the
+input it needs and how its value is validated when playbooks load), every `check:` name is in
+CHECKS, and every `{value}` a fix can name is a `@fix_value`. A new rule is one entry here; a new
+signature is one playbook file. Keys (see each function's docstring):
   attention / not_attention: [mla, dsa, hybrid, sliding_window, gqa, mha]   (needs --model)
   moe: true                                                                 (needs --model)
   offloading: [native | lmcache | any]          flags_set / flags_unset: [--flag]   (needs --cmd)
@@ -12,7 +15,8 @@ Vocabulary (keys of `conditions:` in playbooks/*.md):
   offloading_if_known: [...]         (like offloading, but true when no --cmd was given)
   env_on / env_not_off: [NAME]       (the command's env, else this host's env under --here)
   platform: [cuda | rocm]            (the command's image/env, else this host under --here)
-  vllm_version: ">=0.12.0,<0.18.0"   here: true (judges this machine: only with --here)
+  vllm_version: ">=0.12.0,<0.18.0"   vllm_version_known: (same; silent when the version is unknown)
+  here: true (judges this machine: only with --here)
   vllm_source: {offloading_layer_filter: Attention}   (read from the installed vllm when it is
                                      the judged version; holds when nothing can be read)
   kernel_below: "5.14"   memlock_limited: true   check: <named arithmetic check below>
@@ -21,6 +25,7 @@ Vocabulary (keys of `conditions:` in playbooks/*.md):
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -30,6 +35,7 @@ from typing import Any
 from kvops.doctor.cmdline import ServeCommand, parse_size
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
+from kvops.termsafe import visible
 
 GIB = 1 << 30
 DOCKER_DEFAULT_SHM = 64 << 20  # docker's default /dev/shm
@@ -46,6 +52,8 @@ class Context:
     version_source: str = "unknown"
     platform: Platform | None = None  # set only when doctor may judge this machine
     vllm_root: Path | None = None  # installed vllm's source, when it is the vLLM being judged
+    host_ram_bytes: int | None = None  # --host-ram: the serving host's memory, given by the user
+    shm_bytes: int | None = None  # --shm: the serving host's /dev/shm, given by the user
 
 
 @dataclass
@@ -58,7 +66,8 @@ class Verdict:
 
 
 def version_tuple(text: str) -> tuple[int, int, int] | None:
-    m = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
+    # bounded digit runs: a 5,000-digit "version" is not a release (and int() would refuse it)
+    m = re.match(r"v?(\d{1,6})\.(\d{1,6})(?:\.(\d{1,6}))?(?!\d)", text.strip()[:64])
     if not m:
         return None
     return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
@@ -154,11 +163,14 @@ def _check_shm_too_small(ctx: Context) -> Verdict:
         return Verdict(
             shm < need, evidence=[f"{ev} < --kv-offloading-size {size:g} GiB" if shm < need else ev]
         )
+    if ctx.shm_bytes is not None:
+        ev = f"--shm {ctx.shm_bytes / GIB:.1f} GiB; --kv-offloading-size is {size:g} GiB"
+        return Verdict(ctx.shm_bytes < need, evidence=[ev])
     if ctx.platform is not None and ctx.platform.shm_free_bytes is not None:
         free = ctx.platform.shm_free_bytes
         ev = f"this host's /dev/shm has {free / GIB:.1f} GiB free; --kv-offloading-size is {size:g} GiB"
         return Verdict(free < need, evidence=[ev])
-    return Verdict(None, unknown=["/dev/shm of the serving host (run doctor there with --here)"])
+    return Verdict(None, unknown=["/dev/shm of the serving host (run doctor there with --here, or --shm)"])
 
 
 def _check_host_ram(ctx: Context) -> Verdict:
@@ -175,13 +187,18 @@ def _check_host_ram(ctx: Context) -> Verdict:
         if limit is None:
             return Verdict(None, unknown=[f"cannot read --memory {limit_raw!r}"])
         source = f"docker --memory {limit_raw}"
+    elif ctx.host_ram_bytes is not None:
+        limit = ctx.host_ram_bytes
+        source = "--host-ram"
     elif ctx.platform is not None and ctx.platform.host_ram_bytes is not None:
         limit = min(
             ctx.platform.host_ram_bytes, ctx.platform.memory_limit_bytes or ctx.platform.host_ram_bytes
         )
         source = "this host's memory"
     else:
-        return Verdict(None, unknown=["memory of the serving host (run doctor there with --here)"])
+        return Verdict(
+            None, unknown=["memory of the serving host (run doctor there with --here, or --host-ram)"]
+        )
     ev = (
         f"--kv-offloading-size {size:g} GiB x {MEASURED_FOOTPRINT_FACTOR} measured footprint ="
         f" {footprint / GIB:.0f} GiB vs {source} = {limit / GIB:.0f} GiB"
@@ -209,6 +226,22 @@ def _check_offload_config(ctx: Context) -> Verdict:
     return Verdict(bool(problems), evidence=problems)
 
 
+# ---- one registry: a new rule is one decorated function ---------------------------------------
+# Playbooks name conditions (`conditions:` keys), arithmetic checks (`check: <name>`) and fix
+# values (`{name}` inside a fix's `add` tokens); each is registered here once, next to its code.
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    evaluate: Callable[[Any, Context, bool], Verdict]
+    needs: str | None = None  # "model" | "cmd": without that input the playbook does not apply
+    validate: Callable[[Any], list[str]] | None = None
+    soft_unknown: bool = False  # "cannot tell" here only demotes an error to a warning
+    doc: str = ""
+
+
+CONDITIONS: dict[str, Condition] = {}
 CHECKS: dict[str, Callable[[Context], Verdict]] = {
     "aiter-moe-shape": _check_aiter_moe_shape,
     "aiter-mla-heads": _check_aiter_mla_heads,
@@ -216,54 +249,307 @@ CHECKS: dict[str, Callable[[Context], Verdict]] = {
     "host-ram-too-small": _check_host_ram,
     "offload-config-invalid": _check_offload_config,
 }
+FIX_VALUES: dict[str, Callable[[Context], tuple[str | None, str]]] = {}
 
-CONDITION_KEYS = frozenset(
-    [
-        "attention",
-        "not_attention",
-        "moe",
-        "offloading",
-        "offloading_if_known",
-        "flags_set",
-        "flags_unset",
-        "flag_value_not",
-        "env_on",
-        "env_not_off",
-        "platform",
-        "vllm_version",
-        "vllm_source",
-        "here",
-        "kernel_below",
-        "memlock_limited",
-        "check",
-        "any_of",
-    ]
-)
+
+def condition(
+    name: str,
+    needs: str | None = None,
+    validate: Callable[[Any], list[str]] | None = None,
+    soft_unknown: bool = False,
+) -> Callable[[Callable[[Any, Context, bool], Verdict]], Callable[[Any, Context, bool], Verdict]]:
+    def register(fn: Callable[[Any, Context, bool], Verdict]) -> Callable[[Any, Context, bool], Verdict]:
+        CONDITIONS[name] = Condition(name, fn, needs, validate, soft_unknown, (fn.__doc__ or "").strip())
+        return fn
+
+    return register
+
+
+def fix_value(name: str) -> Callable[[Callable[[Context], tuple[str | None, str]]], Any]:
+    """A value a playbook's fix can name as `{name}`: (value or None, how it was chosen)."""
+
+    def register(fn: Callable[[Context], tuple[str | None, str]]) -> Any:
+        FIX_VALUES[name] = fn
+        return fn
+
+    return register
+
+
+def _list_of_str(want: Any) -> list[str]:
+    ok = isinstance(want, list) and all(isinstance(w, str) for w in want)
+    return [] if ok else [f"expects a list of strings, got {type(want).__name__}"]
+
+
+@condition("attention", needs="model", validate=_list_of_str)
+def _attention(want: Any, ctx: Context, here: bool) -> Verdict:
+    """the model's attention is one of [mla, dsa, hybrid, sliding_window, gqa, mha]"""
+    m = ctx.model
+    assert m is not None
+    hit = sorted(set(want) & m.kinds)
+    shown = f"attention {m.attention}" + (f" ({', '.join(hit)})" if hit != [m.attention] else "")
+    return Verdict(bool(hit), evidence=[f"model {visible(m.model_type)}: {shown}"] if hit else [])
+
+
+@condition("not_attention", needs="model", validate=_list_of_str)
+def _not_attention(want: Any, ctx: Context, here: bool) -> Verdict:
+    """the model's attention is none of these"""
+    assert ctx.model is not None
+    return Verdict(not (set(want) & ctx.model.kinds))
+
+
+@condition("moe", needs="model")
+def _moe(want: Any, ctx: Context, here: bool) -> Verdict:
+    """the model is (true) or is not (false) a mixture of experts"""
+    m = ctx.model
+    assert m is not None
+    return Verdict(m.is_moe == bool(want), evidence=[f"MoE with {m.num_experts} experts"] if m.is_moe else [])
+
+
+def _offloading_verdict(want: Any, ctx: Context) -> Verdict:
+    cmd = ctx.cmd
+    if cmd is None:
+        return Verdict(True)
+    kind = cmd.offloading()
+    hit = kind is not None and ("any" in want or kind in want)
+    connector = visible(cmd.connector())
+    return Verdict(hit, evidence=[f"command enables {connector} ({visible(kind)} offloading)"] if hit else [])
+
+
+@condition("offloading", needs="cmd", validate=_list_of_str)
+def _offloading(want: Any, ctx: Context, here: bool) -> Verdict:
+    """the command offloads KV with [native | lmcache | any]"""
+    return _offloading_verdict(want, ctx)
+
+
+@condition("offloading_if_known", validate=_list_of_str)
+def _offloading_if_known(want: Any, ctx: Context, here: bool) -> Verdict:
+    """like offloading, but holds when no --cmd was given"""
+    return _offloading_verdict(want, ctx)
+
+
+@condition("flags_set", needs="cmd", validate=_list_of_str)
+def _flags_set(want: Any, ctx: Context, here: bool) -> Verdict:
+    """the command sets one of these flags"""
+    assert ctx.cmd is not None
+    hit = [f for f in want if ctx.cmd.has(f)]
+    return Verdict(bool(hit), evidence=[f"command sets {f}" for f in hit])
+
+
+@condition("flags_unset", needs="cmd", validate=_list_of_str)
+def _flags_unset(want: Any, ctx: Context, here: bool) -> Verdict:
+    """the command sets none of these flags"""
+    assert ctx.cmd is not None
+    return Verdict(not any(ctx.cmd.has(f) for f in want))
+
+
+@condition("flag_value_not", needs="cmd")
+def _flag_value_not(want: Any, ctx: Context, here: bool) -> Verdict:
+    """{--flag: value}: the flag is given with another value"""
+    assert ctx.cmd is not None
+    for flag, value in want.items():
+        given = ctx.cmd.get(flag)
+        if given is None or given == str(value):
+            return Verdict(False)
+        return Verdict(True, evidence=[f"command sets {flag} {visible(given)} (needs {value})"])
+    return Verdict(False)
+
+
+def _env_condition(want: Any, ctx: Context, on: bool) -> Verdict:
+    env = _env(ctx)
+    if env is None:
+        return Verdict(None, applies=False)
+    # env names are matched case-insensitively: people paste `vllm_rocm_use_aiter=1` too
+    upper = {k.upper(): v for k, v in env.items()}
+    for name in want:
+        value = upper.get(name.upper(), "").strip().lower()
+        if (value not in _ON) if on else (value in _OFF):
+            return Verdict(False)
+    return Verdict(True, evidence=[f"{n}={visible(upper[n.upper()])}" for n in want if n.upper() in upper])
+
+
+@condition("env_on", validate=_list_of_str)
+def _env_on(want: Any, ctx: Context, here: bool) -> Verdict:
+    """these env variables are on (the command's env, else this host's under --here)"""
+    return _env_condition(want, ctx, on=True)
+
+
+@condition("env_not_off", validate=_list_of_str)
+def _env_not_off(want: Any, ctx: Context, here: bool) -> Verdict:
+    """these env variables are not explicitly off"""
+    return _env_condition(want, ctx, on=False)
+
+
+@condition("platform", validate=_list_of_str, soft_unknown=True)
+def _platform_cond(want: Any, ctx: Context, here: bool) -> Verdict:
+    """[cuda | rocm], from the command's image/env, else this host under --here"""
+    plat = _platform(ctx)
+    if plat is None:
+        return Verdict(None, unknown=[f"platform ({' or '.join(want)})"])
+    return Verdict(plat in want, evidence=[f"platform {plat}"])
+
+
+def _version_problems(want: Any) -> list[str]:
+    try:
+        version_matches("0.0.0", str(want))
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+@condition("vllm_version", validate=_version_problems, soft_unknown=True)
+def _vllm_version(want: Any, ctx: Context, here: bool) -> Verdict:
+    """the judged vLLM release is in this range, e.g. ">=0.12.0,<0.18.0\""""
+    if ctx.version is None:
+        return Verdict(None, unknown=[f"vLLM version (applies to vLLM {want})"])
+    ok = version_matches(ctx.version, str(want))
+    shown = visible(ctx.version)
+    if ok is None:
+        return Verdict(None, unknown=[f"vLLM version {shown!r} unreadable (applies to {want})"])
+    return Verdict(ok, evidence=[f"vLLM {shown} ({ctx.version_source}) is in {want}"] if ok else [])
+
+
+@condition("vllm_version_known", validate=_version_problems)
+def _vllm_version_known(want: Any, ctx: Context, here: bool) -> Verdict:
+    """like vllm_version, but the playbook does not apply at all when the version is unknown"""
+    if ctx.version is None:
+        return Verdict(None, applies=False)
+    ok = version_matches(ctx.version, str(want))
+    if ok is None:
+        return Verdict(None, applies=False)
+    shown = visible(ctx.version)
+    return Verdict(ok, evidence=[f"vLLM {shown} ({ctx.version_source}) is in {want}"] if ok else [])
+
+
+@condition("vllm_source")
+def _vllm_source(want: Any, ctx: Context, here: bool) -> Verdict:
+    """{offloading_layer_filter: Attention}: read from the installed vllm when it is the judged one"""
+    if ctx.vllm_root is None:
+        return Verdict(True)  # no installed source to read: the version rule decides
+    from kvops.doctor.vllm_source import offloading_layer_filter
+
+    for fact, value in want.items():
+        if fact != "offloading_layer_filter":
+            return Verdict(None, unknown=[f"unknown vllm_source fact {fact!r} in playbook"])
+        found = offloading_layer_filter(ctx.vllm_root)
+        if found is None:
+            return Verdict(True)
+        where = f"installed vllm at {ctx.vllm_root}"
+        if found != value:
+            return Verdict(False, evidence=[f"{where} looks offloaded layers up by {found}"])
+        return Verdict(True, evidence=[f"{where}: register_kv_caches looks layers up by {found}"])
+    return Verdict(True)
+
+
+@condition("here")
+def _here(want: Any, ctx: Context, here: bool) -> Verdict:
+    """judges this machine: only with --here"""
+    return Verdict(True) if here or not want else Verdict(None, applies=False)
+
+
+@condition("kernel_below")
+def _kernel_below(want: Any, ctx: Context, here: bool) -> Verdict:
+    """this host's kernel is older than this version"""
+    kv = ctx.platform.kernel_version() if ctx.platform else None
+    if kv is None or ctx.platform is None:
+        return Verdict(None, unknown=["kernel version: could not check"])
+    bound = version_tuple(str(want))
+    if bound is None:
+        return Verdict(None, unknown=[f"kernel bound {want!r} unreadable"])
+    return Verdict(kv < bound[:2], evidence=[f"kernel {visible(ctx.platform.kernel)} < {want}"])
+
+
+@condition("memlock_limited")
+def _memlock_limited(want: Any, ctx: Context, here: bool) -> Verdict:
+    """ulimit -l is not unlimited on this host"""
+    lim = ctx.platform.memlock_bytes if ctx.platform else None
+    if lim is None:
+        return Verdict(None, unknown=["ulimit -l: could not check"])
+    return Verdict(lim >= 0, evidence=[f"ulimit -l is {lim // 1024} KiB, not unlimited"])
+
+
+def _check_problems(want: Any) -> list[str]:
+    return [] if want in CHECKS else [f"unknown check {want!r}"]
+
+
+@condition("check", validate=_check_problems)
+def _check(want: Any, ctx: Context, here: bool) -> Verdict:
+    """a named arithmetic check (CHECKS)"""
+    fn = CHECKS.get(str(want))
+    if fn is None:
+        return Verdict(None, unknown=[f"unknown check {want!r} in playbook"])
+    return fn(ctx)
+
+
+def _any_of_problems(want: Any) -> list[str]:
+    if not isinstance(want, list) or not all(isinstance(g, dict) for g in want):
+        return ["any_of must be a list of condition groups"]
+    return [p for g in want for p in problems(g)]
+
+
+@condition("any_of", validate=_any_of_problems)
+def _any_of(want: Any, ctx: Context, here: bool) -> Verdict:
+    """one of the nested condition groups holds"""
+    verdicts = [evaluate(group, ctx, here) for group in want]
+    applicable = [v for v in verdicts if v.applies]
+    if not applicable:
+        return Verdict(None, applies=False)
+    for v in applicable:
+        if v.holds:
+            return v
+    if any(v.holds is None for v in applicable):
+        return Verdict(None, unknown=[u for v in applicable for u in v.unknown])
+    return Verdict(False)
+
+
+@fix_value("offload_size_gib")
+def _offload_size_gib(ctx: Context) -> tuple[str | None, str]:
+    """--kv-offloading-size for a command that misused --cpu-offload-gb: kvops size's answer when
+    the model is known, else the host memory the command already set aside (per GPU x TP)."""
+    cmd, m = ctx.cmd, ctx.model
+    tp = cmd.tensor_parallel_size() if cmd is not None else 1
+    if m is not None:
+        from kvops.doctor.sizing import SizeReport
+
+        raw_len = cmd.get("--max-model-len") if cmd is not None else None
+        max_len = int(raw_len) if raw_len and raw_len.isdigit() else m.max_position_embeddings
+        if max_len:
+            dtype = (cmd.get("--kv-cache-dtype") if cmd is not None else None) or "auto"
+            rep = SizeReport(m, dtype, max_len, 1, tp, None)
+            why = (
+                f"--kv-offloading-size {rep.recommended_gib} is kvops size's answer"
+                f" for {max_len} tokens at TP {tp}"
+            )
+            return str(rep.recommended_gib), why
+    given = cmd.get("--cpu-offload-gb") if cmd is not None else None
+    try:
+        per_gpu = float(given) if given is not None else 0.0
+    except ValueError:
+        per_gpu = 0.0
+    if per_gpu <= 0 or per_gpu > 1 << 20:
+        return None, ""
+    total = math.ceil(per_gpu * tp)
+    why = (
+        f"--kv-offloading-size {total}: the {per_gpu:g} GiB per GPU x TP {tp} the command already gives to"
+        " --cpu-offload-gb (vLLM's size is the total over TP ranks); size it with `kvops size --model ...`"
+    )
+    return str(total), why
+
+
+CONDITION_KEYS = frozenset(CONDITIONS)
 
 
 def problems(conditions: dict[str, Any]) -> list[str]:
     """What is wrong with a playbook's conditions block (checked when playbooks load)."""
     out = []
     for key, want in conditions.items():
-        if key not in CONDITION_KEYS:
+        cond = CONDITIONS.get(key)
+        if cond is None:
             out.append(f"unknown condition {key!r}")
-        elif key == "check" and want not in CHECKS:
-            out.append(f"unknown check {want!r}")
-        elif key == "vllm_version":
-            try:
-                version_matches("0.0.0", str(want))
-            except ValueError as exc:
-                out.append(str(exc))
-        elif key == "any_of":
-            if not isinstance(want, list) or not all(isinstance(g, dict) for g in want):
-                out.append("any_of must be a list of condition groups")
-            else:
-                out += [p for g in want for p in problems(g)]
+        elif cond.validate is not None:
+            out += [
+                p if p.startswith(("unknown", "bad", "any_of")) else f"{key} {p}" for p in cond.validate(want)
+            ]
     return out
-
-
-_MODEL_KEYS = {"attention", "not_attention", "moe"}
-_CMD_KEYS = {"offloading", "flags_set", "flags_unset", "flag_value_not"}
 
 
 def evaluate(conditions: dict[str, Any], ctx: Context, here: bool) -> Verdict:
@@ -272,119 +558,19 @@ def evaluate(conditions: dict[str, Any], ctx: Context, here: bool) -> Verdict:
     if conditions.get("here") and not here:
         return Verdict(None, applies=False)
     for key, want in conditions.items():
-        if key == "here":
-            continue
-        v = _one(key, want, ctx, here)
+        cond = CONDITIONS.get(key)
+        if cond is None:
+            return Verdict(None, unknown=[f"unknown condition {key!r} in playbook"], hard=True)
+        if (cond.needs == "model" and ctx.model is None) or (cond.needs == "cmd" and ctx.cmd is None):
+            return Verdict(None, applies=False)
+        v = cond.evaluate(want, ctx, here)
         if not v.applies:
             return v
         out.evidence += v.evidence
         out.unknown += v.unknown
-        out.hard = out.hard or (v.holds is None and key not in ("vllm_version", "platform"))
+        out.hard = out.hard or (v.holds is None and not cond.soft_unknown)
         if v.holds is False:
             return Verdict(False, evidence=out.evidence)
         if v.holds is None:
             out.holds = None
     return out
-
-
-def _one(key: str, want: Any, ctx: Context, here: bool) -> Verdict:
-    m, cmd = ctx.model, ctx.cmd
-    if key in _MODEL_KEYS and m is None:
-        return Verdict(None, applies=False)
-    if key in _CMD_KEYS and cmd is None:
-        return Verdict(None, applies=False)
-    if key == "attention":
-        hit = sorted(set(want) & m.kinds)
-        shown = f"attention {m.attention}" + (f" ({', '.join(hit)})" if hit != [m.attention] else "")
-        return Verdict(bool(hit), evidence=[f"model {m.model_type}: {shown}"] if hit else [])
-    if key == "not_attention":
-        return Verdict(not (set(want) & m.kinds))
-    if key == "moe":
-        return Verdict(
-            m.is_moe == bool(want), evidence=[f"MoE with {m.num_experts} experts"] if m.is_moe else []
-        )
-    if key in ("offloading", "offloading_if_known"):
-        if cmd is None:
-            return Verdict(True)
-        kind = cmd.offloading()
-        hit = kind is not None and ("any" in want or kind in want)
-        return Verdict(
-            hit, evidence=[f"command enables {cmd.connector()} ({kind} offloading)"] if hit else []
-        )
-    if key == "flags_set":
-        hit = [f for f in want if cmd.has(f)]
-        return Verdict(bool(hit), evidence=[f"command sets {f}" for f in hit])
-    if key == "flags_unset":
-        return Verdict(not any(cmd.has(f) for f in want))
-    if key == "flag_value_not":
-        for flag, value in want.items():
-            given = cmd.get(flag)
-            if given is None or given == str(value):
-                return Verdict(False)
-            return Verdict(True, evidence=[f"command sets {flag} {given} (needs {value})"])
-    if key in ("env_on", "env_not_off"):
-        env = _env(ctx)
-        if env is None:
-            return Verdict(None, applies=False)
-        for name in want:
-            value = env.get(name, "").strip().lower()
-            ok = value in _ON if key == "env_on" else value not in _OFF
-            if not ok:
-                return Verdict(False)
-        return Verdict(True, evidence=[f"{n}={env[n]}" for n in want if n in env])
-    if key == "platform":
-        plat = _platform(ctx)
-        if plat is None:
-            return Verdict(None, unknown=[f"platform ({' or '.join(want)})"])
-        return Verdict(plat in want, evidence=[f"platform {plat}"])
-    if key == "vllm_version":
-        if ctx.version is None:
-            return Verdict(None, unknown=[f"vLLM version (applies to vLLM {want})"])
-        ok = version_matches(ctx.version, str(want))
-        if ok is None:
-            return Verdict(None, unknown=[f"vLLM version {ctx.version!r} unreadable (applies to {want})"])
-        return Verdict(ok, evidence=[f"vLLM {ctx.version} ({ctx.version_source}) is in {want}"] if ok else [])
-    if key == "vllm_source":
-        if ctx.vllm_root is None:
-            return Verdict(True)  # no installed source to read: the version rule decides
-        from kvops.doctor.vllm_source import offloading_layer_filter
-
-        for fact, value in want.items():
-            if fact != "offloading_layer_filter":
-                return Verdict(None, unknown=[f"unknown vllm_source fact {fact!r} in playbook"])
-            found = offloading_layer_filter(ctx.vllm_root)
-            if found is None:
-                return Verdict(True)
-            where = f"installed vllm at {ctx.vllm_root}"
-            if found != value:
-                return Verdict(False, evidence=[f"{where} looks offloaded layers up by {found}"])
-            return Verdict(True, evidence=[f"{where}: register_kv_caches looks layers up by {found}"])
-    if key == "kernel_below":
-        kv = ctx.platform.kernel_version() if ctx.platform else None
-        if kv is None:
-            return Verdict(None, unknown=["kernel version: could not check"])
-        bound = version_tuple(str(want))
-        assert bound is not None
-        return Verdict(kv < bound[:2], evidence=[f"kernel {ctx.platform.kernel} < {want}"])  # type: ignore[union-attr]
-    if key == "memlock_limited":
-        lim = ctx.platform.memlock_bytes if ctx.platform else None
-        if lim is None:
-            return Verdict(None, unknown=["ulimit -l: could not check"])
-        return Verdict(lim >= 0, evidence=[f"ulimit -l is {lim // 1024} KiB, not unlimited"])
-    if key == "check":
-        try:
-            return CHECKS[str(want)](ctx)
-        except KeyError:
-            return Verdict(None, unknown=[f"unknown check {want!r} in playbook"])
-    if key == "any_of":
-        verdicts = [evaluate(group, ctx, here) for group in want]
-        applicable = [v for v in verdicts if v.applies]
-        if not applicable:
-            return Verdict(None, applies=False)
-        for v in applicable:
-            if v.holds:
-                return v
-        if any(v.holds is None for v in applicable):
-            return Verdict(None, unknown=[u for v in applicable for u in v.unknown])
-        return Verdict(False)
-    return Verdict(None, unknown=[f"unknown condition {key!r} in playbook"])

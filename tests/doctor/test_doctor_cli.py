@@ -267,8 +267,12 @@ def test_a_fix_the_command_already_has_prints_no_command(kvops) -> None:
     log = str(LOGS / "rocm-aiter-ck-moe-gemm-unsupported.log")
     f = findings(kvops("doctor", "--cmd", seed, "--log", log, "--json")[1])["aiter-gemm-unsupported"]
     assert "VLLM_ROCM_USE_AITER_MOE=0" in f["fixed_command"]
-    assert f["alternatives"][-1]["fixed_command"] is None  # the seed's flags are already there
-    assert "VLLM_ROCM_USE_AITER=0" in f["alternatives"][-2]["fixed_command"]
+    # the AMD guide's "add the offloading flags" is already in the command: never proposed again
+    assert all("--kv-offloading-size=64" not in a["add"] for a in f["alternatives"])
+    assert any("not proposed again" in n and "--kv-offloading-size=64" in n for n in f["notes"])
+    assert "VLLM_ROCM_USE_AITER=0" in f["alternatives"][-1]["fixed_command"]
+    _code, text, _ = kvops("doctor", "--cmd", seed, "--log", log)
+    assert "reported by the AMD guide" not in text and "not proposed again" in text
 
 
 def test_log_alone_rebuilds_the_command_from_non_default_args(kvops, tmp_path) -> None:

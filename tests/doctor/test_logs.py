@@ -1,3 +1,5 @@
+# ruff: noqa: E501 - log lines are kept whole, as vLLM and issue reports print them
+
 from __future__ import annotations
 
 import io
@@ -62,12 +64,10 @@ def test_bare_signature_without_context_is_not_claimed(books) -> None:
 
 
 def test_context_after_the_signature_counts(books) -> None:
-    lines = [
-        "RuntimeError: wrong! device_gemm with the specified compilation parameters"
-        " does not support this GEMM problem"
-    ]
-    lines += ["noise"] * 5 + ["  File aiter/fused_moe.py, line 1, in fused_moe"]
-    assert "aiter-gemm-unsupported" in logs.scan(lines, books.failures).hits
+    lines = ["KeyError: 'model.layers.0.self_attn.attn'"]
+    lines += ["noise"] * 5 + ["  File offloading_connector.py, line 1, in REGISTER_KV_CACHES"]
+    hit = logs.scan(lines, books.failures).hits["vllm-offload-mla-keyerror"]
+    assert hit.context_line is not None and hit.context_line[0] == 7  # context case-insensitive
 
 
 def test_prefix_is_stripped() -> None:
@@ -146,3 +146,141 @@ def test_log_from_stdin(kvops, monkeypatch) -> None:
     monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
     code, out, _ = kvops("doctor", "--log", "-", "--json")
     assert code == 1 and '"vllm-kv-no-memory"' in out
+
+
+# ---- logs as people paste them -----------------------------------------------------------------
+
+
+def test_a_signature_wrapped_mid_word_by_a_terminal_is_found(books) -> None:
+    lines = [
+        "(EngineCore_DP0 pid=9) ERROR 10-14 17:00:48 [core.py:708] ValueError: To serve at least one request"
+        " with the models's max seq len (262144), (24.00 GiB KV cach",
+        "e is needed, which is larger than the available KV cache memory (8.04 GiB). Based on the available",
+    ]
+    hit = logs.scan(lines, books.failures).hits["vllm-kv-max-seq-len-too-large"]
+    assert hit.line_no == 1 and "KV cach" in hit.line and "e is needed" in hit.line
+
+
+def test_a_signature_wrapped_at_a_space_inside_a_markdown_quote_is_found(books) -> None:
+    lines = [
+        "> the engine aborts during warmup with",
+        "> `RuntimeError: wrong! device_gemm with the specified compilation parameters",
+        "> does not support this GEMM problem` (raised from `aiter` `ck_moe_stage2`).",
+    ]
+    hit = logs.scan([*lines, "> This reproduces at both TP=4 and TP=8."], books.failures).hits[
+        "aiter-gemm-unsupported"
+    ]
+    assert hit.count == 1 and hit.line_no == 2  # one wrap, one finding line, markers dropped
+    assert hit.line.startswith("`RuntimeError: wrong! device_gemm") and ">" not in hit.line
+
+
+def test_a_line_that_matches_whole_is_not_counted_again_through_a_wrap(books) -> None:
+    lines = [
+        "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
+        "when initializing the engine.",
+    ]
+    assert logs.scan(lines, books.failures).hits["vllm-kv-no-memory"].count == 1
+
+
+def test_wrapped_words_alone_do_not_make_a_match(books) -> None:
+    lines = ["No available memory", "on the host: the cache blocks stayed on the GPU."]
+    assert logs.scan(lines, books.failures).hits == {}
+
+
+@pytest.mark.parametrize(
+    ("line", "version"),
+    [
+        # the ASCII-art banner (vllm/entrypoints/utils.py), as quoted in public issue reports
+        (
+            "(APIServer pid=10) INFO 05-18 19:01:56 [utils.py:325]  ▄▄ ▄█ █     █     █ ▀▄▀ █  version 0.15.1",
+            "0.15.1",
+        ),
+        (
+            "2026-04-19 12:09:18.295 | (APIServer pid=1) INFO 04-19 10:09:18 [utils.py:299]  ▄▄ ▄█ █     █"
+            "     █ ▀▄▀ █  version 0.19.2rc1.dev8+g4b7f5ea1a",
+            "0.19.2rc1.dev8+g4b7f5ea1a",
+        ),
+        (
+            "(EngineCore_DP0 pid=5) INFO 10-14 17:00:41 [core.py:77] Initializing a V1 LLM engine (v0.11.0) with",
+            "0.11.0",
+        ),
+        (
+            "INFO 04-27 10:11:03 llm_engine.py:70] Initializing an LLM engine (v0.4.0.post1) with config:",
+            "0.4.0.post1",
+        ),
+        ("INFO 06-25 15:26:04 api_server.py:177] vLLM API server version 0.5.0.post1", "0.5.0.post1"),
+        ("vLLM Version                 : 0.10.1.1", "0.10.1.1"),
+        ("vllm==0.2.7", "0.2.7"),
+    ],
+)
+def test_every_banner_form_gives_the_version(books, line: str, version: str) -> None:
+    assert logs.scan([line], books.failures).version == version
+
+
+def test_a_source_build_version_is_not_taken_for_a_release(books) -> None:
+    lines = ["vLLM Version                 : 0.1.dev5+g97c162676 (git sha: 97c162676)", "vllm==0.9.1"]
+    assert logs.scan(lines, books.failures).version == "0.9.1"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[2025-03-10T15:07:20Z] ERROR 03-10 08:07:20 [core.py:302] ValueError: boom",
+        "  | [2025-03-10T15:07:20Z] ERROR 03-10 08:07:20 [core.py:302] ValueError: boom",
+        "(APIServer pid=45) (EngineCore_DP0 pid=386) ERROR 04-29 18:34:40 [core.py:1100] ValueError: boom",
+        "(RayWorkerWrapper pid=206994, ip=192.168.10.25) ERROR 03-27 10:29:13 [worker_base.py:620] ValueError: boom",
+        "ERROR 10-26 11:35:32 registry.py:267] ValueError: boom",
+        "[rank0]: ValueError: boom",
+        "2026-04-19 12:09:18.295 | (APIServer pid=1) INFO 04-19 10:09:18 [utils.py:299] ValueError: boom",
+    ],
+)
+def test_prefixes_of_ci_logs_compose_ray_and_old_releases_are_stripped(line: str) -> None:
+    assert logs.strip_prefix(line) == "ValueError: boom"
+
+
+def test_evidence_facts_are_read_case_insensitively(books) -> None:
+    lines = [
+        "GPU: AMD Instinct MI300X, ROCm 6.4",
+        "VLLM_ROCM_USE_AITER=1 vllm serve m --KV-Cache-Dtype fp8",
+        "from LMCache.v1 import x",
+    ]
+    facts = logs.scan(lines, books.failures).facts
+    assert {"rocm", "fp8_kv", "lmcache"} <= set(facts) and facts["lmcache"][0] == 3
+
+
+def test_colour_codes_and_crlf_of_a_terminal_capture_are_removed(tmp_path, books) -> None:
+    path = tmp_path / "tty.log"
+    path.write_bytes(
+        b"\x1b[1;36m(EngineCore_DP0 pid=7)\x1b[0;0m \x1b[31mERROR\x1b[0m 10-14 17:00:48 [core.py:708]"
+        b" ValueError: No available memory for the cache blocks.\r\n"
+    )
+    hit = logs.scan_file(str(path), books.failures).hits["vllm-kv-no-memory"]
+    assert "\x1b" not in hit.line and not hit.line.endswith("\r")
+    assert logs.strip_prefix(hit.line).startswith("ValueError: No available memory")
+
+
+def test_text_copied_from_a_web_page_reads_like_the_log(tmp_path, books) -> None:
+    path = tmp_path / "page.log"
+    path.write_text(
+        "ValueError: Free memory on device cuda:0 (12.18/23.56 GiB) on startup is less than desired GPU"
+        " memory utilization (0.92, 21.67 GiB).\n"
+        "KeyError: &#39;model.layers.30.self_attn.indexer.k_cache&#39; in get_attn_backends_for_group\n"
+        "KeyError: \u2018model.layers.0.self_attn.attn\u2019 in register_kv_caches\n"
+    )
+    hits = logs.scan_file(str(path), books.failures).hits
+    assert {"vllm-free-memory-startup", "vllm-pp-get-layers-keyerror", "vllm-offload-mla-keyerror"} <= set(
+        hits
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 72.00 MiB. GPU 0 has a total capacity of 31.33 GiB",
+        "torch.cuda.OutOfMemoryError: HIP out of memory. Tried to allocate 768.00 MiB. GPU 0 has a total capacity of 15.87 GiB",
+        "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 23.69 GiB total capacity; 22.1 GiB already allocated)",
+        "Inspect the stacktrace to find the original error: OutOfMemoryError('CUDA out of memory. Tried to allocate 128.00 MiB. GPU 0')",
+    ],
+)
+def test_every_oom_wording_torch_has_used_is_found(books, line: str) -> None:
+    assert "gpu-oom-generic" in logs.scan([line], books.failures).hits

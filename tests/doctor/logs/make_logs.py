@@ -327,12 +327,56 @@ CASES: dict[str, list[str]] = {
         ],
         "ValueError: could not broadcast input array from shape (99,) into shape (78,)",
     ),
+    "VLLM-OFFLOAD-HASH-BLOCK-SIZE-ASSERT": [
+        *traceback(
+            [
+                (f"{V}/v1/engine/core.py", 361, "step", "scheduler_output = self.scheduler.schedule()"),
+                (
+                    f"{V}/v1/simple_kv_offload/manager.py",
+                    412,
+                    "_select_eager_blocks_to_store",
+                    "hashes = resolve_block_hashes(",
+                ),
+                (
+                    f"{V}/v1/core/kv_cache_utils.py",
+                    1561,
+                    "resolve_block_hashes",
+                    "assert block_size % hash_block_size == 0",
+                ),
+            ],
+            "AssertionError",
+        )[:-1],
+        err("    assert block_size % hash_block_size == 0"),
+        err("AssertionError"),
+    ],
+    "LMCACHE-CONNECTOR-NO-HMA": traceback(
+        [
+            (
+                f"{V}/distributed/kv_transfer/kv_connector/factory.py",
+                71,
+                "create_connector",
+                "raise ValueError(",
+            )
+        ],
+        "ValueError: Connector LMCacheConnectorV1 does not support HMA but HMA is enabled",
+    ),
+}
+# What the serve command said (vLLM's non-default args line) where it matters to the failure.
+ARGS = {
+    "FP8-KV-UNSUPPORTED-ARCH": "{'model': 'org/model', 'kv_cache_dtype': 'fp8'}",
+    "VLLM-PP-GET-LAYERS-KEYERROR": "{'model': 'deepseek-ai/DeepSeek-V3.2', 'pipeline_parallel_size': 4,"
+    " 'distributed_executor_backend': 'ray'}",
+    "LMCACHE-DSA-POINTER-MISMATCH": "{'model': 'deepseek-ai/DeepSeek-V3.2', 'kv_transfer_config':"
+    " KVTransferConfig(kv_connector='LMCacheConnectorV1', kv_role='kv_both')}",
+    "VLLM-OFFLOAD-HASH-BLOCK-SIZE-ASSERT": "{'model': 'deepseek-ai/DeepSeek-V4.1-Flash', 'kv_transfer_config':"
+    " KVTransferConfig(kv_connector='SimpleCPUOffloadConnector', kv_role='kv_both')}",
 }
 
 
 def main() -> None:
     for source_id, lines in CASES.items():
-        body = [*startup(), *lines, *shutdown()]
+        args = ARGS.get(source_id)
+        body = [*(startup(args=args) if args else startup()), *lines, *shutdown()]
         (HERE / f"{source_id.lower()}.log").write_text("\n".join(body) + "\n", encoding="utf-8")
     clean = [
         *startup("0.17.0", "{'model': 'meta-llama/Llama-3.1-8B-Instruct', 'kv_offloading_size': 16.0}"),
