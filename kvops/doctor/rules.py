@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvops.doctor.cli_checks import check_serve_flags
 from kvops.doctor.cmdline import ServeCommand, parse_size
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
@@ -215,6 +216,7 @@ CHECKS: dict[str, Callable[[Context], Verdict]] = {
     "shm-too-small": _check_shm_too_small,
     "host-ram-too-small": _check_host_ram,
     "offload-config-invalid": _check_offload_config,
+    "serve-flags": check_serve_flags,
 }
 
 CONDITION_KEYS = frozenset(

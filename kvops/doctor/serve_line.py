@@ -1,0 +1,219 @@
+"""Find the vLLM invocation in what people paste as "the command": a shell chain (`&&`, `;`, `|`,
+`env X=1`, `export`, `bash -c "..."`, `exec`), `docker run`, `python -m vllm.entrypoints...`, a
+Kubernetes or compose YAML (`command:` + `args:` lists, `- --flag=value` items), a multi-line
+paste with `\\` continuations, terminal colours and prompts.
+
+The result is the token list of ONE command (env assignments first), as a shell would pass it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from typing import Any
+
+from kvops.errors import UsageError
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+# "$ ", "# ", "user@host:~/dir$ ", "(venv) $ ", "PS C:\>", "> " at the start of a pasted line.
+_PROMPT = re.compile(r"^\s*(?:\([\w.-]+\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s*)?[$#%>]\s+")
+_ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+_WRAPPERS = {"sudo", "exec", "nohup", "time", "command", "stdbuf", "nice", "taskset", "numactl"}
+_SHELLS = re.compile(r"(?:.*/)?(?:ba|z|da|k)?sh$")
+_OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&", "(", ")"}
+
+
+def clean(text: str) -> str:
+    """Colours, CRLF, prompts and `\\` continuations removed; lines kept."""
+    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    text = re.sub(r"\\[ \t]*\n", " ", text)
+    return "\n".join(_PROMPT.sub("", line, count=1) for line in text.split("\n"))
+
+
+def is_launch(tokens: list[str]) -> bool:
+    """vllm serve, python -m vllm.entrypoints..., or docker/podman run."""
+    if len(tokens) >= 2 and tokens[0].endswith("vllm") and tokens[1] == "serve":
+        return True
+    if len(tokens) >= 3 and re.search(r"python[\d.]*$", tokens[0]) and tokens[1] == "-m":
+        return tokens[2].startswith("vllm.entrypoints")
+    return len(tokens) >= 2 and tokens[0].split("/")[-1] in ("docker", "podman") and tokens[1] == "run"
+
+
+def extract(text: str) -> list[str]:
+    """The tokens of the vLLM command in `text` (env assignments first); UsageError when none."""
+    cleaned = clean(text)
+    if _looks_like_yaml(cleaned):
+        found = _from_yaml(cleaned)
+        if found is not None:
+            return found
+    found = _from_shell(cleaned, depth=0)
+    if found is not None:
+        return found
+    if not cleaned.strip():
+        raise UsageError("--cmd is empty")
+    raise UsageError(
+        "--cmd has no vllm serve, python -m vllm.entrypoints.openai.api_server or docker run line"
+    )
+
+
+def _split(text: str) -> list[str]:
+    lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()")
+    lex.whitespace_split = True
+    lex.commenters = "#"
+    try:
+        return list(lex)
+    except ValueError as exc:
+        raise UsageError(f"cannot split --cmd as a shell line: {exc}") from None
+
+
+def _segments(tokens: list[str]) -> Iterator[list[str]]:
+    seg: list[str] = []
+    for tok in tokens:
+        if tok in _OPERATORS:
+            if seg:
+                yield seg
+            seg = []
+        else:
+            seg.append(tok)
+    if seg:
+        yield seg
+
+
+def _from_shell(text: str, depth: int) -> list[str] | None:
+    """The first segment of the chain that launches vLLM, with the env the chain set before it."""
+    if depth > 4:
+        return None
+    exported: list[str] = []
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    tokens: list[str] = []
+    for line in lines:  # a newline separates commands as `;` does
+        tokens += [*_split(line), ";"]
+    for seg in _segments(tokens):
+        env: list[str] = []
+        while seg:
+            head = seg[0]
+            if head == "export" or head == "env":
+                seg = seg[1:]
+                while seg and (seg[0].startswith("-") and head == "env"):
+                    seg = seg[2:] if seg[0] in ("-u", "--unset", "-C", "--chdir") else seg[1:]
+                if head == "export":
+                    exported += [t for t in seg if _ENV_ASSIGN.fullmatch(t)]
+                    seg = []
+            elif _ENV_ASSIGN.fullmatch(head):
+                env.append(head)
+                seg = seg[1:]
+            elif head in _WRAPPERS:
+                seg = seg[1:]
+                while seg and seg[0].startswith("-"):  # wrapper options (sudo -E, nice -n 5)
+                    seg = seg[2:] if seg[0] in ("-n", "-u", "-c", "-g") and head != "exec" else seg[1:]
+            elif head == "timeout" and len(seg) > 1:
+                seg = seg[2:]
+            else:
+                break
+        if not seg:
+            continue
+        if _SHELLS.match(seg[0]) and "-c" in "".join(a for a in seg[1:3] if a.startswith("-")):
+            script = next((t for t in seg[1:] if not t.startswith("-")), None)
+            inner = _from_shell(script, depth + 1) if script else None
+            if inner is not None:
+                return [*exported, *env, *inner]
+            continue
+        if is_launch(seg):
+            return [*exported, *env, *_docker_inner(seg, depth)]
+    return None
+
+
+def _docker_inner(seg: list[str], depth: int) -> list[str]:
+    """docker run ... IMAGE bash -c "vllm serve ...": keep the docker part, unwrap the shell."""
+    if seg[0].split("/")[-1] not in ("docker", "podman"):
+        return seg
+    for i, tok in enumerate(seg):
+        if (
+            i > 2
+            and _SHELLS.match(tok)
+            and i + 2 < len(seg)
+            and seg[i + 1].startswith("-")
+            and "c" in seg[i + 1]
+        ):
+            inner = _from_shell(seg[i + 2], depth + 1)
+            if inner is not None:
+                return [*seg[:i], *[t for t in inner if not _ENV_ASSIGN.fullmatch(t)]]
+    return seg
+
+
+# ---- YAML: Kubernetes containers, compose services ---------------------------------------------
+def _looks_like_yaml(text: str) -> bool:
+    return bool(re.search(r"^\s*(?:-\s+)?(?:command|args|entrypoint)\s*:", text, re.M)) or bool(
+        re.search(r"^\s*-\s+['\"]?--?[A-Za-z]", text, re.M)
+    )
+
+
+def _from_yaml(text: str) -> list[str] | None:
+    import yaml
+
+    try:
+        doc = list(yaml.safe_load_all(text))
+    except yaml.YAMLError:
+        return None
+    for node in _walk(doc):
+        if not isinstance(node, dict):
+            continue
+        command, args = node.get("command"), node.get("args")
+        if command is None and args is None:
+            continue
+        tokens = _as_tokens(node.get("entrypoint")) + _as_tokens(command) + _as_tokens(args)
+        env = [f"{k}={v}" for k, v in _env_pairs(node.get("env") or node.get("environment"))]
+        found = _from_tokens(tokens) if tokens else None
+        if found is not None:
+            return [*env, *found]
+        image = str(node.get("image") or "")
+        if "vllm" in image and tokens and tokens[0].startswith("-"):
+            return [*env, "vllm", "serve", *tokens]  # the vllm-openai image's entrypoint is vllm serve
+    lists = [n for n in _walk(doc) if isinstance(n, list) and n and all(isinstance(x, str) for x in n)]
+    for items in lists:
+        found = _from_tokens([str(x) for x in items])
+        if found is not None:
+            return found
+    return None
+
+
+def _from_tokens(tokens: list[str]) -> list[str] | None:
+    if is_launch(tokens):
+        return tokens
+    if tokens and _SHELLS.match(tokens[0]) and len(tokens) >= 3 and tokens[1].startswith("-"):
+        return _from_shell(tokens[2], 1)
+    if len(tokens) == 1:
+        return _from_shell(tokens[0], 1)
+    return None
+
+
+def _as_tokens(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return _split(str(value))
+
+
+def _env_pairs(env: Any) -> list[tuple[str, str]]:
+    if isinstance(env, dict):
+        return [(str(k), str(v)) for k, v in env.items() if v is not None]
+    out = []
+    for item in env or []:
+        if isinstance(item, dict) and "name" in item and "value" in item:
+            out.append((str(item["name"]), str(item["value"])))
+        elif isinstance(item, str) and "=" in item:
+            k, _, v = item.partition("=")
+            out.append((k, v))
+    return out
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    yield node
+    if isinstance(node, dict):
+        for v in node.values():
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
