@@ -460,7 +460,7 @@ def split_args(
             problems.append(_unknown(flag, release, schema))
             if eq:
                 args.append(Arg(flag, inline, joined=True))
-            elif nxt is not None and not is_option(nxt) and model is not None:
+            elif nxt is not None and not is_option(nxt):
                 args.append(Arg(flag, nxt))  # unknown: a following non-option is its value
                 i += 1
             else:
@@ -617,6 +617,16 @@ def _split_launch(tokens: list[str]) -> tuple[tuple[str, ...] | None, list[str]]
         n = 4 if tokens[2].endswith("cli.main") and len(tokens) > 3 and tokens[3] == "serve" else 3
         return tuple(tokens[:n]), tokens[n:]
     return None, tokens
+
+
+def docker_image_index(tokens: Sequence[str]) -> int | None:
+    """Where the image is in the tokens after `docker run` (None: no image)."""
+    i = 0
+    while i < len(tokens) and tokens[i].startswith("-"):
+        if "=" not in tokens[i] and tokens[i] in _DOCKER_VALUE_OPTS:
+            i += 1
+        i += 1
+    return i if i < len(tokens) else None
 
 
 def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]], schema: Schema) -> ServeCommand:

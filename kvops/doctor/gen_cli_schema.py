@@ -6,6 +6,7 @@ recorded from each release's OWN argument parser.
         (DIR/<version>/vllm/... already holds each release's Python files)
 
 How it was derived (and what is approximate):
+- Needs the `schema-gen` extra (torch, pydantic, msgspec, ...) installed.
 - `--download` fetches each release's wheel from PyPI with `pip download --no-deps vllm==X`
   and keeps only its `vllm/**/*.py` (nothing is built; the CUDA extensions are not used).
 - For each release a fresh interpreter (`--record DIR`) imports that release's

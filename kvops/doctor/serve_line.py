@@ -22,6 +22,7 @@ _ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 _WRAPPERS = {"sudo", "exec", "nohup", "time", "command", "stdbuf", "nice", "taskset", "numactl"}
 _SHELLS = re.compile(r"(?:.*/)?(?:ba|z|da|k)?sh$")
 _OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&", "(", ")"}
+_REDIRECTS = {">", ">>", "<", ">&", "&>", "&>>", ">|", "<<", "<<<", "<&", "<>"}
 
 
 def clean(text: str) -> str:
@@ -53,12 +54,12 @@ def extract(text: str) -> list[str]:
     if not cleaned.strip():
         raise UsageError("--cmd is empty")
     raise UsageError(
-        "--cmd has no vllm serve, python -m vllm.entrypoints.openai.api_server or docker run line"
+        "--cmd is not a vllm serve, python -m vllm.entrypoints.openai.api_server or docker run line"
     )
 
 
 def _split(text: str) -> list[str]:
-    lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()")
+    lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
     lex.whitespace_split = True
     lex.commenters = "#"
     try:
@@ -68,8 +69,19 @@ def _split(text: str) -> list[str]:
 
 
 def _segments(tokens: list[str]) -> Iterator[list[str]]:
+    """Simple commands of a chain, redirections (`> log`, `2>&1`) removed."""
     seg: list[str] = []
+    skip = False
     for tok in tokens:
+        if skip:
+            skip = False
+            continue
+        if tok in _REDIRECTS:
+            # `2>&1`: the fd number was split off as its own word (a value after an option stays)
+            if seg and seg[-1] in ("0", "1", "2") and not (len(seg) > 1 and seg[-2].startswith("-")):
+                seg.pop()
+            skip = True
+            continue
         if tok in _OPERATORS:
             if seg:
                 yield seg
@@ -113,7 +125,7 @@ def _from_shell(text: str, depth: int) -> list[str] | None:
                 break
         if not seg:
             continue
-        if _SHELLS.match(seg[0]) and "-c" in "".join(a for a in seg[1:3] if a.startswith("-")):
+        if _SHELLS.match(seg[0]) and _has_c(seg[1:3]):
             script = next((t for t in seg[1:] if not t.startswith("-")), None)
             inner = _from_shell(script, depth + 1) if script else None
             if inner is not None:
@@ -124,22 +136,45 @@ def _from_shell(text: str, depth: int) -> list[str] | None:
     return None
 
 
+def _has_c(options: list[str]) -> bool:
+    """`-c`, `-lc`, `-ec`: the shell runs the next word as a script."""
+    return any(o.startswith("-") and not o.startswith("--") and "c" in o for o in options)
+
+
 def _docker_inner(seg: list[str], depth: int) -> list[str]:
-    """docker run ... IMAGE bash -c "vllm serve ...": keep the docker part, unwrap the shell."""
+    """docker run ... IMAGE bash -c "vllm serve ..." (or --entrypoint bash IMAGE -c "..."): keep
+    the docker part, unwrap the shell."""
     if seg[0].split("/")[-1] not in ("docker", "podman"):
         return seg
-    for i, tok in enumerate(seg):
-        if (
-            i > 2
-            and _SHELLS.match(tok)
-            and i + 2 < len(seg)
-            and seg[i + 1].startswith("-")
-            and "c" in seg[i + 1]
-        ):
-            inner = _from_shell(seg[i + 2], depth + 1)
-            if inner is not None:
-                return [*seg[:i], *[t for t in inner if not _ENV_ASSIGN.fullmatch(t)]]
-    return seg
+    from kvops.doctor.cmdline import docker_image_index
+
+    at = docker_image_index(seg[2:])
+    if at is None:
+        return seg
+    image = at + 2
+    head, rest = seg[: image + 1], seg[image + 1 :]
+    entry = None
+    for i, t in enumerate(head):
+        if t == "--entrypoint" and i + 1 < image:
+            entry = head[i + 1]
+        elif t.startswith("--entrypoint="):
+            entry = t.partition("=")[2]
+    script = None
+    if entry and _SHELLS.match(entry) and len(rest) >= 2 and _has_c(rest[:1]):
+        script = rest[1]
+        keep = [
+            i
+            for i, t in enumerate(head)
+            if not (t.startswith("--entrypoint") or head[i - 1] == "--entrypoint")
+        ]
+        head = [head[i] for i in keep]
+    elif rest and _SHELLS.match(rest[0]) and len(rest) >= 3 and _has_c(rest[1:2]):
+        script = rest[2]
+    inner = _from_shell(script, depth + 1) if script else None
+    if inner is None:
+        return seg
+    env = [t for t in inner if _ENV_ASSIGN.fullmatch(t)]  # set inside the container: docker -e
+    return [*head[:2], *[x for t in env for x in ("-e", t)], *head[2:], *inner[len(env) :]]
 
 
 # ---- YAML: Kubernetes containers, compose services ---------------------------------------------
