@@ -58,14 +58,67 @@ def extract(text: str) -> list[str]:
     )
 
 
+_OP_CHARS = set(";&|()<>")
+
+
 def _split(text: str) -> list[str]:
-    lex = shlex.shlex(text, posix=True, punctuation_chars=";&|()<>")
-    lex.whitespace_split = True
-    lex.commenters = "#"
+    """Shell words; unquoted operators and redirections come back as their own tokens (`&&`,
+    `2>&1` -> "2", ">&", "1") so a quoted ';' stays a word."""
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote is None and ch == "\\" and i + 1 < len(text):
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        if quote is None and ch in _OP_CHARS:
+            j = i
+            while j < len(text) and text[j] in _OP_CHARS:
+                j += 1
+            out.append(f" {_OP}{text[i:j]}{_OP} ")
+            i = j
+            continue
+        if quote is None and ch in "'\"":
+            quote = ch
+        elif quote is not None and ch == quote:
+            quote = None
+        elif quote == '"' and ch == "\\" and i + 1 < len(text):
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
     try:
-        return list(lex)
+        words = shlex.split("".join(out), comments=True)
     except ValueError as exc:
         raise UsageError(f"cannot split --cmd as a shell line: {exc}") from None
+    tokens: list[str] = []
+    for word in words:
+        if word.startswith(_OP) and word.endswith(_OP) and len(word) > 2:
+            tokens += _operators(word[1:-1])
+        else:
+            tokens.append(word)
+    return tokens
+
+
+_OP = "\x00"  # marks an operator the scanner found outside quotes
+
+
+class Op(str):
+    """A shell operator found outside quotes (a quoted ';' is a plain str)."""
+
+
+def _operators(run: str) -> list[str]:
+    """Split a run like `&&` or `>&` or `;(` into the shell's operators (longest first)."""
+    known = sorted(_OPERATORS | _REDIRECTS, key=len, reverse=True)
+    out: list[str] = []
+    while run:
+        op = next((k for k in known if run.startswith(k)), run[0])
+        out.append(Op(op))
+        run = run[len(op) :]
+    return out
 
 
 def _segments(tokens: list[str]) -> Iterator[list[str]]:
@@ -76,13 +129,13 @@ def _segments(tokens: list[str]) -> Iterator[list[str]]:
         if skip:
             skip = False
             continue
-        if tok in _REDIRECTS:
+        if isinstance(tok, Op) and tok in _REDIRECTS:
             # `2>&1`: the fd number was split off as its own word (a value after an option stays)
             if seg and seg[-1] in ("0", "1", "2") and not (len(seg) > 1 and seg[-2].startswith("-")):
                 seg.pop()
             skip = True
             continue
-        if tok in _OPERATORS:
+        if isinstance(tok, Op):
             if seg:
                 yield seg
             seg = []
@@ -100,7 +153,7 @@ def _from_shell(text: str, depth: int) -> list[str] | None:
     lines = [ln for ln in text.split("\n") if ln.strip()]
     tokens: list[str] = []
     for line in lines:  # a newline separates commands as `;` does
-        tokens += [*_split(line), ";"]
+        tokens += [*_split(line), Op(";")]
     for seg in _segments(tokens):
         env: list[str] = []
         while seg:
