@@ -58,7 +58,9 @@ def test_malformed_kv_transfer_config_is_a_problem_with_jsons_own_message() -> N
     assert c.kv_transfer_config() is None and c.offloading() is None  # rules never crash on it
     expected = "--kv-transfer-config is not valid JSON: Expecting property name enclosed in double quotes"
     assert c.kv_transfer_config_error().startswith(expected)
-    assert [p.kind for p in c.problems] == ["bad-json"] and "line 1 column 2 (char 1)" in c.problems[0].message
+    assert [p.kind for p in c.problems] == ["bad-json"] and "line 1 column 2 (char 1)" in c.problems[
+        0
+    ].message
 
 
 def test_docker_line_with_env_and_rocm_image() -> None:

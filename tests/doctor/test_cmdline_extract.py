@@ -127,7 +127,9 @@ def test_bare_yaml_list_of_args() -> None:
     assert c.model == "org/m" and flags(c) == [("--max-model-len", ("4096",))]
 
 
-@pytest.mark.parametrize("text", ["", "ls -la", "echo vllm serve", "docker run --rm", "vllm serve 'unterminated"])
+@pytest.mark.parametrize(
+    "text", ["", "ls -la", "echo vllm serve", "docker run --rm", "vllm serve 'unterminated"]
+)
 def test_no_command_inside_is_one_usage_error(text: str) -> None:
     with pytest.raises(UsageError) as info:
         cmdline.parse(text)

@@ -36,7 +36,9 @@ def _value(spec: FlagSpec) -> st.SearchStrategy[str]:
         return st.sampled_from(spec.choices)
     if spec.value_type == "json":
         leaf = st.one_of(st.integers(-5, 10**6), st.booleans(), _text)
-        return st.dictionaries(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), leaf, max_size=3).map(json.dumps)
+        return st.dictionaries(st.from_regex(r"[a-z_]{1,8}", fullmatch=True), leaf, max_size=3).map(
+            json.dumps
+        )
     if spec.value_type == "int":
         return st.integers(0, 10**6).map(str)
     if spec.value_type == "float":
@@ -47,16 +49,22 @@ def _value(spec: FlagSpec) -> st.SearchStrategy[str]:
 @st.composite
 def serve_line(draw: st.DrawFn) -> tuple[str, str, list[FlagSpec]]:
     release = draw(st.sampled_from(RELEASES))
-    chosen = draw(st.lists(st.sampled_from(specs(release)), min_size=1, max_size=8, unique_by=lambda s: s.name))
+    chosen = draw(
+        st.lists(st.sampled_from(specs(release)), min_size=1, max_size=8, unique_by=lambda s: s.name)
+    )
     parts = ["vllm", "serve", shlex.quote(draw(_text))]
     for spec in chosen:
         if not spec.takes_value:
             neg = spec.negative()
             parts.append(neg if neg and draw(st.booleans()) else spec.name)
             continue
-        name = draw(st.sampled_from([n for n in spec.names if n.startswith("--") and not n.startswith("--no-")]))
+        name = draw(
+            st.sampled_from([n for n in spec.names if n.startswith("--") and not n.startswith("--no-")])
+        )
         if draw(st.booleans()):
-            name = name.replace("-", "_")[:2].replace("_", "-") + name[2:].replace("-", "_")  # --max_model_len
+            name = name.replace("-", "_")[:2].replace("_", "-") + name[2:].replace(
+                "-", "_"
+            )  # --max_model_len
         if spec.multi:
             values = draw(st.lists(_value(spec), min_size=1, max_size=3))
             parts += [name, *map(shlex.quote, values)]
@@ -84,7 +92,9 @@ def test_parse_render_parse_is_the_identity(case: tuple[str, str, list[FlagSpec]
 
 @given(serve_line(), st.data())
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_a_fix_changes_only_the_flags_it_names(case: tuple[str, str, list[FlagSpec]], data: st.DataObject) -> None:
+def test_a_fix_changes_only_the_flags_it_names(
+    case: tuple[str, str, list[FlagSpec]], data: st.DataObject
+) -> None:
     release, line, chosen = case
     c = cmdline.parse(line, release)
     names = [s.name for s in chosen]

@@ -51,7 +51,9 @@ def test_a_release_without_a_schema_reads_with_the_nearest_and_says_so(asked: st
 
 
 def test_a_fork_version_gets_one_note_not_a_flood_of_unknown_flags() -> None:
-    c = cmdline.parse("vllm serve m --kv-offloading-size 8 --enforce-eager -tp 2 --max-model-len 4k", "0.14.1+rocm7")
+    c = cmdline.parse(
+        "vllm serve m --kv-offloading-size 8 --enforce-eager -tp 2 --max-model-len 4k", "0.14.1+rocm7"
+    )
     assert c.problems == () and c.schema_version == "0.14.1" and "0.14.1+rocm7" in (c.schema_note or "")
 
 
@@ -98,7 +100,9 @@ def test_offloading_flag_on_a_release_without_it_is_named() -> None:
     c = cmdline.parse("vllm serve m --kv-offloading-size 64 --kv-offloading-backend native", "0.10.0")
     first = cli_schema.releases_with("--kv-offloading-size")[0]
     assert kinds(c) == ["unknown-flag", "unknown-flag"]
-    assert c.problems[0].message.startswith(f"`--kv-offloading-size` does not exist in vLLM 0.10.x (it exists in {first}")
+    assert c.problems[0].message.startswith(
+        f"`--kv-offloading-size` does not exist in vLLM 0.10.x (it exists in {first}"
+    )
     assert c.get("--kv-offloading-size") == "64"  # kept with its value, not a stray positional
 
 
@@ -143,7 +147,9 @@ def test_reparse_judges_the_same_tokens_with_another_release() -> None:
 
 
 def test_logged_list_values_keep_every_element() -> None:
-    c = cmdline.from_non_default_args("{'model': 'm', 'api_key': ['k1', 'k2'], 'lora_modules': ['a=x', 'b=y']}")
+    c = cmdline.from_non_default_args(
+        "{'model': 'm', 'api_key': ['k1', 'k2'], 'lora_modules': ['a=x', 'b=y']}"
+    )
     assert c is not None and c.get_all("--lora-modules") == ["a=x", "b=y"]
     assert c.get_all("--api-key") == ["k1", "k2"]
 
