@@ -146,20 +146,26 @@ class ServeCommand:
     schema_version: str | None = None  # the release whose flag table parsed this line
     schema_note: str | None = None  # set when that is another release's table
     tokens: tuple[str, ...] = ()  # the vLLM arguments as given (re-parsed for another release)
+    config_args: tuple[Arg, ...] = ()  # from a readable `--config FILE.yaml`; the CLI's flags win
+
+    def effective_args(self) -> tuple[Arg, ...]:
+        """What vLLM parses: the --config file's flags first (FlexibleArgumentParser inserts them
+        before the command line's), then the command line's."""
+        return self.config_args + self.args
 
     # ---- reading -------------------------------------------------------------------------
     def has(self, flag: str) -> bool:
         """Given in any form: --flag, --flag=v, or a dotted --flag.key v."""
-        return any(a.flag == flag or a.flag.startswith(flag + ".") for a in self.args)
+        return any(a.flag == flag or a.flag.startswith(flag + ".") for a in self.effective_args())
 
     def get_all(self, flag: str) -> list[str]:
         """Every value given to `flag`, in order (nargs="+" and repeated/append flags)."""
-        return [v for a in self.args if a.flag == flag for v in a.values]
+        return [v for a in self.effective_args() if a.flag == flag for v in a.values]
 
     def get(self, flag: str) -> str | None:
         """The last value given (argparse keeps the last)."""
         value = None
-        for a in self.args:
+        for a in self.effective_args():
             if a.flag == flag:
                 value = a.value
         return value
@@ -168,7 +174,7 @@ class ServeCommand:
         """True/False for a BooleanOptionalAction pair, None when neither is given.
         `--flag False` (which vLLM rejects) is read as what the writer meant."""
         result = None
-        for a in self.args:
+        for a in self.effective_args():
             if a.flag == flag:
                 result = (a.value or "true").lower() not in ("false", "0", "no")
             elif a.flag == "--no-" + flag[2:]:
@@ -188,7 +194,7 @@ class ServeCommand:
     def json_value(self, flag: str) -> tuple[Any, str | None]:
         """(value, error) of a JSON-valued flag as vLLM builds it: dotted `--flag.key v` pairs, when
         given, replace the whole-JSON form (FlexibleArgumentParser appends them last)."""
-        dotted = [a for a in self.args if a.flag.startswith(flag + ".")]
+        dotted = [a for a in self.effective_args() if a.flag.startswith(flag + ".")]
         if dotted:
             merged: dict[str, Any] = {}
             for a in dotted:
@@ -582,6 +588,13 @@ def _command(
     **docker: Any,
 ) -> ServeCommand:
     model, args, extra, problems = split_args(rest, schema)
+    config_args: list[Arg] = []
+    config_file = next((a.value for a in args if a.flag == "--config" and a.value), None)
+    if config_file and schema.rewrites.config_yaml:
+        from_file = config_tokens(config_file)
+        if from_file is not None:
+            _, config_args, _, in_file = split_args(from_file, schema)
+            problems += [replace(p, message=f"in --config {config_file}: {p.message}") for p in in_file]
     unknown = tuple(dict.fromkeys(p.flag for p in problems if p.kind == "unknown-flag"))
     return ServeCommand(
         launcher,
@@ -595,8 +608,34 @@ def _command(
         schema_version=schema.version,
         schema_note=schema.note,
         tokens=tuple(rest),
+        config_args=tuple(config_args),
         **docker,
     )
+
+
+def config_tokens(path: str) -> list[str] | None:
+    """A `--config` YAML file as FlexibleArgumentParser.load_config_file turns it into flags
+    (True -> --key, False -> nothing, a list -> --key item...); None when it cannot be read here."""
+    import yaml
+
+    if not path.endswith((".yaml", ".yml")):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh.read(1 << 20))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    out: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, bool):
+            out += [f"--{key}"] if value else []
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)] if value else []
+        else:
+            out += [f"--{key}", str(value)]
+    return out
 
 
 def reparse(cmd: ServeCommand, version: str | None) -> ServeCommand:

@@ -17,9 +17,11 @@ How it was derived (and what is approximate):
 - vLLM's imports are satisfied by the release's own files, the local torch, pydantic, numpy,
   yaml, regex, ...; third-party modules that are not installed here (transformers, fastapi,
   msgspec, ...) and vLLM's compiled `_C` extensions are replaced by permissive stand-ins. The
-  platform is pinned to CUDA (vllm.platforms.cuda.CudaPlatform). So: flag names, kinds, nargs
-  and choices are vLLM's own; a default that vLLM computes from a missing library or from the
-  GPU may differ from a real CUDA install (defaults are informational, never used to judge).
+  platform is pinned to CUDA (vllm.platforms.cuda.CudaPlatform), and importlib.metadata tells
+  vLLM's code version 99.0.0 for a stand-in library (its newest-library code path). So: flag
+  names, kinds, nargs and choices are vLLM's own; a default that vLLM computes from a missing
+  library or from the GPU may differ from a real CUDA install (defaults are informational,
+  never used to judge).
 - The value type is found by calling the action's own `type` on probes: a JSON object string
   parsed into a non-string -> "json"; "7" -> int; "0.5" -> float; `str_to_bool`-style -> bool.
 - FlexibleArgumentParser's rewrites are read from the release's `parse_args` source: `_`/`-`
@@ -157,6 +159,24 @@ def _install_stand_ins(root: str) -> None:
 _THIS = os.path.abspath(__file__)
 
 
+def _stand_in_versions(root: str) -> None:
+    """vLLM asks importlib.metadata for versions of libraries that are stand-ins here: answer
+    vLLM's own code (only) with a far-future version, so its newest-library code path is taken."""
+    import importlib.metadata as md
+
+    real = md.version
+
+    def version(name: str) -> str:
+        try:
+            return real(name)
+        except md.PackageNotFoundError:
+            if sys._getframe(1).f_code.co_filename.startswith(root):
+                return "99.0.0"
+            raise
+
+    md.version = version
+
+
 def _value_type(action: argparse.Action) -> str | None:
     """What the action's own `type` makes of probe strings."""
     fn = action.type
@@ -218,6 +238,7 @@ def record(root: str) -> dict[str, Any]:
     sys.path.insert(0, root)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
     _install_stand_ins(root)
+    _stand_in_versions(root)
     import vllm.platforms as platforms
 
     platforms.resolve_current_platform_cls_qualname = lambda: "vllm.platforms.cuda.CudaPlatform"  # type: ignore[attr-defined]

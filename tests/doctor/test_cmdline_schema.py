@@ -181,3 +181,16 @@ def test_schema_file_is_what_the_generator_merges() -> None:
             seen |= got
     rebuilt = gen_cli_schema.merge({"a": {"flags": [], "rewrites": {"x": 1}}})
     assert rebuilt["releases"] == ["a"] and rebuilt["flags"] == {}
+
+
+def test_config_yaml_flags_are_read_and_the_command_line_wins(tmp_path) -> None:
+    cfg = tmp_path / "serve.yaml"
+    cfg.write_text("tensor-parallel-size: 4\nmax_model_len: 8192\nenforce-eager: true\nnot-a-flag: 1\n")
+    c = cmdline.parse(f"vllm serve m --config {cfg} --max-model-len 4096", "0.14.0")
+    assert c.tensor_parallel_size() == 4 and c.get("--max-model-len") == "4096"
+    assert c.flag_bool("--enforce-eager") is True
+    assert [p.message for p in c.problems] == [
+        f"in --config {cfg}: `--not-a-flag` is not a flag of any vLLM release kvops knows"
+        f" ({cli_schema.releases()[0]}..{cli_schema.releases()[-1]})"
+    ]
+    assert c.render() == f"vllm serve m --config {cfg} --max-model-len 4096"  # the file is not inlined
