@@ -242,6 +242,8 @@ def record(root: str) -> dict[str, Any]:
     import vllm.platforms as platforms
 
     platforms.resolve_current_platform_cls_qualname = lambda: "vllm.platforms.cuda.CudaPlatform"  # type: ignore[attr-defined]
+    if hasattr(platforms, "_current_platform"):
+        platforms._current_platform = None  # resolved during `import vllm` (newer releases): redo
     from vllm.entrypoints.openai import cli_args
 
     # the parser class cli_args itself imports (its home module moved between releases)
