@@ -298,10 +298,12 @@ class ServeCommand:
         """Drop the `remove` flags (both --x and --no-x), add `--flag=value` tokens, set/unset env;
         docker options are added only to a docker line (replacing the same option)."""
         drop = set(remove) | {"--no-" + f[2:] for f in remove}
-        args = [a for a in self.args if a.flag not in drop]
+        # a flag goes with its --no- form and its dotted keys (--kv-transfer-config.kv_role)
+        args = [a for a in self.args if a.flag.partition(".")[0] not in drop]
         for token in add:
             flag, sep, value = token.partition("=")
-            args = [a for a in args if a.flag != flag and a.flag != "--no-" + flag[2:]]
+            same = {flag, "--no-" + flag[2:]}
+            args = [a for a in args if a.flag.partition(".")[0] not in same]
             args.append(Arg(flag, value if sep else None, joined=bool(sep)))
         new_env = list(self.env)
         for name, value in (env or {}).items():

@@ -9,10 +9,10 @@ How it was derived (and what is approximate):
 - Needs the `schema-gen` extra (torch, pydantic, msgspec, ...) installed.
 - `--download` fetches each release's wheel from PyPI with `pip download --no-deps vllm==X`
   and keeps only its `vllm/**/*.py` (nothing is built; the CUDA extensions are not used).
-- For each release a fresh interpreter (`--record DIR`) imports that release's
-  `vllm.entrypoints.openai.cli_args`, calls its own `make_arg_parser(FlexibleArgumentParser())`
-  (what both `vllm serve` and `python -m vllm.entrypoints.openai.api_server` use) and reads the
-  resulting parser's `_actions`: option strings (aliases, the `--no-` forms that
+- For each release a fresh interpreter (`--record DIR`) imports the module that release's
+  `vllm serve` (entrypoints/cli/serve.py) takes make_arg_parser from, calls its own
+  `make_arg_parser(FlexibleArgumentParser())` (what both `vllm serve` and `python -m
+  vllm.entrypoints.openai.api_server` use) and reads the resulting parser's `_actions`: option strings (aliases, the `--no-` forms that
   BooleanOptionalAction adds), action kind, nargs, choices, default and the value type.
 - vLLM's imports are satisfied by the release's own files, the local torch, pydantic, numpy,
   yaml, regex, ...; third-party modules that are not installed here (transformers, fastapi,
@@ -159,6 +159,16 @@ def _install_stand_ins(root: str) -> None:
 _THIS = os.path.abspath(__file__)
 
 
+def _parser_home(root: str) -> str:
+    """The module `vllm serve` takes make_arg_parser from (it moved: openai/cli_args.py,
+    launchers/cli_args.py in 0.29, common/cli_args.py later), read from entrypoints/cli/serve.py."""
+    serve = Path(root, "vllm", "entrypoints", "cli", "serve.py").read_text(encoding="utf-8")
+    m = re.search(
+        r"from (vllm\.[\w.]+) import (?:\([^)]*?\bmake_arg_parser\b|[^\n(]*\bmake_arg_parser\b)", serve
+    )
+    return m.group(1) if m else "vllm.entrypoints.openai.cli_args"
+
+
 def _stand_in_versions(root: str) -> None:
     """vLLM asks importlib.metadata for versions of libraries that are stand-ins here: answer
     vLLM's own code (only) with a far-future version, so its newest-library code path is taken."""
@@ -244,8 +254,12 @@ def record(root: str) -> dict[str, Any]:
     platforms.resolve_current_platform_cls_qualname = lambda: "vllm.platforms.cuda.CudaPlatform"  # type: ignore[attr-defined]
     if hasattr(platforms, "_current_platform"):
         platforms._current_platform = None  # resolved during `import vllm` (newer releases): redo
-    from vllm.entrypoints.openai import cli_args
+    import importlib
 
+    home = _parser_home(root)
+    if not Path(root, *home.split(".")).with_suffix(".py").is_file():
+        raise SystemExit(f"{home} is not in this release's files")  # never a stand-in
+    cli_args = importlib.import_module(home)
     # the parser class cli_args itself imports (its home module moved between releases)
     flexible = cli_args.FlexibleArgumentParser
     parser = cli_args.make_arg_parser(flexible())

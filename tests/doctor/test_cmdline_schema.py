@@ -194,3 +194,9 @@ def test_config_yaml_flags_are_read_and_the_command_line_wins(tmp_path) -> None:
         f" ({cli_schema.releases()[0]}..{cli_schema.releases()[-1]})"
     ]
     assert c.render() == f"vllm serve m --config {cfg} --max-model-len 4096"  # the file is not inlined
+
+
+def test_a_fix_removes_a_json_flag_with_its_dotted_keys() -> None:
+    c = cmdline.parse("vllm serve m --kv-transfer-config.kv_connector X --seed 1", "0.14.0")
+    fixed = c.with_fix(remove=["--kv-transfer-config"], add=["--kv-offloading-size=8"])
+    assert fixed.render() == "vllm serve m --seed 1 --kv-offloading-size=8"
