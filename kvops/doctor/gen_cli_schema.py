@@ -12,8 +12,9 @@ How it was derived (and what is approximate):
 - For each release a fresh interpreter (`--record DIR`) imports the module that release's
   `vllm serve` (entrypoints/cli/serve.py) takes make_arg_parser from, calls its own
   `make_arg_parser(FlexibleArgumentParser())` (what both `vllm serve` and `python -m
-  vllm.entrypoints.openai.api_server` use) and reads the resulting parser's `_actions`: option strings (aliases, the `--no-` forms that
-  BooleanOptionalAction adds), action kind, nargs, choices, default and the value type.
+  vllm.entrypoints.openai.api_server` use) and reads the resulting parser's `_actions`: option
+  strings (aliases, the `--no-` forms that BooleanOptionalAction adds), action kind, nargs,
+  choices, default and the value type.
 - vLLM's imports are satisfied by the release's own files, the local torch, pydantic, numpy,
   yaml, regex, ...; third-party modules that are not installed here (transformers, fastapi,
   msgspec, ...) and vLLM's compiled `_C` extensions are replaced by permissive stand-ins. The
