@@ -23,7 +23,7 @@ def test_schema_covers_every_supported_release_and_knows_the_flag_kinds() -> Non
     assert new.lookup("--api-key").nargs == "+"
     assert new.lookup("--kv-transfer-config").value_type == "json"
     assert new.lookup("--max-model-len").value_type == "int"
-    assert "mistral" in new.lookup("--tokenizer-mode").choices
+    assert "fp8" in new.lookup("--kv-cache-dtype").choices
     assert new.lookup("-tp") is new.lookup("--tensor-parallel-size")  # aliases from the parser
     assert new.rewrites.o_level == "--optimization-level"
     old = cli_schema.for_version("0.10.0")
@@ -107,7 +107,7 @@ def test_offloading_flag_on_a_release_without_it_is_named() -> None:
 
 
 def test_bad_choice_missing_value_and_stray_positional_are_problems() -> None:
-    c = cmdline.parse("vllm serve m extra --tokenizer-mode nope --max-model-len", "0.14.0")
+    c = cmdline.parse("vllm serve m extra --kv-cache-dtype fp9 --max-model-len", "0.14.0")
     assert sorted(kinds(c)) == ["bad-choice", "missing-value", "stray-value"]
     assert c.extra == ("extra",) and "extra" in c.render()
 
