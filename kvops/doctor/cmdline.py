@@ -343,7 +343,8 @@ class ServeCommand:
             parts += [_q(t) for t in self.launch]
         if self.model:
             parts.append(_q(self.model))
-        parts += [_q(t) for t in self.extra]
+        hidden = secret_values(self)
+        parts += [hidden.get(t) or _q(t) for t in self.extra]
         for a in self.args:
             parts += _arg_tokens(a)
         return " ".join(parts)
@@ -721,10 +722,21 @@ def secret_values(cmd: ServeCommand | None) -> dict[str, str]:
     for name, value in cmd.env:
         if value and is_secret_name(name):
             out[value] = f"${name}"
-    for a in cmd.args:
+    for a in cmd.effective_args():
         env = secret_flag_env(a.flag)
         for value in a.values if env else ():
             out[value] = f"${env}"
+    # words after a credential flag that this release does not take as its values (0.10's
+    # --api-key takes one): still the user's keys, never shown
+    env = None
+    for tok in cmd.tokens:
+        if is_option(tok):
+            name, eq, value = tok.partition("=")
+            env = secret_flag_env(name)
+            if env and eq and value:
+                out.setdefault(value, f"${env}")
+        elif env:
+            out.setdefault(tok, f"${env}")
     return out
 
 

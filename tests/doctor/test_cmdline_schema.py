@@ -200,3 +200,12 @@ def test_a_fix_removes_a_json_flag_with_its_dotted_keys() -> None:
     c = cmdline.parse("vllm serve m --kv-transfer-config.kv_connector X --seed 1", "0.14.0")
     fixed = c.with_fix(remove=["--kv-transfer-config"], add=["--kv-offloading-size=8"])
     assert fixed.render() == "vllm serve m --seed 1 --kv-offloading-size=8"
+
+
+def test_a_second_key_that_the_release_reads_as_a_stray_word_is_still_hidden() -> None:
+    c = cmdline.parse("vllm serve m --api-key k1-secret k2-secret", "0.10.0")  # 0.10: one key
+    assert c.extra == ("k2-secret",) and "stray-value" in kinds(c)
+    assert "k2-secret" not in c.render() and "k1-secret" not in c.render()
+    assert cmdline.redact_text("'k2-secret' is not the value", cmdline.secret_values(c)) == (
+        "'$VLLM_API_KEY' is not the value"
+    )
