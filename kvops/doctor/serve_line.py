@@ -297,11 +297,17 @@ def _env_pairs(env: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _walk(node: Any) -> Iterator[Any]:
-    yield node
-    if isinstance(node, dict):
-        for v in node.values():
-            yield from _walk(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _walk(v)
+def _walk(node: Any, limit: int = 20_000) -> Iterator[Any]:
+    """Every node once (YAML aliases can make a document refer to itself or fan out
+    exponentially), at most `limit` of them."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack and len(seen) < limit:
+        item = stack.pop()
+        if isinstance(item, (dict, list)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            children = list(item.values()) if isinstance(item, dict) else list(item)
+            stack.extend(reversed(children))
+        yield item

@@ -4,6 +4,8 @@ python -m, Kubernetes / compose YAML, `\\` continuations, colours and prompts.""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvops.doctor import cmdline
 from kvops.errors import UsageError
@@ -134,3 +136,69 @@ def test_no_command_inside_is_one_usage_error(text: str) -> None:
     with pytest.raises(UsageError) as info:
         cmdline.parse(text)
     assert "\n" not in str(info.value)
+
+
+def test_hostile_yaml_is_walked_once() -> None:
+    looped = "a: &x\n  command: [echo]\n  b: *x\nargs: &y [*y, vllm]\n"
+    with pytest.raises(UsageError):
+        cmdline.parse(looped)
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [*{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}, *{p}]\n"
+        for p, c in zip("abcdefgh", "bcdefghi", strict=True)
+    )
+    with pytest.raises(UsageError):
+        cmdline.parse(bomb + "command: [echo]\n")
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=300, deadline=None)
+def test_any_text_is_a_command_or_one_usage_error(text: str) -> None:
+    try:
+        c = cmdline.parse(text)
+    except UsageError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert isinstance(c.render(), str)
+
+
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "vllm",
+                "serve",
+                "-c",
+                "bash",
+                "&&",
+                ";",
+                "'",
+                '"',
+                "\\",
+                "=",
+                "--x",
+                "-O",
+                "|",
+                "docker",
+                "run",
+                "img",
+                "- ",
+                "args:",
+                "\n",
+                "2>&1",
+                "$",
+                "#",
+                "--api-key",
+                "m",
+            ]
+        ),
+        max_size=30,
+    )
+)
+@settings(max_examples=300, deadline=None)
+def test_shell_like_fragments_never_crash(parts: list[str]) -> None:
+    text = " ".join(parts)
+    try:
+        c = cmdline.parse(text)
+    except UsageError:
+        return
+    cmdline.parse(c.render())  # what doctor prints parses again
