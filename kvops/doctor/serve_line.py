@@ -16,8 +16,11 @@ from typing import Any
 from kvops.errors import UsageError
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-# "$ ", "# ", "user@host:~/dir$ ", "(venv) $ ", "PS C:\>", "> " at the start of a pasted line.
-_PROMPT = re.compile(r"^\s*(?:\([\w.-]+\)\s*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?\s*)?[$#%>]\s+")
+# "> " quote markers, then "$ ", "# ", "user@host:~/dir$ ", "(venv) $ " at the start of a pasted line.
+_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]+)+")
+# a bare "# " is a comment, not a prompt: only user@host:~# is root's prompt
+_PROMPT = re.compile(r"^(?:\([\w.-]+\)[ \t]*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?[ \t]*[$#%>]|[$%>])[ \t]+")
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~|''')[\w+-]*[ \t]*$", re.M)  # Markdown / quoted code fences
 _ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
 _WRAPPERS = {"sudo", "exec", "nohup", "time", "command", "stdbuf", "nice", "taskset", "numactl"}
 _SHELLS = re.compile(r"(?:.*/)?(?:ba|z|da|k)?sh$")
@@ -26,10 +29,16 @@ _REDIRECTS = {">", ">>", "<", ">&", "&>", "&>>", ">|", "<<", "<<<", "<&", "<>"}
 
 
 def clean(text: str) -> str:
-    """Colours, CRLF, prompts and `\\` continuations removed; lines kept."""
+    """Colours, CRLF, prompts, Markdown code fences / inline-code backticks and `\\`
+    continuations removed (a trailing one too: a paste cut after it); lines kept."""
     text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
-    text = re.sub(r"\\[ \t]*\n", " ", text)
-    return "\n".join(_PROMPT.sub("", line, count=1) for line in text.split("\n"))
+    text = _FENCE.sub("", text)
+    stripped = text.strip()
+    if len(stripped) > 1 and stripped[0] == stripped[-1] == "`" and stripped.count("`") == 2:
+        text = stripped[1:-1]
+    text = re.sub(r"\\[ \t]*(?:\n|$)", " ", text)
+    lines = (_QUOTE.sub("", line, count=1) for line in text.split("\n"))
+    return "\n".join(_PROMPT.sub("", line, count=1) for line in lines)
 
 
 def is_launch(tokens: list[str]) -> bool:

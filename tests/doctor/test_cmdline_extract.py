@@ -202,3 +202,25 @@ def test_shell_like_fragments_never_crash(parts: list[str]) -> None:
     except UsageError:
         return
     cmdline.parse(c.render())  # what doctor prints parses again
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "`vllm serve  org/m \\\n  --dtype float16 \\\n  --max-model-len 512`",  # inline code in an issue
+        "```bash\nvllm serve org/m \\\n--dtype float16 \\\n--max-model-len 512\n```",
+        "'''\nvllm serve org/m --dtype float16 --max-model-len 512 \\\n'''",  # cut after a continuation
+        "> $ vllm serve org/m --dtype float16 --max-model-len 512",
+    ],
+)
+def test_commands_as_pasted_in_issue_trackers(text: str) -> None:
+    c = cmdline.parse(text, "0.14.0")
+    assert c.model == "org/m" and c.get("--dtype") == "float16" and c.get("--max-model-len") == "512"
+    assert c.problems == ()
+
+
+def test_comments_are_not_prompts() -> None:
+    script = "# vllm serve old/model --max-model-len 1\nroot@box:~# vllm serve org/m --max-model-len 512\n"
+    assert cmdline.parse(script, "0.14.0").model == "org/m"
+    yaml_text = "# the server\ncommand: [vllm, serve, org/m]\n  # indented comment\n"
+    assert cmdline.parse(yaml_text, "0.14.0").model == "org/m"
