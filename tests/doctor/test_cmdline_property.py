@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shlex
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -47,8 +48,8 @@ def _value(spec: FlagSpec) -> st.SearchStrategy[str]:
 
 
 @st.composite
-def serve_line(draw: st.DrawFn) -> tuple[str, str, list[FlagSpec]]:
-    release = draw(st.sampled_from(RELEASES))
+def serve_line(draw: st.DrawFn, release: str | None = None) -> tuple[str, str, list[FlagSpec]]:
+    release = release or draw(st.sampled_from(RELEASES))
     chosen = draw(
         st.lists(st.sampled_from(specs(release)), min_size=1, max_size=8, unique_by=lambda s: s.name)
     )
@@ -79,10 +80,11 @@ def view(c: cmdline.ServeCommand) -> tuple[object, ...]:
     return (c.model, c.extra, [(a.flag, a.values) for a in c.args], [(p.kind, p.flag) for p in c.problems])
 
 
-@given(serve_line())
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-def test_parse_render_parse_is_the_identity(case: tuple[str, str, list[FlagSpec]]) -> None:
-    release, line, chosen = case
+@pytest.mark.parametrize("release", RELEASES)
+@given(data=st.data())
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_parse_render_parse_is_the_identity(release: str, data: st.DataObject) -> None:
+    release, line, chosen = data.draw(serve_line(release))
     first = cmdline.parse(line, release)
     assert first.problems == (), (line, first.problems)
     assert len(first.args) == len(chosen)  # every flag found, none split or merged
@@ -112,3 +114,27 @@ def test_a_fix_changes_only_the_flags_it_names(
     assert fixed.model == c.model and fixed.env == c.env
     assert fixed.get(add_spec.name) == add_value
     assert not any(fixed.has(f) for f in remove if f != add_spec.name)
+
+
+_FIXED = {"json": '{"a": 1, "b": "x y"}', "int": "7", "float": "0.5", "bool": "true"}
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_every_flag_of_every_release_in_one_line(release: str) -> None:
+    """Exhaustive companion of the property: all of a release's flags at once, = and space forms."""
+    parts = ["vllm", "serve", "org/model"]
+    chosen = specs(release)
+    for i, spec in enumerate(chosen):
+        if not spec.takes_value:
+            parts.append(spec.negative() if spec.negative() and i % 3 == 0 else spec.name)
+            continue
+        value = spec.choices[0] if spec.choices else _FIXED.get(spec.value_type or "", "a b's")
+        if spec.multi:
+            parts += [spec.name, shlex.quote(value), shlex.quote(value)]
+        elif i % 2:
+            parts.append(shlex.quote(f"{spec.name}={value}"))
+        else:
+            parts += [spec.name, shlex.quote(value)]
+    first = cmdline.parse(" ".join(parts), release)
+    assert first.problems == () and len(first.args) == len(chosen) and first.model == "org/model"
+    assert view(cmdline.parse(first.render(), release)) == view(first)
