@@ -1,8 +1,9 @@
 """The `vllm serve` flags of each vLLM release, as recorded from that release's own parser.
 
 Package data: kvops/doctor/vllm_cli.json, written by kvops/doctor/gen_cli_schema.py. A release
-without a recorded schema is read with the nearest recorded one (the newest not after it, else
-the oldest) and a one-line note; no version at all reads the union of every release.
+without a recorded schema is read with the installed vllm's own parser when that is the release
+judged (recorded once in a child interpreter, cached), else with the nearest recorded one (the
+newest not after it, else the oldest) and a one-line note; no version reads the union of all.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 # argparse treats "-5" / "-.5" as a value when no option looks like a number (true for vLLM).
@@ -149,10 +151,91 @@ def nearest(version: str) -> str | None:
     return before[-1] if before else known[0]
 
 
+def from_record(record: dict[str, Any], version: str) -> Schema:
+    """A Schema from one release's record (gen_cli_schema --record output)."""
+    flags: dict[str, FlagSpec] = {}
+    for flag in record["flags"]:
+        names = tuple(flag["names"])
+        name = names[0] if names[0].startswith("--") else names[-1]
+        choices = flag.get("choices")
+        spec = FlagSpec(
+            name=name,
+            names=names,
+            kind=flag["kind"],
+            nargs=flag.get("nargs"),
+            choices=tuple(choices) if choices is not None else None,
+            value_type=flag.get("type"),
+            default=flag.get("default"),
+        )
+        flags.update(dict.fromkeys(names, spec))
+    return Schema(version, flags, Rewrites(**record["rewrites"]))
+
+
+def installed_vllm() -> tuple[str, Path] | None:
+    """(version, folder holding vllm/) of an importable vllm, found without importing it."""
+    import importlib.metadata as md
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("vllm")
+        version = md.version("vllm")
+    except (ImportError, ValueError, md.PackageNotFoundError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return version, Path(next(iter(spec.submodule_search_locations))).parent
+
+
+def live_schema(version: str, parent: Path, timeout: float = 180.0) -> Schema | None:
+    """The installed vllm's own parser, recorded in a child interpreter (gen_cli_schema --record)
+    and cached under the user's cache directory; None when it cannot be read here."""
+    import os
+    import subprocess
+    import sys
+
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "kvops" / "vllm-cli"
+    saved = cache / f"{re.sub(r'[^A-Za-z0-9.+_-]', '_', version)}.json"
+    try:
+        return from_record(json.loads(saved.read_text(encoding="utf-8")), version)
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    print(f"reading the flags of the installed vLLM {version} (once, cached in {cache})", file=sys.stderr)
+    try:
+        child = subprocess.run(
+            [sys.executable, "-m", "kvops.doctor.gen_cli_schema", "--record", str(parent)],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        record = json.loads(child.stdout) if child.returncode == 0 else None
+        schema = from_record(record, version) if record else None
+    except (OSError, subprocess.TimeoutExpired, ValueError, KeyError, TypeError):
+        return None
+    if schema is not None:
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            saved.write_text(child.stdout, encoding="utf-8")
+        except OSError:
+            pass  # a read-only home: the next run records again
+    return schema
+
+
+@lru_cache(maxsize=8)
+def _live(version: str) -> Schema | None:
+    installed = installed_vllm()
+    if installed is None or installed[0] != version:
+        return None
+    return live_schema(*installed)
+
+
 def for_version(version: str | None) -> Schema:
-    """The schema that judges a command for `version` (None: any release)."""
+    """The schema that judges a command for `version` (None: any release). When `version` is a
+    build kvops ships no table for and it is the importable vllm, that vllm's own parser is used."""
     if version is None:
         return _schema_of(None)
+    live = _live(version) if version not in releases() else None
+    if live is not None:
+        return live
     use = nearest(version)
     if use is None:
         schema = _schema_of(None)
