@@ -22,7 +22,7 @@ from kvops.doctor import cli_schema, credentials, serve_line
 from kvops.doctor.cli_schema import Schema, is_option
 from kvops.errors import UsageError
 
-# Short options vLLM added over time (recorded in vllm_cli.json too); kept for older schemas.
+# Short options of `vllm serve` (vllm_cli.json has every alias per release; kept for callers).
 SHORT_FLAGS = {
     "-tp": "--tensor-parallel-size",
     "-pp": "--pipeline-parallel-size",
@@ -396,8 +396,6 @@ def canonical_flag(token: str, schema: Schema) -> str:
     spec = schema.lookup(base)
     if spec is not None and not base.startswith("--no-"):
         base = spec.name
-    elif spec is None and base in SHORT_FLAGS:
-        base = SHORT_FLAGS[base]
     return base + dot + rest
 
 
