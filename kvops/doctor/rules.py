@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvops.doctor.cli_checks import check_serve_flags
+from kvops.doctor.cli_checks import check_serve_flags, check_serve_flags_unverified
 from kvops.doctor.cmdline import ServeCommand, parse_size
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
@@ -217,6 +217,7 @@ CHECKS: dict[str, Callable[[Context], Verdict]] = {
     "host-ram-too-small": _check_host_ram,
     "offload-config-invalid": _check_offload_config,
     "serve-flags": check_serve_flags,
+    "serve-flags-unverified": check_serve_flags_unverified,
 }
 
 CONDITION_KEYS = frozenset(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from kvops.doctor import cli_checks, cli_schema, cmdline, rules
+
 from .conftest import LOGS
 
 
@@ -69,3 +71,31 @@ def test_a_serve_line_inside_bash_c_gets_a_fixed_command(kvops) -> None:
         and f["fixed_command"].startswith("vllm serve deepseek-ai/DeepSeek-V3.2")
     )
     assert "--max-num-batched-tokens 8192" in f["fixed_command"]  # not a secret
+
+
+def test_without_the_release_a_flag_problem_is_a_warning_but_bad_json_stays_an_error(kvops) -> None:
+    cmd = "vllm serve m --future-flag 1 --enforce-eager True"
+    code, out, _ = kvops("doctor", "--cmd", cmd, "--vllm-version", "0.9.2", "--json")  # no table for 0.9
+    f = findings(out)["vllm-serve-flags-unverified"]
+    assert code == 0 and f["severity"] == "warning" and "vllm-serve-flags-invalid" not in findings(out)
+    assert f["evidence"][-1] == (
+        "flags read with the parser of vLLM 0.10.0"
+        " (kvops has no flag list for vLLM 0.9.2: read with vLLM 0.10.0's)"
+    )
+    code, out, _ = kvops(
+        "doctor", "--cmd", "vllm serve m --kv-transfer-config '{bad'", "--vllm-version", "0.9.2", "--json"
+    )
+    assert code == 1 and findings(out)["vllm-serve-flags-invalid"]["severity"] == "error"
+    assert "vllm-serve-flags-unverified" not in findings(out)
+
+
+def test_with_no_version_every_releases_flags_judge_and_only_warn() -> None:
+    cmd = cmdline.parse("vllm serve m --future-flag 1 --kv-offloading-size 8")
+    ctx = rules.Context(cmd=cmd, version=None)
+    assert cli_checks.check_serve_flags(ctx).holds is False
+    unverified = cli_checks.check_serve_flags_unverified(ctx)
+    assert unverified.holds and unverified.evidence == [
+        f"`--future-flag` is not a flag of any vLLM release kvops knows ({cli_schema.releases()[0]}.."
+        f"{cli_schema.releases()[-1]})",
+        "flags read with the parser of every vLLM release kvops knows",
+    ]
