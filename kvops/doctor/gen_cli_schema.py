@@ -410,9 +410,19 @@ def main(argv: list[str] | None = None) -> int:
         per_release[version] = json.loads(child.stdout)
         saved.write_text(child.stdout)
         print(f"vllm {version}: {len(per_release[version]['flags'])} flags", file=sys.stderr)
-    json.dump(merge(per_release), sys.stdout, indent=None, separators=(",", ":"))
-    sys.stdout.write("\n")
+    sys.stdout.write(dump(merge(per_release)))
     return 0
+
+
+def dump(schema: dict[str, Any]) -> str:
+    """Compact JSON with one flag per line, so a regeneration's diff shows what changed."""
+
+    def one(value: Any) -> str:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    head = [f"{one(k)}:{one(v)}" for k, v in schema.items() if k != "flags"]
+    flags = [f"{one(k)}:{one(v)}" for k, v in schema["flags"].items()]
+    return "{\n" + ",\n".join(head) + ',\n"flags":{\n' + ",\n".join(flags) + "\n}}\n"
 
 
 if __name__ == "__main__":

@@ -209,3 +209,8 @@ def test_a_second_key_that_the_release_reads_as_a_stray_word_is_still_hidden() -
     assert cmdline.redact_text("'k2-secret' is not the value", cmdline.secret_values(c)) == (
         "'$VLLM_API_KEY' is not the value"
     )
+
+
+def test_the_shipped_file_is_in_the_generators_own_layout() -> None:
+    text = (cli_schema.resources.files("kvops.doctor") / "vllm_cli.json").read_text()
+    assert gen_cli_schema.dump(json.loads(text)) == text  # regenerating changes only what vLLM changed
