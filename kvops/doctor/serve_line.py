@@ -159,7 +159,12 @@ def _from_shell(text: str, depth: int) -> list[str] | None:
     if depth > 4:
         return None
     exported: list[str] = []
-    lines = [ln for ln in text.split("\n") if ln.strip()]
+    lines: list[str] = []
+    for ln in (ln for ln in text.split("\n") if ln.strip()):
+        if lines and ln.lstrip().startswith("-"):  # a paste that lost its `\`: options continue
+            lines[-1] += " " + ln
+        else:
+            lines.append(ln)
     tokens: list[str] = []
     for line in lines:  # a newline separates commands as `;` does
         tokens += [*_split(line), Op(";")]

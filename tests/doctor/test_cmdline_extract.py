@@ -224,3 +224,8 @@ def test_comments_are_not_prompts() -> None:
     assert cmdline.parse(script, "0.14.0").model == "org/m"
     yaml_text = "# the server\ncommand: [vllm, serve, org/m]\n  # indented comment\n"
     assert cmdline.parse(yaml_text, "0.14.0").model == "org/m"
+
+
+def test_option_lines_of_a_paste_that_lost_its_backslashes_continue_the_command() -> None:
+    c = cmdline.parse("vllm serve org/m\n  --port 8087\n--tensor-parallel-size 8\necho done", "0.14.0")
+    assert c.get("--port") == "8087" and c.tensor_parallel_size() == 8 and c.extra == ()
