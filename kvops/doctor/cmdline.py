@@ -690,6 +690,11 @@ def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]], schema: 
     image = tokens[i]
     rest = tokens[i + 1 :]
     launch, after = _split_launch(rest)
+    entry = next((o.value for o in opts if o.flag == "--entrypoint" and o.value), None)
+    if launch is None and entry:  # --entrypoint python3 IMAGE -m vllm.entrypoints...: the image's args
+        with_entry, after_entry = _split_launch([entry, *rest])
+        if with_entry is not None:
+            launch, after = with_entry[1:], after_entry
     if launch is not None:
         rest = after
     return _command("docker", launch or (), rest, env, schema, docker_opts=tuple(opts), image=image)

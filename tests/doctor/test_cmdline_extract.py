@@ -229,3 +229,15 @@ def test_comments_are_not_prompts() -> None:
 def test_option_lines_of_a_paste_that_lost_its_backslashes_continue_the_command() -> None:
     c = cmdline.parse("vllm serve org/m\n  --port 8087\n--tensor-parallel-size 8\necho done", "0.14.0")
     assert c.get("--port") == "8087" and c.tensor_parallel_size() == 8 and c.extra == ()
+
+
+def test_docker_entrypoint_is_the_start_of_the_launch() -> None:
+    line = (
+        "docker run --entrypoint python3 vllm/vllm-openai:v0.14.0 "
+        "-m vllm.entrypoints.openai.api_server --model org/m --port 8000"
+    )
+    c = cmdline.parse(line, "0.14.0")
+    assert c.launch == ("-m", "vllm.entrypoints.openai.api_server") and c.problems == ()
+    assert c.served_model() == "org/m" and c.render() == line
+    c = cmdline.parse("docker run --entrypoint vllm vllm/vllm-openai serve org/m --port 1", "0.14.0")
+    assert c.launch == ("serve",) and c.model == "org/m" and c.problems == ()
