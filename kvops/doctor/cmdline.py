@@ -1,9 +1,12 @@
 """A `vllm serve` / `python -m vllm.entrypoints.openai.api_server` / `docker run ... vllm/vllm-openai`
-line, parsed with vLLM's flag semantics, changed by a fix, and printed back ready to paste.
+line, parsed with the judged vLLM release's own flag table, changed by a fix, printed back ready to paste.
 
-vLLM's FlexibleArgumentParser accepts `--flag=value` and `--flag value`, and treats `--a_b` as
-`--a-b`; boolean flags (store_true / BooleanOptionalAction, which adds `--no-<flag>`) take no value.
-Secrets (env names with TOKEN/KEY/SECRET/PASSWORD, --api-key/--hf-token values) print as `$NAME`.
+Which flags take a value, how many (argparse nargs), which are `--x/--no-x` booleans and which hold
+JSON comes from kvops/doctor/vllm_cli.json (recorded from each release's parser, see
+gen_cli_schema.py). FlexibleArgumentParser's rewrites are applied: `--a_b` is `--a-b`, dotted
+`--x.y v` keys build the JSON of `--x`, `-O3` means the release's optimisation level. Parsing
+never drops a token: unknown flags and stray values are kept, rendered back and reported.
+Secrets (kvops/doctor/credentials.py: an explicit list, never `*token*`) print as `$NAME`.
 """
 
 from __future__ import annotations
@@ -15,150 +18,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from kvops.doctor import cli_schema, credentials, serve_line
+from kvops.doctor.cli_schema import Schema, is_option
 from kvops.errors import UsageError
 
-# vLLM serve flags that take no value (vllm/engine/arg_utils.py, entrypoints/openai/cli_args.py).
-BOOLEAN_FLAGS = frozenset(
-    [
-        "--disable-hybrid-kv-cache-manager",
-        "--enable-prefix-caching",
-        "--trust-remote-code",
-        "--enforce-eager",
-        "--enable-chunked-prefill",
-        "--disable-log-requests",
-        "--enable-log-requests",
-        "--disable-log-stats",
-        "--enable-expert-parallel",
-        "--enable-auto-tool-choice",
-        "--async-scheduling",
-        "--disable-custom-all-reduce",
-        "--enable-lora",
-        "--enable-prompt-tokens-details",
-        "--disable-fastapi-docs",
-        "--enable-sleep-mode",
-        "--headless",
-        "--data-parallel-hybrid-lb",
-        "--data-parallel-external-lb",
-        "--enable-eplb",
-        "--disable-sliding-window",
-        "--disable-cascade-attn",
-        "--skip-tokenizer-init",
-        "--enable-reasoning",
-        "--disable-frontend-multiprocessing",
-        "--enable-request-id-headers",
-        "--enable-server-load-tracking",
-        "--enable-force-include-usage",
-        "--enable-tokenizer-info-endpoint",
-        "--enable-log-outputs",
-        "--enable-dbo",
-        "--disable-uvicorn-access-log",
-        "--return-tokens-as-token-ids",
-        "--enable-lora-bias",
-        "--fully-sharded-loras",
-        "--calculate-kv-scales",
-        "--enable-double-batch-overlap",
-        "--ray-workers-use-nsight",
-        "--disable-log-stats",
-        "--use-tqdm-on-load",
-        "--allow-credentials",
-        "--enable-ssl-refresh",
-        "--kv-sharing-fast-prefill",
-        "--enable-mfu-metrics",
-    ]
-)
-# Flags kvops knows take a value; anything else is kept and noted as unknown.
-VALUE_FLAGS = frozenset(
-    [
-        "--model",
-        "--served-model-name",
-        "--host",
-        "--port",
-        "--api-key",
-        "--hf-token",
-        "--tokenizer",
-        "--revision",
-        "--dtype",
-        "--kv-cache-dtype",
-        "--max-model-len",
-        "--max-num-seqs",
-        "--max-num-batched-tokens",
-        "--gpu-memory-utilization",
-        "--tensor-parallel-size",
-        "--pipeline-parallel-size",
-        "--data-parallel-size",
-        "--data-parallel-size-local",
-        "--block-size",
-        "--swap-space",
-        "--cpu-offload-gb",
-        "--kv-offloading-size",
-        "--kv-offloading-backend",
-        "--kv-transfer-config",
-        "--kv-events-config",
-        "--quantization",
-        "--load-format",
-        "--download-dir",
-        "--seed",
-        "--distributed-executor-backend",
-        "--max-logprobs",
-        "--tool-call-parser",
-        "--reasoning-parser",
-        "--chat-template",
-        "--compilation-config",
-        "--speculative-config",
-        "--limit-mm-per-prompt",
-        "--mm-processor-kwargs",
-        "--override-generation-config",
-        "--generation-config",
-        "--hf-overrides",
-        "--rope-scaling",
-        "--rope-theta",
-        "--max-seq-len-to-capture",
-        "--num-gpu-blocks-override",
-        "--attention-backend",
-        "--uvicorn-log-level",
-        "--ssl-keyfile",
-        "--ssl-certfile",
-        "--ssl-ca-certs",
-        "--root-path",
-        "--middleware",
-        "--lora-modules",
-        "--max-loras",
-        "--max-lora-rank",
-        "--tokenizer-mode",
-        "--config",
-        "--api-server-count",
-        "--prefix-caching-hash-algo",
-        "--scheduling-policy",
-        "--long-prefill-token-threshold",
-        "--max-num-partial-prefills",
-        "--mamba-cache-mode",
-        "--mamba-ssm-cache-dtype",
-        "--logits-processors",
-        "--allowed-local-media-path",
-        "--data-parallel-address",
-        "--data-parallel-rpc-port",
-        "--data-parallel-start-rank",
-        "--data-parallel-backend",
-        "--expert-placement-strategy",
-        "--eplb-config",
-        "--worker-cls",
-        "--cuda-graph-sizes",
-        "--max-cudagraph-capture-size",
-        "--optimization-level",
-        "--performance-mode",
-        "--structured-outputs-config",
-        "--kv-cache-memory-bytes",
-        "--logprobs-mode",
-    ]
-)
-# vllm serve options with a short form.
+# Short options of `vllm serve` (vllm_cli.json has every alias per release; kept for callers).
 SHORT_FLAGS = {
     "-tp": "--tensor-parallel-size",
     "-pp": "--pipeline-parallel-size",
     "-dp": "--data-parallel-size",
 }
-SECRET_FLAG_ENV = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN"}
-_SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config")
 
 # docker run options that take a value (docker CLI reference); everything else is a switch.
@@ -224,18 +93,13 @@ _SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 <
 
 
 def is_secret_name(name: str) -> bool:
-    """Env names that hold credentials (a file or path is not itself a secret)."""
-    upper = name.upper().lstrip("-").replace("-", "_")
-    if upper.endswith(("FILE", "PATH", "DIR")):
-        return False
-    return any(word in upper for word in _SECRET_WORDS)
+    """Env names that hold credentials, by credentials.py's explicit list and suffixes."""
+    return credentials.is_secret_env(name)
 
 
 def secret_flag_env(flag: str) -> str | None:
-    """`--api-key` -> VLLM_API_KEY; other secret-looking flags -> their upper-snake name."""
-    if flag in SECRET_FLAG_ENV:
-        return SECRET_FLAG_ENV[flag]
-    return flag.lstrip("-").upper().replace("-", "_") if is_secret_name(flag) else None
+    """`--api-key` -> VLLM_API_KEY, `--hf-token` -> HF_TOKEN; no other flag is a secret."""
+    return credentials.secret_flag_env(flag)
 
 
 def parse_size(text: str) -> int | None:
@@ -249,8 +113,22 @@ def parse_size(text: str) -> int | None:
 @dataclass(frozen=True)
 class Arg:
     flag: str  # canonical: --dashed-name (or a short docker/vllm form as given)
-    value: str | None  # None: a switch
+    value: str | None  # None: a switch; else the (first) value
     joined: bool = False  # was written --flag=value
+    more: tuple[str, ...] = ()  # further values of an nargs="+"/"*" flag: --lora-modules a=x b=y
+
+    @property
+    def values(self) -> tuple[str, ...]:
+        return () if self.value is None else (self.value, *self.more)
+
+
+@dataclass(frozen=True)
+class CliProblem:
+    """Something the judged release's parser would reject or read differently than written."""
+
+    kind: str  # unknown-flag | bool-with-value | missing-value | bad-choice | bad-json | bad-number
+    flag: str
+    message: str
 
 
 @dataclass(frozen=True)
@@ -263,25 +141,42 @@ class ServeCommand:
     docker_opts: tuple[Arg, ...] = ()
     image: str | None = None
     unknown_flags: tuple[str, ...] = field(default=())
+    extra: tuple[str, ...] = ()  # positional tokens after the model (argparse would reject them)
+    problems: tuple[CliProblem, ...] = ()
+    schema_version: str | None = None  # the release whose flag table parsed this line
+    schema_note: str | None = None  # set when that is another release's table
+    tokens: tuple[str, ...] = ()  # the vLLM arguments as given (re-parsed for another release)
+    config_args: tuple[Arg, ...] = ()  # from a readable `--config FILE.yaml`; the CLI's flags win
+
+    def effective_args(self) -> tuple[Arg, ...]:
+        """What vLLM parses: the --config file's flags first (FlexibleArgumentParser inserts them
+        before the command line's), then the command line's."""
+        return self.config_args + self.args
 
     # ---- reading -------------------------------------------------------------------------
     def has(self, flag: str) -> bool:
-        return any(a.flag == flag for a in self.args)
+        """Given in any form: --flag, --flag=v, or a dotted --flag.key v."""
+        return any(a.flag == flag or a.flag.startswith(flag + ".") for a in self.effective_args())
+
+    def get_all(self, flag: str) -> list[str]:
+        """Every value given to `flag`, in order (nargs="+" and repeated/append flags)."""
+        return [v for a in self.effective_args() if a.flag == flag for v in a.values]
 
     def get(self, flag: str) -> str | None:
         """The last value given (argparse keeps the last)."""
         value = None
-        for a in self.args:
+        for a in self.effective_args():
             if a.flag == flag:
                 value = a.value
         return value
 
     def flag_bool(self, flag: str) -> bool | None:
-        """True/False for a BooleanOptionalAction pair, None when neither is given."""
+        """True/False for a BooleanOptionalAction pair, None when neither is given.
+        `--flag False` (which vLLM rejects) is read as what the writer meant."""
         result = None
-        for a in self.args:
+        for a in self.effective_args():
             if a.flag == flag:
-                result = True
+                result = (a.value or "true").lower() not in ("false", "0", "no")
             elif a.flag == "--no-" + flag[2:]:
                 result = False
         return result
@@ -296,17 +191,48 @@ class ServeCommand:
         value = self.get("--tensor-parallel-size")
         return int(value) if value and value.isdigit() else 1
 
-    def kv_transfer_config(self) -> dict[str, Any] | None:
-        raw = self.get("--kv-transfer-config")
+    def json_value(self, flag: str) -> tuple[Any, str | None]:
+        """(value, error) of a JSON-valued flag as vLLM builds it: dotted `--flag.key v` pairs, when
+        given, replace the whole-JSON form (FlexibleArgumentParser appends them last)."""
+        dotted = [a for a in self.effective_args() if a.flag.startswith(flag + ".")]
+        if dotted:
+            merged: dict[str, Any] = {}
+            for a in dotted:
+                path = a.flag[len(flag) + 1 :]
+                plus = path.endswith("+")
+                keys = path.rstrip("+").split(".")
+                raw = a.value or ""
+                value: Any
+                if plus:
+                    value = raw.split(",")
+                else:
+                    try:
+                        value = json.loads(raw)
+                    except json.JSONDecodeError:
+                        value = raw
+                for key in reversed(keys):
+                    value = {key: value}
+                _deep_update(merged, value)
+            return merged, None
+        raw = self.get(flag)
         if raw is None:
-            return None
+            return None, None
         try:
-            cfg = json.loads(raw)
+            return json.loads(raw), None
         except json.JSONDecodeError as exc:
-            raise UsageError(f"--kv-transfer-config in --cmd is not valid JSON: {exc.msg}") from None
-        if not isinstance(cfg, dict):
-            raise UsageError("--kv-transfer-config in --cmd is not a JSON object")
-        return cfg
+            return None, f"{flag} is not valid JSON: {exc}"
+
+    def kv_transfer_config(self) -> dict[str, Any] | None:
+        """The connector config; None when absent or not a JSON object (see kv_transfer_config_error)."""
+        cfg, _ = self.json_value("--kv-transfer-config")
+        return cfg if isinstance(cfg, dict) else None
+
+    def kv_transfer_config_error(self) -> str | None:
+        """vLLM's own complaint about --kv-transfer-config, with json's exact message."""
+        cfg, error = self.json_value("--kv-transfer-config")
+        if error is None and cfg is not None and not isinstance(cfg, dict):
+            return "--kv-transfer-config is not a JSON object"
+        return error
 
     def offloading_size_gib(self) -> float | None:
         size = self.get("--kv-offloading-size")
@@ -372,10 +298,12 @@ class ServeCommand:
         """Drop the `remove` flags (both --x and --no-x), add `--flag=value` tokens, set/unset env;
         docker options are added only to a docker line (replacing the same option)."""
         drop = set(remove) | {"--no-" + f[2:] for f in remove}
-        args = [a for a in self.args if a.flag not in drop]
+        # a flag goes with its --no- form and its dotted keys (--kv-transfer-config.kv_role)
+        args = [a for a in self.args if a.flag.partition(".")[0] not in drop]
         for token in add:
             flag, sep, value = token.partition("=")
-            args = [a for a in args if a.flag != flag and a.flag != "--no-" + flag[2:]]
+            same = {flag, "--no-" + flag[2:]}
+            args = [a for a in args if a.flag.partition(".")[0] not in same]
             args.append(Arg(flag, value if sep else None, joined=bool(sep)))
         new_env = list(self.env)
         for name, value in (env or {}).items():
@@ -415,6 +343,8 @@ class ServeCommand:
             parts += [_q(t) for t in self.launch]
         if self.model:
             parts.append(_q(self.model))
+        hidden = secret_values(self)
+        parts += [hidden.get(t) or _q(t) for t in self.extra]
         for a in self.args:
             parts += _arg_tokens(a)
         return " ".join(parts)
@@ -434,104 +364,312 @@ def _env_token(name: str, value: str | None) -> str:
     return f"{name}={_q(value)}"
 
 
+def _deep_update(into: dict[str, Any], update: dict[str, Any]) -> None:
+    """FlexibleArgumentParser's recursive_dict_update: dicts merge, lists extend, else replace."""
+    for k, v in update.items():
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _deep_update(into[k], v)
+        elif isinstance(v, list) and isinstance(into.get(k), list):
+            into[k] = into[k] + v
+        else:
+            into[k] = v
+
+
 def _arg_tokens(a: Arg) -> list[str]:
     if a.value is None:
         return [a.flag]
     env = secret_flag_env(a.flag)
-    value = f"${env}" if env else a.value
+    shown = [f"${env}" if env else _q(v) for v in a.values]
     if a.joined:
-        return [f"{a.flag}={_q(value)}" if not env else f"{a.flag}={value}"]
-    return [a.flag, _q(value)]
+        return [f"{a.flag}={shown[0]}", *shown[1:]]
+    return [a.flag, *shown]
 
 
-def _canonical(flag: str) -> str:
-    if flag in SHORT_FLAGS:
-        return SHORT_FLAGS[flag]
-    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+def canonical_flag(token: str, schema: Schema) -> str:
+    """vLLM's spelling of an option name: `_` -> `-` up to the first '.', aliases -> long name."""
+    if token.startswith("--"):
+        head, dot, rest = token[2:].partition(".")
+        name = "--" + (head.replace("_", "-") if schema.rewrites.underscores else head) + dot + rest
+    else:
+        name = token
+    base, dot, rest = name.partition(".")
+    spec = schema.lookup(base)
+    if spec is not None and not base.startswith("--no-"):
+        base = spec.name
+    return base + dot + rest
 
 
-def _takes_value(flag: str, nxt: str | None) -> bool:
-    if flag in BOOLEAN_FLAGS or flag.startswith("--no-"):
-        return False
-    if nxt is None:
-        return False
-    if flag in VALUE_FLAGS:
-        return True
-    # Unknown flag: it takes a value if the next token is not another option.
-    return not nxt.startswith("-") or re.fullmatch(r"-\d+(\.\d+)?", nxt) is not None
+def _o_level(token: str, nxt: str | None, schema: Schema) -> tuple[str, str, int] | None:
+    """-O3 / -O=3 / -O 3 -> (flag, level, tokens used) per the release's FlexibleArgumentParser."""
+    target = schema.rewrites.o_level
+    if target is None or not token.startswith("-O") or token.startswith("-O."):
+        return None
+    flag = (
+        "--optimization-level" if target == "--optimization-level" else "--compilation-config." + target[3:]
+    )
+    if token == "-O":
+        if nxt in ("0", "1", "2", "3"):
+            return flag, nxt, 2
+        return None
+    return flag, token[3:] if token[2] == "=" else token[2:], 1
 
 
-def _parse_vllm_args(tokens: list[str]) -> tuple[str | None, list[Arg], list[str]]:
+def split_args(
+    tokens: Sequence[str], schema: Schema
+) -> tuple[str | None, list[Arg], list[str], list[CliProblem]]:
+    """(model, flags, stray positionals, problems) of the tokens after `vllm serve`, read as the
+    schema's release would. Every token ends up in exactly one of model, flags and strays."""
     model: str | None = None
     args: list[Arg] = []
-    unknown: list[str] = []
+    extra: list[str] = []
+    problems: list[CliProblem] = []
+    release = schema.shown_version()
     i = 0
     while i < len(tokens):
         tok = tokens[i]
-        if tok.startswith("-") and tok != "-":
-            name, eq, value = tok.partition("=")
-            flag = _canonical(name)
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if tok == "--":  # argparse: everything after is positional
+            extra += tokens[i + 1 :]
+            break
+        if not is_option(tok):
+            if model is None:
+                model = tok
+            else:
+                extra.append(tok)
+                problems.append(CliProblem("stray-value", tok, f"{tok!r} is not the value of any flag"))
+            i += 1
+            continue
+        level = _o_level(tok, nxt, schema)
+        if level is not None:
+            args.append(Arg(level[0], level[1]))
+            i += level[2]
+            continue
+        name, eq, inline = tok.partition("=")
+        flag = canonical_flag(name, schema)
+        base = flag.partition(".")[0]
+        spec = schema.lookup(base)
+        if "." in flag and base.startswith("--"):  # dotted key: always one value (vLLM takes the next)
+            if spec is None:
+                problems.append(_unknown(base, release, schema))
+            elif spec.value_type != "json":
+                problems.append(CliProblem("not-json", base, f"{base} does not take dotted keys"))
             if eq:
-                args.append(Arg(flag, value, joined=True))
-            elif _takes_value(flag, tokens[i + 1] if i + 1 < len(tokens) else None):
-                args.append(Arg(flag, tokens[i + 1]))
+                args.append(Arg(flag, inline, joined=True))
+            elif nxt is not None:
+                args.append(Arg(flag, nxt))
                 i += 1
             else:
                 args.append(Arg(flag, None))
-            base = "--" + flag[5:] if flag.startswith("--no-") else flag
-            if base not in BOOLEAN_FLAGS and base not in VALUE_FLAGS and flag not in unknown:
-                unknown.append(flag)
-        elif model is None:
-            model = tok
+                problems.append(CliProblem("missing-value", flag, f"{flag} expects a value"))
+            i += 1
+            continue
+        if spec is None:
+            problems.append(_unknown(flag, release, schema))
+            if eq:
+                args.append(Arg(flag, inline, joined=True))
+            elif nxt is not None and not is_option(nxt):
+                args.append(Arg(flag, nxt))  # unknown: a following non-option is its value
+                i += 1
+            else:
+                args.append(Arg(flag, None))
+            i += 1
+            continue
+        if not spec.takes_value:
+            if eq:
+                args.append(Arg(flag, inline, joined=True))
+                problems.append(_bool_value(flag, inline))
+            elif nxt is not None and nxt.lower() in ("true", "false"):
+                args.append(Arg(flag, nxt))  # vLLM: "unrecognized arguments: True"
+                problems.append(_bool_value(flag, nxt))
+                i += 1
+            else:
+                args.append(Arg(flag, None))
+            i += 1
+            continue
+        if eq:
+            args.append(Arg(flag, inline, joined=True))
+            i += 1
+        elif spec.multi:
+            j = i + 1
+            while j < len(tokens) and not is_option(tokens[j]) and tokens[j] != "--":
+                j += 1
+            values = list(tokens[i + 1 : j])
+            if not values and spec.nargs != "*":
+                problems.append(CliProblem("missing-value", flag, f"{flag} expects at least one value"))
+            args.append(Arg(flag, values[0] if values else None, more=tuple(values[1:])))
+            i = j
+        elif nxt is not None and not is_option(nxt):
+            args.append(Arg(flag, nxt))
+            i += 2
         else:
-            unknown.append(tok)
-        i += 1
-    return model, args, unknown
+            args.append(Arg(flag, None))
+            if not spec.optional_value:
+                problems.append(CliProblem("missing-value", flag, f"{flag} expects a value"))
+            i += 1
+        problems += _value_problems(spec, flag, args[-1])
+    return model, args, extra, problems
+
+
+def _unknown(flag: str, release: str, schema: Schema) -> CliProblem:
+    where = cli_schema.releases_with(flag)
+    if schema.version is None or not where:
+        msg = f"`{flag}` is not a flag of any vLLM release kvops knows ({cli_schema.releases()[0]}.."
+        msg += f"{cli_schema.releases()[-1]})"
+    else:
+        span = where[0] if len(where) == 1 else f"{where[0]}..{where[-1]}"
+        minor = ".".join(release.split(".")[:2]) + ".x"
+        msg = f"`{flag}` does not exist in vLLM {minor} (it exists in {span})"
+    return CliProblem("unknown-flag", flag, msg)
+
+
+def _bool_value(flag: str, value: str) -> CliProblem:
+    want = flag if value.lower() not in ("false", "0", "no") else "--no-" + flag[2:]
+    return CliProblem(
+        "bool-with-value",
+        flag,
+        f"`{flag} {value}`: {flag} takes no value, vLLM stops with 'unrecognized arguments'; write {want}",
+    )
+
+
+def _value_problems(spec: cli_schema.FlagSpec, flag: str, arg: Arg) -> list[CliProblem]:
+    out = []
+    for value in arg.values:
+        if spec.choices and value not in spec.choices and spec.value_type != "json":
+            shown = ", ".join(spec.choices[:12]) + (", ..." if len(spec.choices) > 12 else "")
+            out.append(CliProblem("bad-choice", flag, f"{flag} {value!r} is not one of: {shown}"))
+        elif spec.value_type == "json" and value.lstrip().startswith(("{", "[")):
+            try:
+                json.loads(value)
+            except json.JSONDecodeError as exc:
+                out.append(CliProblem("bad-json", flag, f"{flag} is not valid JSON: {exc}"))
+        elif spec.value_type in ("int", "float") and not re.fullmatch(
+            r"[-+]?(\d+(\.\d*)?|\.\d+)([eE][-+]?\d+)?[kKmMgGtT]?[iI]?", value
+        ):
+            out.append(CliProblem("bad-number", flag, f"{flag} {value!r} is not a number"))
+    return out
 
 
 def split(text: str) -> list[str]:
-    joined = re.sub(r"\\\r?\n", " ", text)
-    try:
-        return shlex.split(joined, comments=True)
-    except ValueError as exc:
-        raise UsageError(f"cannot split --cmd as a shell line: {exc}") from None
+    """The tokens of the vLLM command hidden in `text` (see serve_line.py)."""
+    return serve_line.extract(text)
 
 
-def parse(text: str) -> ServeCommand:
-    """Parse a serve command; UsageError (one line) when it is not one kvops understands."""
-    tokens = split(text)
+def parse(text: str, version: str | None = None) -> ServeCommand:
+    """Parse a serve command with `version`'s flag table (None: any release's); UsageError (one
+    line) when no vLLM command can be found in it."""
+    return parse_tokens(split(text), version)
+
+
+def parse_tokens(tokens: list[str], version: str | None = None) -> ServeCommand:
+    tokens = list(tokens)
     env: list[tuple[str, str | None]] = []
-    while tokens and tokens[0] in ("sudo", "env", "exec", "nohup"):
-        tokens.pop(0)
     while tokens and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0]):
         name, _, value = tokens.pop(0).partition("=")
         env.append((name, value))
     if not tokens:
         raise UsageError("--cmd is empty")
-
-    if tokens[0] in ("docker", "podman") and len(tokens) > 1 and tokens[1] == "run":
-        return _parse_docker(tokens[2:], env)
+    schema = cli_schema.for_version(version)
+    if tokens[0].split("/")[-1] in ("docker", "podman") and len(tokens) > 1 and tokens[1] == "run":
+        return _parse_docker(tokens[2:], env, schema)
     launch, rest = _split_launch(tokens)
     if launch is None:
         raise UsageError(
             "--cmd is not a vllm serve, python -m vllm.entrypoints.openai.api_server or docker run line"
         )
-    model, args, unknown = _parse_vllm_args(rest)
     launcher = "vllm-serve" if "serve" in launch else "api-server"
-    return ServeCommand(launcher, launch, model, tuple(args), tuple(env), unknown_flags=tuple(unknown))
+    return _command(launcher, launch, rest, env, schema)
+
+
+def _command(
+    launcher: str,
+    launch: tuple[str, ...],
+    rest: list[str],
+    env: list[tuple[str, str | None]],
+    schema: Schema,
+    **docker: Any,
+) -> ServeCommand:
+    model, args, extra, problems = split_args(rest, schema)
+    config_args: list[Arg] = []
+    config_file = next((a.value for a in args if a.flag == "--config" and a.value), None)
+    if config_file and schema.rewrites.config_yaml:
+        from_file = config_tokens(config_file)
+        if from_file is not None:
+            _, config_args, _, in_file = split_args(from_file, schema)
+            problems += [replace(p, message=f"in --config {config_file}: {p.message}") for p in in_file]
+    unknown = tuple(dict.fromkeys(p.flag for p in problems if p.kind == "unknown-flag"))
+    return ServeCommand(
+        launcher,
+        launch,
+        model,
+        tuple(args),
+        tuple(env),
+        unknown_flags=unknown,
+        extra=tuple(extra),
+        problems=tuple(problems),
+        schema_version=schema.version,
+        schema_note=schema.note,
+        tokens=tuple(rest),
+        config_args=tuple(config_args),
+        **docker,
+    )
+
+
+def config_tokens(path: str) -> list[str] | None:
+    """A `--config` YAML file as FlexibleArgumentParser.load_config_file turns it into flags
+    (True -> --key, False -> nothing, a list -> --key item...); None when it cannot be read here."""
+    import yaml
+
+    if not path.endswith((".yaml", ".yml")):
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.safe_load(fh.read(1 << 20))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    out: list[str] = []
+    for key, value in data.items():
+        if isinstance(value, bool):
+            out += [f"--{key}"] if value else []
+        elif isinstance(value, list):
+            out += [f"--{key}", *map(str, value)] if value else []
+        else:
+            out += [f"--{key}", str(value)]
+    return out
+
+
+def reparse(cmd: ServeCommand, version: str | None) -> ServeCommand:
+    """The same command read with another release's flag table (fixes already applied are lost:
+    call this before with_fix)."""
+    schema = cli_schema.for_version(version)
+    if (schema.version == cmd.schema_version and schema.note == cmd.schema_note) or not cmd.tokens:
+        return cmd
+    fresh = _command(cmd.launcher, cmd.launch, list(cmd.tokens), list(cmd.env), schema)
+    return replace(fresh, docker_opts=cmd.docker_opts, image=cmd.image)
 
 
 def _split_launch(tokens: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
     if len(tokens) >= 2 and tokens[0].endswith("vllm") and tokens[1] == "serve":
         return tuple(tokens[:2]), tokens[2:]
     python_m = len(tokens) >= 3 and re.search(r"python[\d.]*$", tokens[0]) and tokens[1] == "-m"
-    if python_m and tokens[2] in ("vllm.entrypoints.openai.api_server", "vllm.entrypoints.cli.main"):
+    if python_m and tokens[2].startswith("vllm.entrypoints"):
         n = 4 if tokens[2].endswith("cli.main") and len(tokens) > 3 and tokens[3] == "serve" else 3
         return tuple(tokens[:n]), tokens[n:]
     return None, tokens
 
 
-def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]]) -> ServeCommand:
+def docker_image_index(tokens: Sequence[str]) -> int | None:
+    """Where the image is in the tokens after `docker run` (None: no image)."""
+    i = 0
+    while i < len(tokens) and tokens[i].startswith("-"):
+        if "=" not in tokens[i] and tokens[i] in _DOCKER_VALUE_OPTS:
+            i += 1
+        i += 1
+    return i if i < len(tokens) else None
+
+
+def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]], schema: Schema) -> ServeCommand:
     opts: list[Arg] = []
     i = 0
     while i < len(tokens) and tokens[i].startswith("-"):
@@ -552,52 +690,56 @@ def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]]) -> Serve
     image = tokens[i]
     rest = tokens[i + 1 :]
     launch, after = _split_launch(rest)
+    entry = next((o.value for o in opts if o.flag == "--entrypoint" and o.value), None)
+    if launch is None and entry:  # --entrypoint python3 IMAGE -m vllm.entrypoints...: the image's args
+        with_entry, after_entry = _split_launch([entry, *rest])
+        if with_entry is not None:
+            launch, after = with_entry[1:], after_entry
     if launch is not None:
         rest = after
-    model, args, unknown = _parse_vllm_args(rest)
-    return ServeCommand(
-        "docker",
-        launch or (),
-        model,
-        tuple(args),
-        tuple(env),
-        docker_opts=tuple(opts),
-        image=image,
-        unknown_flags=tuple(unknown),
-    )
+    return _command("docker", launch or (), rest, env, schema, docker_opts=tuple(opts), image=image)
 
 
-# NAME=value for upper-case env-style names; key: value / key=value for a few lower-case words;
-# --api-key value style flags. Whitespace alone never separates a name from a value, so prose
-# ("tokens per block") is left alone.
-_SECRET_ENV_ASSIGN = re.compile(
-    r"\b([A-Z][A-Z0-9_]*(?:TOKEN|KEY|SECRET|PASSWORD|PASSWD)[A-Z0-9_]*)=(?![$])([^\s'\",;]+)"
-)
+# NAME=value where NAME is a credential by credentials.py's list; key: value / key=value for a few
+# lower-case words; vLLM's credential flags (all values of --api-key, which takes several). Whitespace
+# alone never separates a name from a value, so prose ("tokens per block") is left alone.
+_ENV_ASSIGN = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)=(?![$])([^\s'\",;]+)")
 _SECRET_WORD_ASSIGN = re.compile(
-    r"(?i)\b(password|passwd|secret|api[_-]?key|token)(\s*[:=]\s*)(?![$\s])([^\s,;'\"]+)"
+    r"(?i)(?<![\w-])(password|passwd|secret|api[_-]?key|token|access[_-]?token|auth[_-]?token)"
+    r"(\s*[:=]\s*)(?![$\s])([^\s,;'\"]+)"
 )
-_SECRET_FLAG = re.compile(
-    r"(--[\w-]*(?:api-key|token|password|secret)[\w-]*)(=|\s+)(?![$-])([^\s'\",;]+)", re.I
+_SECRET_FLAG = re.compile(r"(?i)(--(?:api[-_]key|hf[-_]token))((?:(?:=|\s+)(?![$-])[^\s'\",;]+)+)")
+# 'api_key': ['sk-...', 'k2'] / "hf_token": "hf_..." in a logged dict or JSON (vLLM's non-default args).
+_SECRET_KEYS = (
+    r"api_key|api-key|hf_token|hf-token|token|password|passwd|secret|[\w-]*_api_key|access_token|auth_token"
 )
-# 'api_key': ['sk-...'] / "hf_token": "hf_..." in a logged dict or JSON (vLLM's non-default args).
-_SECRET_QUOTED = re.compile(
-    r"""(?i)(['"])([\w-]*(?:api_key|api-key|token|password|passwd|secret)s?)\1(\s*:\s*\[?\s*)(['"])(?![$])[^'"]*\4"""
-)
-_TOKEN_LIKE = re.compile(r"\b(hf_[A-Za-z0-9]{16,}|sk-[A-Za-z0-9_-]{16,}|gh[pousr]_[A-Za-z0-9]{20,})\b")
+_SECRET_QUOTED = re.compile(rf"""(?i)(['"])({_SECRET_KEYS})\1(\s*:\s*)(\[[^\]]*\]|(['"])[^'"]*\5)""")
+_QUOTED_STRING = re.compile(r"""(['"])(?![$])[^'"]*\1""")
 
 
 def secret_values(cmd: ServeCommand | None) -> dict[str, str]:
-    """value -> $NAME for every secret the command carries (env and --api-key-like flags)."""
+    """value -> $NAME for every secret the command carries (env and vLLM's credential flags)."""
     out: dict[str, str] = {}
     if cmd is None:
         return out
     for name, value in cmd.env:
         if value and is_secret_name(name):
             out[value] = f"${name}"
-    for a in cmd.args:
+    for a in cmd.effective_args():
         env = secret_flag_env(a.flag)
-        if env and a.value:
-            out[a.value] = f"${env}"
+        for value in a.values if env else ():
+            out[value] = f"${env}"
+    # words after a credential flag that this release does not take as its values (0.10's
+    # --api-key takes one): still the user's keys, never shown
+    env = None
+    for tok in cmd.tokens:
+        if is_option(tok):
+            name, eq, value = tok.partition("=")
+            env = secret_flag_env(name)
+            if env and eq and value:
+                out.setdefault(value, f"${env}")
+        elif env:
+            out.setdefault(tok, f"${env}")
     return out
 
 
@@ -608,23 +750,25 @@ def redact_text(text: str, known: Mapping[str, str] | None = None) -> str:
             text = text.replace(value, name)
 
     def env_assign(m: re.Match[str]) -> str:
-        if m.group(1).endswith(("FILE", "PATH", "DIR")):
-            return m.group(0)
-        return f"{m.group(1)}=${m.group(1)}"
+        return f"{m.group(1)}=${m.group(1)}" if is_secret_name(m.group(1)) else m.group(0)
 
     def flag_assign(m: re.Match[str]) -> str:
-        env = secret_flag_env(m.group(1).lower())
-        return m.group(0) if env is None else f"{m.group(1)}{m.group(2)}${env}"
+        env = secret_flag_env(m.group(1))
+        values = re.sub(r"(?<=[=\s])[^\s=]+", f"${env}", m.group(2))
+        return f"{m.group(1)}{values}"
 
     def quoted(m: re.Match[str]) -> str:
-        shown = SECRET_FLAG_ENV.get("--" + m.group(2).lower().replace("_", "-")) or m.group(2).upper()
-        return f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{m.group(4)}${shown}{m.group(4)}"
+        key = m.group(2)
+        shown = secret_flag_env("--" + key) or key.upper().replace("-", "_")
+        value = _QUOTED_STRING.sub(lambda q: f"{q.group(1)}${shown}{q.group(1)}", m.group(4))
+        return f"{m.group(1)}{key}{m.group(1)}{m.group(3)}{value}"
 
     text = _SECRET_QUOTED.sub(quoted, text)
-    text = _SECRET_ENV_ASSIGN.sub(env_assign, text)
+    text = _ENV_ASSIGN.sub(env_assign, text)
     text = _SECRET_FLAG.sub(flag_assign, text)
     text = _SECRET_WORD_ASSIGN.sub(lambda m: f"{m.group(1)}{m.group(2)}${m.group(1).upper()}", text)
-    return _TOKEN_LIKE.sub("$REDACTED", text)
+    text = credentials.BEARER.sub(lambda m: f"{m.group(1)}$REDACTED", text)
+    return credentials.TOKEN_SHAPE.sub("$REDACTED", text)
 
 
 _LOGGED_PAIR = re.compile(r"'(\w+)': ('[^']*'|-?[\d.]+(?:e-?\d+)?|True|False|None)")
@@ -657,8 +801,8 @@ def from_non_default_args(text: str) -> ServeCommand | None:
         elif isinstance(value, dict):
             args.append(Arg(flag, json.dumps(value)))
         elif isinstance(value, (list, tuple)):
-            if value:
-                args.append(Arg(flag, str(value[0])))
+            if value:  # nargs="+" flags log a list: keep every value
+                args.append(Arg(flag, str(value[0]), more=tuple(str(v) for v in value[1:])))
         else:
             args.append(Arg(flag, str(value)))
     return ServeCommand("vllm-serve", ("vllm", "serve"), str(model) if model else None, tuple(args))

@@ -90,9 +90,14 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"unknown check {unknown[0]!r} (see kvops doctor --list-checks)")
 
     model = modelcfg.load(args.model) if args.model else None
-    cmd = cmdline.parse(args.cmd) if args.cmd is not None else None
-    if cmd is not None:
-        cmd.kv_transfer_config()  # malformed JSON inside --cmd: one line, exit 2
+    cmd, cmd_note = None, None
+    if args.cmd is not None:
+        try:
+            cmd = cmdline.parse(args.cmd)
+        except UsageError as exc:
+            if not (args.log or args.model):
+                raise
+            cmd_note = f"--cmd not understood, judged without it: {exc}"  # the log/model still count
     if args.repro:
         from kvops.doctor import repro
 
@@ -144,6 +149,8 @@ def _run(args: argparse.Namespace) -> int:
         shm_bytes=shm,
         partial_command=from_log,
     )
+    if cmd_note:
+        result.notes.insert(0, cmd_note)
     if from_log:
         result.notes.append("no --cmd: the serve command was rebuilt from the log's non-default args line")
     if unread_args:

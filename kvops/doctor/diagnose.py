@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from kvops.doctor.catalog import Catalog, Fix, Playbook
-from kvops.doctor.cmdline import ServeCommand, redact_text, secret_values
+from kvops.doctor.cmdline import ServeCommand, redact_text, reparse, secret_values
 from kvops.doctor.logs import FACTS, LogScan, clip
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
@@ -170,6 +170,7 @@ def diagnose(
     partial_command: bool = False,  # rebuilt from a log: it may lack what vLLM did not print
 ) -> Diagnosis:
     here = platform is not None
+    cmd = reparse(cmd, version) if cmd is not None else None  # that release's flag table
     ctx = Context(model, cmd, version, version_source, platform, vllm_root, host_ram_bytes, shm_bytes)
     command_text = command_text or (cmd.render() if cmd is not None else "")
     secrets = secret_values(cmd)
@@ -202,10 +203,8 @@ def diagnose(
         findings.append(finding)
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.id))
     notes = []
-    if cmd is not None and cmd.unknown_flags:
-        notes.append(
-            "flags not in kvops's list of vLLM flags (kept as given): " + visible(" ".join(cmd.unknown_flags))
-        )
+    if cmd is not None and cmd.schema_note:
+        notes.append(visible(cmd.schema_note))
     if version is None:
         notes.append("vLLM version unknown: pass --vllm-version; version-bound checks are warnings")
     return Diagnosis(

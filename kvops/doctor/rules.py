@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvops.doctor.cli_checks import check_serve_flags, check_serve_flags_unverified
 from kvops.doctor.cmdline import ServeCommand, parse_size
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
@@ -248,6 +249,8 @@ CHECKS: dict[str, Callable[[Context], Verdict]] = {
     "shm-too-small": _check_shm_too_small,
     "host-ram-too-small": _check_host_ram,
     "offload-config-invalid": _check_offload_config,
+    "serve-flags": check_serve_flags,
+    "serve-flags-unverified": check_serve_flags_unverified,
 }
 FIX_VALUES: dict[str, Callable[[Context], tuple[str | None, str]]] = {}
 

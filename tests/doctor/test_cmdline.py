@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvops.doctor import cmdline
+from kvops.doctor import cli_schema, cmdline
 from kvops.errors import UsageError
 
 SEED_AMD = """docker run --rm \\
@@ -53,10 +53,14 @@ def test_python_module_form_with_kv_transfer_config_json() -> None:
     assert c.offloading() == "lmcache"
 
 
-def test_malformed_kv_transfer_config_is_one_usage_error() -> None:
-    c = cmdline.parse("vllm serve m --kv-transfer-config '{oops'")
-    with pytest.raises(UsageError, match="not valid JSON"):
-        c.kv_transfer_config()
+def test_malformed_kv_transfer_config_is_a_problem_with_jsons_own_message() -> None:
+    c = cmdline.parse("vllm serve m --kv-transfer-config '{oops'", "0.14.0")
+    assert c.kv_transfer_config() is None and c.offloading() is None  # rules never crash on it
+    expected = "--kv-transfer-config is not valid JSON: Expecting property name enclosed in double quotes"
+    assert c.kv_transfer_config_error().startswith(expected)
+    assert [p.kind for p in c.problems] == ["bad-json"] and "line 1 column 2 (char 1)" in c.problems[
+        0
+    ].message
 
 
 def test_docker_line_with_env_and_rocm_image() -> None:
@@ -72,6 +76,7 @@ def test_unknown_flags_are_kept_and_noted() -> None:
     c = cmdline.parse("vllm serve m --future-flag 3 --kv-offloading-size 8")
     assert c.unknown_flags == ("--future-flag",)
     assert "--future-flag 3" in c.render()
+    assert c.problems[0].message.startswith("`--future-flag` is not a flag of any vLLM release kvops knows")
 
 
 def test_fix_removes_both_spellings_adds_flags_and_env() -> None:
@@ -152,8 +157,9 @@ def test_quoted_secrets_in_logged_dicts_are_redacted() -> None:
     assert "'api_key': ['$VLLM_API_KEY'" in out
 
 
+_ANY = cli_schema.for_version(None)
 _names = st.from_regex(r"--[a-z][a-z0-9]{1,8}(-[a-z0-9]{1,6}){0,2}", fullmatch=True).filter(
-    lambda f: not f.startswith("--no-") and f not in cmdline.BOOLEAN_FLAGS
+    lambda f: not f.startswith("--no-") and _ANY.lookup(f) is None  # flags no release has
 )
 _values = st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc")), min_size=1, max_size=12).filter(
     lambda v: not v.startswith("-") and "\\n" not in v

@@ -1,0 +1,429 @@
+"""Regenerate kvops/doctor/vllm_cli.json: the `vllm serve` flags of every supported vLLM release,
+recorded from each release's OWN argument parser.
+
+    python -m kvops.doctor.gen_cli_schema --download CACHE_DIR > kvops/doctor/vllm_cli.json
+    python -m kvops.doctor.gen_cli_schema --sources DIR > kvops/doctor/vllm_cli.json
+        (DIR/<version>/vllm/... already holds each release's Python files)
+
+How it was derived (and what is approximate):
+- Needs the `schema-gen` extra (torch, pydantic, msgspec, ...) installed.
+- `--download` fetches each release's wheel from PyPI with `pip download --no-deps vllm==X`
+  and keeps only its `vllm/**/*.py` (nothing is built; the CUDA extensions are not used).
+- For each release a fresh interpreter (`--record DIR`) imports the module that release's
+  `vllm serve` (entrypoints/cli/serve.py) takes make_arg_parser from, calls its own
+  `make_arg_parser(FlexibleArgumentParser())` (what both `vllm serve` and `python -m
+  vllm.entrypoints.openai.api_server` use) and reads the resulting parser's `_actions`: option
+  strings (aliases, the `--no-` forms that BooleanOptionalAction adds), action kind, nargs,
+  choices, default and the value type.
+- vLLM's imports are satisfied by the release's own files, the local torch, pydantic, numpy,
+  yaml, regex, ...; third-party modules that are not installed here (transformers, fastapi,
+  msgspec, ...) and vLLM's compiled `_C` extensions are replaced by permissive stand-ins. The
+  platform is pinned to CUDA (vllm.platforms.cuda.CudaPlatform), and importlib.metadata tells
+  vLLM's code version 99.0.0 for a stand-in library (its newest-library code path). So: flag
+  names, kinds, nargs and choices are vLLM's own; a default that vLLM computes from a missing
+  library or from the GPU may differ from a real CUDA install (defaults are informational,
+  never used to judge).
+- The value type is found by calling the action's own `type` on probes: a JSON object string
+  parsed into a non-string -> "json"; "7" -> int; "0.5" -> float; `str_to_bool`-style -> bool.
+- FlexibleArgumentParser's rewrites are read from the release's `parse_args` source: `_`/`-`
+  in flag names (all releases), dotted `--x.y v` keys folded into the JSON of `--x` (and
+  `--x.y+ a,b` lists), what `-O3` means (`-O.level=3` / `--optimization-level 3`) and the
+  `--config` YAML file. kvops applies them in kvops/doctor/cli_schema.py.
+
+The output is compact: each flag lists variants, each with the releases it holds in, written as
+ranges of consecutive entries of `releases` ("0.10.0..0.14.1").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+from typing import Any, ClassVar
+
+# Every release kvops supports: each minor's patches from 0.10.0 to 0.33.0 (PyPI's list).
+_RELEASE_LIST = (
+    "0.10.0 0.10.1 0.10.1.1 0.10.2 0.11.0 0.11.1 0.11.2 0.12.0 0.13.0 0.14.0 0.14.1 0.15.0 "
+    "0.15.1 0.16.0 0.17.0 0.17.1 0.18.0 0.18.1 0.19.0 0.19.1 0.20.0 0.20.1 0.20.2 0.21.0 "
+    "0.22.0 0.22.1 0.23.0 0.24.0 0.25.0 0.25.1 0.26.0 0.27.0 0.27.1 0.28.0 0.29.0 0.30.0 "
+    "0.31.0 0.32.0 0.33.0"
+)
+RELEASES = tuple(_RELEASE_LIST.split())
+
+# Modules never stood in for: a stand-in would make vLLM believe a TPU/Neuron/XPU is present.
+_NEVER_STUB = r"tpu|neuron|habana|intel_extension|ipex|oneccl|torch_xla|jax|amdsmi|hpu|xpu|aiter|^vllm_"
+
+
+# ---- recording one release (runs in its own interpreter) ---------------------------------------
+def _install_stand_ins(root: str) -> None:
+    """Let the release's modules import: missing third-party modules and vLLM's compiled
+    extensions become permissive stand-ins, but only when vLLM's own code imports them."""
+    import importlib.abc
+    import importlib.machinery
+    import types
+
+    class AnyMeta(type):
+        def __getattr__(cls, name: str) -> Any:
+            if name.startswith("__") and name.endswith("__"):
+                raise AttributeError(name)
+            return stand_in(name)
+
+        def __getitem__(cls, item: Any) -> Any:
+            return cls
+
+        def __or__(cls, other: Any) -> Any:
+            return cls
+
+        def __ror__(cls, other: Any) -> Any:
+            return cls
+
+        def __call__(cls, *a: Any, **k: Any) -> Any:
+            if len(a) == 1 and callable(a[0]) and not k and not isinstance(a[0], AnyMeta):
+                return a[0]  # used as a decorator: keep the function
+            return super().__call__(*a, **k)
+
+    def _instance_getattr(self: Any, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return stand_in(name)()
+
+    def _schema(cls: Any, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.any_schema()
+
+    def stand_in(name: str) -> Any:
+        return AnyMeta(
+            name,
+            (),
+            {
+                "__init_subclass__": classmethod(lambda c, **k: None),
+                "__get_pydantic_core_schema__": classmethod(_schema),
+                "__init__": lambda s, *a, **k: None,
+                "__call__": lambda s, *a, **k: a[0] if len(a) == 1 and callable(a[0]) else stand_in("r")(),
+                "__getattr__": _instance_getattr,
+            },
+        )
+
+    class StubModule(types.ModuleType):
+        __path__: ClassVar[list[str]] = []
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("__") and name.endswith("__"):
+                raise AttributeError(name)
+            value = stand_in(name)
+            setattr(self, name, value)
+            return value
+
+    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+        def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+            top = fullname.split(".")[0]
+            if top == "vllm":
+                rel = os.path.join(root, *fullname.split("."))
+                if os.path.exists(rel + ".py") or os.path.isdir(rel):
+                    return None
+                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)  # a _C module
+            if re.search(_NEVER_STUB, top):
+                return None
+            frame = sys._getframe(1)
+            while frame is not None and (
+                "importlib" in frame.f_code.co_filename or frame.f_code.co_filename == _THIS
+            ):
+                frame = frame.f_back
+            if frame is None or not frame.f_code.co_filename.startswith(root):
+                return None  # only vLLM's own imports get stand-ins
+            for finder in sys.meta_path:
+                if finder is self:
+                    continue
+                try:
+                    if finder.find_spec(fullname, path, target) is not None:
+                        return None
+                except Exception:
+                    continue
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+        def create_module(self, spec: Any) -> Any:
+            return StubModule(spec.name)
+
+        def exec_module(self, module: Any) -> None:
+            return None
+
+    sys.meta_path.insert(0, Finder())
+
+
+_THIS = os.path.abspath(__file__)
+
+
+def _parser_home(root: str) -> str:
+    """The module `vllm serve` takes make_arg_parser from (it moved: openai/cli_args.py,
+    launchers/cli_args.py in 0.29, common/cli_args.py later), read from entrypoints/cli/serve.py."""
+    serve = Path(root, "vllm", "entrypoints", "cli", "serve.py").read_text(encoding="utf-8")
+    m = re.search(
+        r"from (vllm\.[\w.]+) import (?:\([^)]*?\bmake_arg_parser\b|[^\n(]*\bmake_arg_parser\b)", serve
+    )
+    return m.group(1) if m else "vllm.entrypoints.openai.cli_args"
+
+
+def _stand_in_versions(root: str) -> None:
+    """vLLM asks importlib.metadata for versions of libraries that are stand-ins here: answer
+    vLLM's own code (only) with a far-future version, so its newest-library code path is taken."""
+    import importlib.metadata as md
+
+    real = md.version
+
+    def version(name: str) -> str:
+        try:
+            return real(name)
+        except md.PackageNotFoundError:
+            if sys._getframe(1).f_code.co_filename.startswith(root):
+                return "99.0.0"
+            raise
+
+    md.version = version
+
+
+def _value_type(action: argparse.Action) -> str | None:
+    """What the action's own `type` makes of probe strings."""
+    fn = action.type
+    if fn is None:
+        return None if action.nargs == 0 else "str"
+    if fn in (int, float, str):
+        return fn.__name__
+
+    def attempt(text: str) -> Any:
+        try:
+            return fn(text)  # type: ignore[misc]
+        except Exception:
+            return _FAILED
+
+    as_json = attempt('{"kvops_probe": 1}')
+    if as_json is not _FAILED and not isinstance(as_json, str):
+        return "json"
+    if attempt("false") is False and attempt("true") is True:
+        return "bool"
+    number = attempt("7")
+    if isinstance(number, int) and not isinstance(number, bool):
+        return "int"
+    if isinstance(attempt("0.5"), float):
+        return "float"
+    return "str"
+
+
+_FAILED = object()
+
+
+def _kind(action: argparse.Action) -> str:
+    name = type(action).__name__
+    for cls, kind in (
+        (argparse.BooleanOptionalAction, "bool_optional"),
+        (argparse._StoreTrueAction, "store_true"),
+        (argparse._StoreFalseAction, "store_false"),
+        (argparse._StoreConstAction, "store_const"),
+        (argparse._AppendAction, "append"),
+        (argparse._CountAction, "count"),
+        (argparse._HelpAction, "help"),
+        (argparse._StoreAction, "store"),
+    ):
+        if isinstance(action, cls):
+            return kind
+    return "bool_optional" if "BooleanOptional" in name else f"other:{name}"
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value if not isinstance(value, float) or value == value else None
+    if isinstance(value, (list, tuple)) and all(isinstance(v, (bool, int, float, str)) for v in value):
+        return list(value)
+    return repr(value)[:80]
+
+
+def record(root: str) -> dict[str, Any]:
+    """Import the release under `root` and read its serve parser's actions."""
+    root = os.path.abspath(root)
+    sys.path.insert(0, root)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
+    _install_stand_ins(root)
+    _stand_in_versions(root)
+    import vllm.platforms as platforms
+
+    platforms.resolve_current_platform_cls_qualname = lambda: "vllm.platforms.cuda.CudaPlatform"  # type: ignore[attr-defined]
+    if hasattr(platforms, "_current_platform"):
+        platforms._current_platform = None  # resolved during `import vllm` (newer releases): redo
+    import importlib
+
+    home = _parser_home(root)
+    if not Path(root, *home.split(".")).with_suffix(".py").is_file():
+        raise SystemExit(f"{home} is not in this release's files")  # never a stand-in
+    cli_args = importlib.import_module(home)
+    # the parser class cli_args itself imports (its home module moved between releases)
+    flexible = cli_args.FlexibleArgumentParser
+    parser = cli_args.make_arg_parser(flexible())
+    flags = []
+    for action in parser._actions:
+        if not action.option_strings:
+            continue  # the positional model_tag
+        choices = None
+        if action.choices is not None:
+            choices = sorted({str(c) for c in action.choices})
+        flags.append(
+            {
+                "names": list(action.option_strings),
+                "dest": action.dest,
+                "kind": _kind(action),
+                "nargs": action.nargs,
+                "choices": choices,
+                "type": _value_type(action),
+                "default": _jsonable(action.default),
+            }
+        )
+    return {"flags": flags, "rewrites": _rewrites(flexible)}
+
+
+def _rewrites(parser_cls: type) -> dict[str, Any]:
+    """FlexibleArgumentParser's rewrites, read from the release's own parse_args source."""
+    import inspect
+
+    src = inspect.getsource(parser_cls)
+    if "--optimization-level" in src:
+        o_flag = "--optimization-level"
+    elif "-O.level" in src:
+        o_flag = "-O.level"
+    elif "-O.mode" in src:
+        o_flag = "-O.mode"
+    else:
+        o_flag = None
+    return {
+        "underscores": 'replace("_", "-")' in src or "replace('_', '-')" in src,
+        "dotted_keys": "create_nested_dict" in src or "nested_dict" in src,
+        "dotted_list_plus": 'endswith("+")' in src or "endswith('+')" in src,
+        "o_level": o_flag,
+        "config_yaml": "_pull_args_from_config" in src,
+    }
+
+
+# ---- merging every release -------------------------------------------------------------------
+def _ranges(indices: list[int], releases: list[str]) -> list[str]:
+    out: list[str] = []
+    start = prev = indices[0]
+    for i in [*indices[1:], None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        out.append(releases[start] if start == prev else f"{releases[start]}..{releases[prev]}")
+        if i is not None:
+            start = prev = i
+    return out
+
+
+def merge(per_release: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    releases = list(per_release)
+    variants: dict[str, list[tuple[dict[str, Any], list[int]]]] = {}
+    rewrites: list[tuple[dict[str, Any], list[int]]] = []
+    for idx, version in enumerate(releases):
+        rec = per_release[version]
+        for flag in rec["flags"]:
+            key = flag["names"][0] if flag["names"][0].startswith("--") else flag["names"][-1]
+            body = {k: v for k, v in flag.items() if v is not None and k != "dest"} | {"dest": flag["dest"]}
+            slots = variants.setdefault(key, [])
+            for existing, where in slots:
+                if existing == body:
+                    where.append(idx)
+                    break
+            else:
+                slots.append((body, [idx]))
+        for existing, where in rewrites:
+            if existing == rec["rewrites"]:
+                where.append(idx)
+                break
+        else:
+            rewrites.append((rec["rewrites"], [idx]))
+    return {
+        "generated_by": "python -m kvops.doctor.gen_cli_schema (see its docstring)",
+        "releases": releases,
+        "rewrites": [{"releases": _ranges(w, releases), **body} for body, w in rewrites],
+        "flags": {
+            key: [{"releases": _ranges(w, releases), **body} for body, w in slots]
+            for key, slots in sorted(variants.items())
+        },
+    }
+
+
+def _download(version: str, cache: Path) -> Path:
+    dest = cache / version
+    if (dest / "vllm").is_dir():
+        return dest
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        print(f"downloading vllm=={version} (wheel, Python files kept) into {dest}", file=sys.stderr)
+        subprocess.run(
+            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"vllm=={version}", "-d", tmp],
+            check=True,
+        )
+        (wheel,) = Path(tmp).glob("*.whl")
+        with zipfile.ZipFile(wheel) as zf:
+            members = [n for n in zf.namelist() if n.startswith("vllm/") and n.endswith(".py")]
+            zf.extractall(dest, members)
+    return dest
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    group = ap.add_mutually_exclusive_group(required=True)
+    group.add_argument("--download", metavar="CACHE_DIR", help="fetch each release's wheel into this cache")
+    group.add_argument("--sources", metavar="DIR", help="DIR/<version>/vllm/ already extracted")
+    group.add_argument("--record", metavar="ROOT", help=argparse.SUPPRESS)  # one release, in a child
+    ap.add_argument("--releases", nargs="+", default=list(RELEASES))
+    args = ap.parse_args(argv)
+    if args.record:
+        out = os.fdopen(os.dup(1), "w")
+        sys.stdout = sys.stderr  # vLLM logs to stdout: keep it out of the JSON
+        json.dump(record(args.record), out)
+        out.close()
+        return 0
+    base = Path(args.download or args.sources)
+    per_release: dict[str, dict[str, Any]] = {}
+    for version in args.releases:
+        root = _download(version, base) if args.download else base / version
+        saved = root / "kvops-parser-record.json"  # one release's record, reused on a re-run
+        if saved.is_file():
+            per_release[version] = json.loads(saved.read_text())
+            continue
+        if not (root / "vllm").is_dir():
+            print(f"vllm {version}: no sources under {root}, skipped", file=sys.stderr)
+            continue
+        child = subprocess.run(
+            [sys.executable, "-m", "kvops.doctor.gen_cli_schema", "--record", str(root)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+        )
+        if child.returncode != 0:
+            tail = child.stderr.strip().splitlines()[-1:] or ["no output"]
+            print(f"vllm {version}: could not record its parser: {tail[0]}", file=sys.stderr)
+            continue
+        per_release[version] = json.loads(child.stdout)
+        saved.write_text(child.stdout)
+        print(f"vllm {version}: {len(per_release[version]['flags'])} flags", file=sys.stderr)
+    sys.stdout.write(dump(merge(per_release)))
+    return 0
+
+
+def dump(schema: dict[str, Any]) -> str:
+    """Compact JSON with one flag per line, so a regeneration's diff shows what changed."""
+
+    def one(value: Any) -> str:
+        return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+    head = [f"{one(k)}:{one(v)}" for k, v in schema.items() if k != "flags"]
+    flags = [f"{one(k)}:{one(v)}" for k, v in schema["flags"].items()]
+    return "{\n" + ",\n".join(head) + ',\n"flags":{\n' + ",\n".join(flags) + "\n}}\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

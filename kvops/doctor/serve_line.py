@@ -1,0 +1,327 @@
+"""Find the vLLM invocation in what people paste as "the command": a shell chain (`&&`, `;`, `|`,
+`env X=1`, `export`, `bash -c "..."`, `exec`), `docker run`, `python -m vllm.entrypoints...`, a
+Kubernetes or compose YAML (`command:` + `args:` lists, `- --flag=value` items), a multi-line
+paste with `\\` continuations, terminal colours and prompts.
+
+The result is the token list of ONE command (env assignments first), as a shell would pass it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterator
+from typing import Any
+
+from kvops.errors import UsageError
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
+# "> " quote markers, then "$ ", "# ", "user@host:~/dir$ ", "(venv) $ " at the start of a pasted line.
+_QUOTE = re.compile(r"^[ \t]*(?:>[ \t]+)+")
+# a bare "# " is a comment, not a prompt: only user@host:~# is root's prompt
+_PROMPT = re.compile(r"^(?:\([\w.-]+\)[ \t]*)?(?:[\w.-]+@[\w.-]+(?::[^\s$#]*)?[ \t]*[$#%>]|[$%>])[ \t]+")
+_FENCE = re.compile(r"^[ \t]*(?:```|~~~|''')[\w+-]*[ \t]*$", re.M)  # Markdown / quoted code fences
+_ENV_ASSIGN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=.*")
+_WRAPPERS = {"sudo", "exec", "nohup", "time", "command", "stdbuf", "nice", "taskset", "numactl"}
+_SHELLS = re.compile(r"(?:.*/)?(?:ba|z|da|k)?sh$")
+_OPERATORS = {"&&", "||", ";", "|", "&", ";;", "|&", "(", ")"}
+_REDIRECTS = {">", ">>", "<", ">&", "&>", "&>>", ">|", "<<", "<<<", "<&", "<>"}
+
+
+def clean(text: str) -> str:
+    """Colours, CRLF, prompts, Markdown code fences / inline-code backticks and `\\`
+    continuations removed (a trailing one too: a paste cut after it); lines kept."""
+    text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
+    text = _FENCE.sub("", text)
+    stripped = text.strip()
+    if len(stripped) > 1 and stripped[0] == stripped[-1] == "`" and stripped.count("`") == 2:
+        text = stripped[1:-1]
+    text = re.sub(r"\\[ \t]*(?:\n|$)", " ", text)
+    lines = (_QUOTE.sub("", line, count=1) for line in text.split("\n"))
+    return "\n".join(_PROMPT.sub("", line, count=1) for line in lines)
+
+
+def is_launch(tokens: list[str]) -> bool:
+    """vllm serve, python -m vllm.entrypoints..., or docker/podman run."""
+    if len(tokens) >= 2 and tokens[0].endswith("vllm") and tokens[1] == "serve":
+        return True
+    if len(tokens) >= 3 and re.search(r"python[\d.]*$", tokens[0]) and tokens[1] == "-m":
+        return tokens[2].startswith("vllm.entrypoints")
+    return len(tokens) >= 2 and tokens[0].split("/")[-1] in ("docker", "podman") and tokens[1] == "run"
+
+
+def extract(text: str) -> list[str]:
+    """The tokens of the vLLM command in `text` (env assignments first); UsageError when none."""
+    cleaned = clean(text)
+    if _looks_like_yaml(cleaned):
+        found = _from_yaml(cleaned)
+        if found is not None:
+            return found
+    found = _from_shell(cleaned, depth=0)
+    if found is not None:
+        return found
+    if not cleaned.strip():
+        raise UsageError("--cmd is empty")
+    raise UsageError(
+        "--cmd is not a vllm serve, python -m vllm.entrypoints.openai.api_server or docker run line"
+    )
+
+
+_OP_CHARS = set(";&|()<>")
+
+
+def _split(text: str) -> list[str]:
+    """Shell words; unquoted operators and redirections come back as their own tokens (`&&`,
+    `2>&1` -> "2", ">&", "1") so a quoted ';' stays a word."""
+    out: list[str] = []
+    quote: str | None = None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if quote is None and ch == "\\" and i + 1 < len(text):
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        if quote is None and ch in _OP_CHARS:
+            j = i
+            while j < len(text) and text[j] in _OP_CHARS:
+                j += 1
+            out.append(f" {_OP}{text[i:j]}{_OP} ")
+            i = j
+            continue
+        if quote is None and ch in "'\"":
+            quote = ch
+        elif quote is not None and ch == quote:
+            quote = None
+        elif quote == '"' and ch == "\\" and i + 1 < len(text):
+            out.append(text[i : i + 2])
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    try:
+        words = shlex.split("".join(out), comments=True)
+    except ValueError as exc:
+        raise UsageError(f"cannot split --cmd as a shell line: {exc}") from None
+    tokens: list[str] = []
+    for word in words:
+        if word.startswith(_OP) and word.endswith(_OP) and len(word) > 2:
+            tokens += _operators(word[1:-1])
+        else:
+            tokens.append(word)
+    return tokens
+
+
+_OP = "\x00"  # marks an operator the scanner found outside quotes
+
+
+class Op(str):
+    """A shell operator found outside quotes (a quoted ';' is a plain str)."""
+
+
+def _operators(run: str) -> list[str]:
+    """Split a run like `&&` or `>&` or `;(` into the shell's operators (longest first)."""
+    known = sorted(_OPERATORS | _REDIRECTS, key=len, reverse=True)
+    out: list[str] = []
+    while run:
+        op = next((k for k in known if run.startswith(k)), run[0])
+        out.append(Op(op))
+        run = run[len(op) :]
+    return out
+
+
+def _segments(tokens: list[str]) -> Iterator[list[str]]:
+    """Simple commands of a chain, redirections (`> log`, `2>&1`) removed."""
+    seg: list[str] = []
+    skip = False
+    for tok in tokens:
+        if skip:
+            skip = False
+            continue
+        if isinstance(tok, Op) and tok in _REDIRECTS:
+            # `2>&1`: the fd number was split off as its own word (a value after an option stays)
+            if seg and seg[-1] in ("0", "1", "2") and not (len(seg) > 1 and seg[-2].startswith("-")):
+                seg.pop()
+            skip = True
+            continue
+        if isinstance(tok, Op):
+            if seg:
+                yield seg
+            seg = []
+        else:
+            seg.append(tok)
+    if seg:
+        yield seg
+
+
+def _from_shell(text: str, depth: int) -> list[str] | None:
+    """The first segment of the chain that launches vLLM, with the env the chain set before it."""
+    if depth > 4:
+        return None
+    exported: list[str] = []
+    lines: list[str] = []
+    for ln in (ln for ln in text.split("\n") if ln.strip()):
+        if lines and ln.lstrip().startswith("-"):  # a paste that lost its `\`: options continue
+            lines[-1] += " " + ln
+        else:
+            lines.append(ln)
+    tokens: list[str] = []
+    for line in lines:  # a newline separates commands as `;` does
+        tokens += [*_split(line), Op(";")]
+    for seg in _segments(tokens):
+        env: list[str] = []
+        while seg:
+            head = seg[0]
+            if head == "export" or head == "env":
+                seg = seg[1:]
+                while seg and (seg[0].startswith("-") and head == "env"):
+                    seg = seg[2:] if seg[0] in ("-u", "--unset", "-C", "--chdir") else seg[1:]
+                if head == "export":
+                    exported += [t for t in seg if _ENV_ASSIGN.fullmatch(t)]
+                    seg = []
+            elif _ENV_ASSIGN.fullmatch(head):
+                env.append(head)
+                seg = seg[1:]
+            elif head in _WRAPPERS:
+                seg = seg[1:]
+                while seg and seg[0].startswith("-"):  # wrapper options (sudo -E, nice -n 5)
+                    seg = seg[2:] if seg[0] in ("-n", "-u", "-c", "-g") and head != "exec" else seg[1:]
+            elif head == "timeout" and len(seg) > 1:
+                seg = seg[2:]
+            else:
+                break
+        if not seg:
+            continue
+        if _SHELLS.match(seg[0]) and _has_c(seg[1:3]):
+            script = next((t for t in seg[1:] if not t.startswith("-")), None)
+            inner = _from_shell(script, depth + 1) if script else None
+            if inner is not None:
+                return [*exported, *env, *inner]
+            continue
+        if is_launch(seg):
+            return [*exported, *env, *_docker_inner(seg, depth)]
+    return None
+
+
+def _has_c(options: list[str]) -> bool:
+    """`-c`, `-lc`, `-ec`: the shell runs the next word as a script."""
+    return any(o.startswith("-") and not o.startswith("--") and "c" in o for o in options)
+
+
+def _docker_inner(seg: list[str], depth: int) -> list[str]:
+    """docker run ... IMAGE bash -c "vllm serve ..." (or --entrypoint bash IMAGE -c "..."): keep
+    the docker part, unwrap the shell."""
+    if seg[0].split("/")[-1] not in ("docker", "podman"):
+        return seg
+    from kvops.doctor.cmdline import docker_image_index
+
+    at = docker_image_index(seg[2:])
+    if at is None:
+        return seg
+    image = at + 2
+    head, rest = seg[: image + 1], seg[image + 1 :]
+    entry = None
+    for i, t in enumerate(head):
+        if t == "--entrypoint" and i + 1 < image:
+            entry = head[i + 1]
+        elif t.startswith("--entrypoint="):
+            entry = t.partition("=")[2]
+    script = None
+    if entry and _SHELLS.match(entry) and len(rest) >= 2 and _has_c(rest[:1]):
+        script = rest[1]
+        keep = [
+            i
+            for i, t in enumerate(head)
+            if not (t.startswith("--entrypoint") or head[i - 1] == "--entrypoint")
+        ]
+        head = [head[i] for i in keep]
+    elif rest and _SHELLS.match(rest[0]) and len(rest) >= 3 and _has_c(rest[1:2]):
+        script = rest[2]
+    inner = _from_shell(script, depth + 1) if script else None
+    if inner is None:
+        return seg
+    env = [t for t in inner if _ENV_ASSIGN.fullmatch(t)]  # set inside the container: docker -e
+    return [*head[:2], *[x for t in env for x in ("-e", t)], *head[2:], *inner[len(env) :]]
+
+
+# ---- YAML: Kubernetes containers, compose services ---------------------------------------------
+def _looks_like_yaml(text: str) -> bool:
+    return bool(re.search(r"^\s*(?:-\s+)?(?:command|args|entrypoint)\s*:", text, re.M)) or bool(
+        re.search(r"^\s*-\s+['\"]?--?[A-Za-z]", text, re.M)
+    )
+
+
+def _from_yaml(text: str) -> list[str] | None:
+    import yaml
+
+    try:
+        doc = list(yaml.safe_load_all(text))
+    except yaml.YAMLError:
+        return None
+    for node in _walk(doc):
+        if not isinstance(node, dict):
+            continue
+        command, args = node.get("command"), node.get("args")
+        if command is None and args is None:
+            continue
+        tokens = _as_tokens(node.get("entrypoint")) + _as_tokens(command) + _as_tokens(args)
+        env = [f"{k}={v}" for k, v in _env_pairs(node.get("env") or node.get("environment"))]
+        found = _from_tokens(tokens) if tokens else None
+        if found is not None:
+            return [*env, *found]
+        image = str(node.get("image") or "")
+        if "vllm" in image and tokens and tokens[0].startswith("-"):
+            return [*env, "vllm", "serve", *tokens]  # the vllm-openai image's entrypoint is vllm serve
+    lists = [n for n in _walk(doc) if isinstance(n, list) and n and all(isinstance(x, str) for x in n)]
+    for items in lists:
+        found = _from_tokens([str(x) for x in items])
+        if found is not None:
+            return found
+    return None
+
+
+def _from_tokens(tokens: list[str]) -> list[str] | None:
+    if is_launch(tokens):
+        return tokens
+    if tokens and _SHELLS.match(tokens[0]) and len(tokens) >= 3 and tokens[1].startswith("-"):
+        return _from_shell(tokens[2], 1)
+    if len(tokens) == 1:
+        return _from_shell(tokens[0], 1)
+    return None
+
+
+def _as_tokens(value: Any) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, list):
+        return [str(v) for v in value]
+    return _split(str(value))
+
+
+def _env_pairs(env: Any) -> list[tuple[str, str]]:
+    if isinstance(env, dict):
+        return [(str(k), str(v)) for k, v in env.items() if v is not None]
+    out = []
+    for item in env or []:
+        if isinstance(item, dict) and "name" in item and "value" in item:
+            out.append((str(item["name"]), str(item["value"])))
+        elif isinstance(item, str) and "=" in item:
+            k, _, v = item.partition("=")
+            out.append((k, v))
+    return out
+
+
+def _walk(node: Any, limit: int = 20_000) -> Iterator[Any]:
+    """Every node once (YAML aliases can make a document refer to itself or fan out
+    exponentially), at most `limit` of them."""
+    seen: set[int] = set()
+    stack = [node]
+    while stack and len(seen) < limit:
+        item = stack.pop()
+        if isinstance(item, (dict, list)):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            children = list(item.values()) if isinstance(item, dict) else list(item)
+            stack.extend(reversed(children))
+        yield item
