@@ -309,4 +309,8 @@ def test_an_unreadable_command_in_the_log_never_loses_the_log(kvops, tmp_path) -
     code, out, err = kvops("doctor", "--log", log, "--json")
     data = json.loads(out)
     assert code == 1 and "vllm-kv-no-memory" in findings(out) and err == ""
-    assert any("could not be read as a command" in n for n in data["notes"])
+    # the rebuilt command is read; its bad JSON is a finding with json's own words, not a lost log
+    bad_json = findings(out)["vllm-serve-flags-invalid"]
+    assert any(
+        "--kv-transfer-config is not valid JSON: Expecting property name" in e for e in bad_json["evidence"]
+    )
