@@ -55,7 +55,10 @@ def normalise_target(url: str) -> str:
         raise UsageError(f"target {url!r}: no host")
     if parts.username or parts.password:
         raise UsageError(f"target {url!r}: put credentials in --config, not in the URL")
-    port = port or (443 if scheme == "https" else 80)
+    if port == 0:  # `or` below would have made it 80
+        raise UsageError(f"target {url!r}: port 0 cannot be scraped")
+    if port is None:
+        port = 443 if scheme == "https" else 80
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     path = parts.path.rstrip("/")
     return urlunsplit((scheme, netloc, path, parts.query, ""))
