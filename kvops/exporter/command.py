@@ -101,7 +101,7 @@ ROUND_REUSE_SECONDS = 0.5
 def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = None) -> ScrapeRunner:
     from kvops.collectors.procs import ProcessTracker
     from kvops.sources.http import FetchOptions
-    from kvops.sources.runner import default_hardware_sources
+    from kvops.sources.runner import ScrapeRunner, default_hardware_sources
     from kvops.sources.target import TargetScraper
 
     scrapers = [TargetScraper(t.url, t.options) for t in config.targets]
