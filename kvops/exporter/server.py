@@ -61,6 +61,7 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_REQUEST_BODY = 64 * 1024  # a GET body is read and dropped up to this size, refused above
 FD_RESERVE = 64  # descriptors kept for upstream fetches, logs and collectors
 MAX_CONNECTIONS = 10_000
+_SWEEP_EVERY = 0.25  # seconds between looks for expired connections
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 LANDING = b"""<html><head><title>kvops exporter</title></head><body>
@@ -238,6 +239,7 @@ class ExporterServer:
         sel.register(self._listener, selectors.EVENT_READ, "listen")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         listening = True
+        last_sweep = time.monotonic()
         try:
             while not self._stopping:
                 now = time.monotonic()
@@ -255,7 +257,10 @@ class ExporterServer:
                     else:
                         self._dispatch(key.data)
                 self._take_returned()
-                self._sweep(time.monotonic())
+                now = time.monotonic()
+                if now - last_sweep >= _SWEEP_EVERY:  # a pass over every connection: not per event
+                    self._sweep(now)
+                    last_sweep = now
         finally:
             self._stopped.set()
 
