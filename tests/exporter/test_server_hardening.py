@@ -93,9 +93,7 @@ def test_a_get_body_is_consumed_not_parsed_as_a_second_request(make_exporter):
         (b"Content-Length: -1\r\n", b"400"),
     ],
 )
-def test_a_large_chunked_or_ambiguous_body_is_refused_and_the_connection_closed(
-    make_exporter, headers, status
-):
+def test_a_large_chunked_or_ambiguous_body_is_refused_and_closed(make_exporter, headers, status):
     exp = make_exporter([])
     sock = connect(exp.url)
     sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + headers + b"\r\n")
