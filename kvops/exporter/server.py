@@ -367,6 +367,9 @@ class ExporterServer:
 
     def _hand_back(self, conn: _Connection) -> None:
         """From a worker: wait for this connection's next bytes in the main loop."""
+        if self._closed:
+            self._close(conn)
+            return
         self._returned.append(conn)
         with contextlib.suppress(OSError):  # a full wake pipe already means "look"
             self._wake_w.send(b"x")
@@ -429,7 +432,8 @@ class ExporterServer:
     def server_close(self) -> None:
         self.shutdown()
         self._closed = True
-        self._workers.stop()
+        for conn in self._workers.stop():
+            self._close(conn)
         for conn in list(self._parked):
             self._unpark(conn)
             self._close(conn)

@@ -63,9 +63,12 @@ class Workers:
                 finally:
                     self._cond.acquire()
 
-    def stop(self) -> None:
-        """Workers end after their current job; queued jobs are dropped."""
+    def stop(self) -> list[Any]:
+        """Workers end after their current job; queued jobs are dropped and their args
+        returned (for the caller to release)."""
         with self._cond:
             self._stopping = True
+            dropped = [arg for _, arg in self._items]
             self._items.clear()
             self._cond.notify_all()
+        return dropped
