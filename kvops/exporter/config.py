@@ -21,9 +21,8 @@ from typing import Any
 from kvops.errors import UsageError, one_line
 from kvops.exporter.operator_files import check_file, kind, load_yaml_mapping, read_secret
 from kvops.sources.http import DEFAULT_MAX_BODY_BYTES, FetchOptions, normalise_target
+from kvops.sources.runner import DEFAULT_TIMEOUT
 from kvops.termsafe import visible
-
-DEFAULT_TIMEOUT = 5.0
 
 log = logging.getLogger(__name__)
 
