@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from kvops.snapshot import GpuSample
 from kvops.sources.http import FetchError, HttpClient
 from kvops.sources.multi import MultiFetcher
 from kvops.sources.runner import ScrapeRunner
@@ -188,3 +189,41 @@ def test_international_and_spaced_urls_are_fetched_as_ascii(upstream: Upstream):
     with pytest.raises(FetchError, match="not a valid international domain name"):
         client.fetch_text("http://" + "a" * 70 + "é.com/m", time.monotonic() + 5)
     assert client.fetch_text(f"{upstream.base}/café bar/metrics", time.monotonic() + 5) == PAGE.decode()
+
+
+class HungCollector:
+    """A hardware source whose driver call blocks until released (a hung NVML call)."""
+
+    name = "hung"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def collect(self) -> list[GpuSample]:
+        self.calls += 1
+        self.release.wait(10)
+        return []
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def test_a_hung_hardware_call_is_joined_by_later_rounds_not_called_again(upstream: Upstream):
+    url = upstream.route("fast", body(PAGE))
+    hung = HungCollector()
+    runner = ScrapeRunner([TargetScraper(url)], [hung], timeout=0.3)
+    try:
+        for _ in range(4):
+            snap = runner.snapshot()
+            assert snap.targets[0].up  # the target is not held back by the hung source
+            [status] = [c for c in snap.collectors if c.name == "hung"]
+            assert not status.success and status.error == "timed out after 0.3 s"
+        assert hung.calls == 1 and runner.rounds == 4
+        hung.release.set()
+        time.sleep(0.1)
+        snap = runner.snapshot()
+        [status] = [c for c in snap.collectors if c.name == "hung"]
+        assert status.success and hung.calls == 2  # the hung call ended: the next round calls again
+    finally:
+        runner.close()
