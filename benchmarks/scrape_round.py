@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from sim_targets import start_targets
 
-from kvops.exporter.collector import ScrapeRunner
+from kvops.sources.runner import ScrapeRunner
 from kvops.sources.target import TargetScraper
 
 

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from prometheus_client.core import Metric
+
+    from kvops.exporter.config import ExporterConfig
+    from kvops.sources.runner import ScrapeRunner, TargetDiscovery
 
 DEFAULT_LISTEN = "0.0.0.0:9435"
 
@@ -135,18 +141,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_runner(config: Any, discovery: Any = None) -> Any:
-    from kvops.exporter.collector import ScrapeRunner, default_hardware_sources
+# Scrapes within this long of a round's start share it (an HA Prometheus pair, retries, a
+# flood of clients): upstream targets see at most 1 / ROUND_REUSE_SECONDS fetches a second.
+ROUND_REUSE_SECONDS = 0.5
+
+
+def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = None) -> ScrapeRunner:
+    from kvops.collectors.procs import ProcessTracker
+    from kvops.sources.http import FetchOptions
+    from kvops.sources.runner import ScrapeRunner, default_hardware_sources
     from kvops.sources.target import TargetScraper
 
     scrapers = [TargetScraper(t.url, t.options) for t in config.targets]
-    from kvops.collectors.procs import ProcessTracker
-
     sources = [s for s in default_hardware_sources() if s.name not in config.disabled_collectors]
     # Process memory of local targets comes with the host collector.
     tracker = ProcessTracker() if "host" not in config.disabled_collectors else None
-    from kvops.sources.http import FetchOptions
-
     return ScrapeRunner(
         scrapers,
         sources,
@@ -154,10 +163,11 @@ def build_runner(config: Any, discovery: Any = None) -> Any:
         process_tracker=tracker,
         discovery=discovery,  # kvops/sources/kubernetes.py, with --kubernetes-pod-selector
         discovered_options=FetchOptions(max_body_bytes=config.max_body_bytes, max_samples=config.max_samples),
+        min_interval=ROUND_REUSE_SECONDS,
     )
 
 
-def _render(runner: Any, timeout: float | None) -> list[Any]:
+def _render(runner: ScrapeRunner, timeout: float | None) -> list[Metric]:
     from kvops.exporter.collector import render
 
     return render(runner.snapshot(timeout))

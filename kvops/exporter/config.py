@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import ssl
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import yaml
-
-from kvops.errors import UsageError
+from kvops.errors import UsageError, one_line
+from kvops.exporter.operator_files import check_file, kind, load_yaml_mapping, read_secret
 from kvops.sources.http import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SAMPLES, FetchOptions, normalise_target
-
-DEFAULT_TIMEOUT = 5.0
+from kvops.sources.runner import DEFAULT_TIMEOUT
+from kvops.termsafe import visible
 
 log = logging.getLogger(__name__)
 
@@ -46,38 +45,34 @@ class ExporterConfig:
 
 
 def _read_yaml(path: str) -> dict[str, Any]:
-    try:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
-    except OSError as exc:
-        raise UsageError(f"--config {path}: {exc.strerror or exc}") from None
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--config {path}: not valid YAML ({type(exc).__name__})") from None
-    if not isinstance(doc, dict):
-        raise UsageError(f"--config {path}: expected a mapping at the top level")
+    doc = load_yaml_mapping(path, "--config")
     unknown = set(doc) - {"targets", "listen", "timeout", "max_body_bytes", "max_samples_per_target"}
     if unknown:
-        raise UsageError(f"--config {path}: unknown key {sorted(unknown)[0]!r}")
+        raise UsageError(f"--config {path}: unknown key {visible(sorted(map(str, unknown))[0])!r}")
     return doc
 
 
-def _secret_file(path: str, what: str) -> str:
-    try:
-        return Path(path).read_text(encoding="utf-8").strip()
-    except OSError as exc:
-        raise UsageError(f"{what} {path}: {exc.strerror or exc}") from None
+def _number(value: object, what: str, whole: bool = False) -> float:
+    """A YAML or flag number; bool is refused although Python counts it as an int."""
+    ok = isinstance(value, int) if whole else isinstance(value, int | float)
+    if not ok or isinstance(value, bool):
+        raise UsageError(f"{what}: expected {'a whole number' if whole else 'seconds'}, got {kind(value)}")
+    return value  # type: ignore[return-value]
 
 
 def load_config(args: argparse.Namespace) -> ExporterConfig:
     doc = _read_yaml(args.config) if args.config else {}
     config = ExporterConfig()
-    config.listen = args.listen or doc.get("listen")
+    listen = args.listen if args.listen else doc.get("listen")
+    if listen is not None and not isinstance(listen, str):
+        # `listen: 20035` parses as a number; say how to write it rather than guess a host.
+        raise UsageError(f'--config listen: expected "HOST:PORT" (e.g. "0.0.0.0:9435"), got {kind(listen)}')
+    config.listen = listen
     timeout = args.timeout if args.timeout is not None else doc.get("timeout", DEFAULT_TIMEOUT)
     max_body = args.max_body_bytes if args.max_body_bytes is not None else doc.get("max_body_bytes")
-    try:
-        config.timeout = float(timeout)
-        config.max_body_bytes = int(max_body) if max_body is not None else DEFAULT_MAX_BODY_BYTES
-    except (TypeError, ValueError):
-        raise UsageError("timeout must be seconds and max_body_bytes a whole number") from None
+    config.timeout = float(_number(timeout, "timeout"))
+    if max_body is not None:
+        config.max_body_bytes = int(_number(max_body, "max_body_bytes", whole=True))
     if not 0 < config.timeout <= 600:
         raise UsageError(f"--timeout {config.timeout:g}: expected seconds in (0, 600]")
     if config.max_body_bytes < 1024:
@@ -93,26 +88,41 @@ def load_config(args: argparse.Namespace) -> ExporterConfig:
 
     listed = doc.get("targets") or []
     if not isinstance(listed, list):
-        raise UsageError(f"--config: targets must be a list, got {type(listed).__name__}")
+        raise UsageError(f"--config: targets must be a list, got {kind(listed)}")
     entries: list[Any] = listed + list(args.target)
     seen: set[str] = set()
     for entry in entries:
         if isinstance(entry, str):
             entry = {"url": entry}
         if not isinstance(entry, dict) or not isinstance(entry.get("url"), str):
-            raise UsageError(f"--config: each target needs a url, got {entry!r}"[:200])
+            shown = entry.get("url") if isinstance(entry, dict) else entry
+            raise UsageError(f"--config: each target needs a url string, got {kind(shown)}")
+        unknown = set(entry) - _TARGET_KEYS
+        if unknown:
+            raise UsageError(f"--config: unknown target key {visible(sorted(map(str, unknown))[0])!r}")
         target = normalise_target(entry["url"])
         if target in seen:
             continue  # the same target twice would double every series
         seen.add(target)
-        options = FetchOptions(
-            max_body_bytes=config.max_body_bytes, max_samples=config.max_samples, ca_file=entry.get("ca_file")
-        )
-        if entry.get("bearer_token_file"):
-            options.bearer_token = _secret_file(entry["bearer_token_file"], "bearer_token_file")
+        options = FetchOptions(max_body_bytes=config.max_body_bytes, max_samples=config.max_samples)
+        if entry.get("ca_file") is not None:
+            options.ca_file = _ca_file(entry["ca_file"])
+        if entry.get("bearer_token_file") is not None:
+            options.bearer_token = read_secret(entry["bearer_token_file"], "bearer_token_file")
         if options.bearer_token and target.startswith("http://"):
-            log.warning("target %s: its bearer token is sent unencrypted over http", target)
-        if options.ca_file and not Path(options.ca_file).is_file():
-            raise UsageError(f"ca_file {options.ca_file}: no such file")
+            log.warning("target %s: its bearer token is sent unencrypted over http", visible(target))
         config.targets.append(TargetConfig(entry["url"], options))
     return config
+
+
+_TARGET_KEYS = {"url", "bearer_token_file", "ca_file"}
+
+
+def _ca_file(path: object) -> str:
+    """A CA bundle that OpenSSL can load, checked now rather than failing every scrape."""
+    checked = check_file(path, "ca_file")
+    try:
+        ssl.create_default_context(cafile=checked)
+    except (ssl.SSLError, ValueError) as exc:
+        raise UsageError(f"ca_file {checked}: not a PEM certificate bundle ({one_line(exc, 120)})") from None
+    return checked

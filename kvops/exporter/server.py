@@ -1,33 +1,68 @@
 """HTTP(S) server for `kvops exporter`: /metrics, a landing page, TLS and basic auth.
 
 prometheus_client's start_http_server has TLS but no basic auth and no per-request scrape
-timeout, so the handler is ours: it reads X-Prometheus-Scrape-Timeout-Seconds and keeps
-the whole scrape under it, then renders with kvops.exporter.encode (byte-equal to
-prometheus_client's generate_latest, a third of its cost).
+timeout, and http.server gives every connection a thread for as long as it stays open
+(~250 idle connections exhausted a 256-fd limit and every scrape timed out). So:
+
+- One thread waits on all connections with a selector. An idle keep-alive connection costs
+  a file descriptor, no thread; it is closed after IDLE_TIMEOUT, and the oldest idle one is
+  closed first when the connection cap (from the fd limit) is reached.
+- A connection goes to a worker (a bounded pool, kvops.exporter.workers) only when it has
+  sent a whole request head; a client trickling its headers (slowloris) or its TLS handshake
+  holds no worker and is closed at its deadline.
+- Request parsing and replies are http.server's BaseHTTPRequestHandler, driven one request
+  at a time over our buffer. Request bodies are consumed up to a small size or refused.
+- Every socket is closed explicitly on every path, TLS included; a client that went away is
+  one debug line, never a traceback.
+
+The /metrics handler reads X-Prometheus-Scrape-Timeout-Seconds and keeps the whole scrape
+under it, then renders with kvops.exporter.encode (byte-equal to prometheus_client's
+generate_latest, a third of its cost).
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gzip
 import logging
+import re
+import resource
+import selectors
 import socket
 import ssl
 import threading
+import time
+from collections import deque
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from kvops.errors import UsageError
+from kvops import __version__
+from kvops.errors import UsageError, one_line
 from kvops.exporter.encode import encode
 from kvops.exporter.webconfig import WebConfig
+from kvops.exporter.workers import Workers
+from kvops.termsafe import visible
 
 log = logging.getLogger(__name__)
 
 # Leave Prometheus this much of its scrape timeout to receive and store the answer.
 SCRAPE_TIMEOUT_MARGIN = 0.5
-_HANDSHAKE_TIMEOUT = 10.0
+BACKLOG = 128  # http.server's 5 made a burst of scrapers wait ~1 s for a retransmitted SYN
+WORKERS = 16  # requests served at once; more queue (their scrapes share one round anyway)
+IDLE_TIMEOUT = 120.0  # a keep-alive connection with no request for this long is closed
+HEAD_TIMEOUT = 10.0  # from a request's first byte (or a TLS connection's accept) to its whole head
+BODY_TIMEOUT = 10.0  # to read an accepted request body
+WRITE_TIMEOUT = 30.0  # to send a whole answer (sendall's timeout covers all of it)
+MAX_HEAD_BYTES = 64 * 1024
+MAX_REQUEST_BODY = 64 * 1024  # a GET body is read and dropped up to this size, refused above
+FD_RESERVE = 64  # descriptors kept for upstream fetches, logs and collectors
+MAX_CONNECTIONS = 10_000
+_SWEEP_EVERY = 0.25  # seconds between looks for expired connections
+_HEAD_END = re.compile(rb"\r?\n\r?\n")
 
 LANDING = b"""<html><head><title>kvops exporter</title></head><body>
 <h1>kvops exporter</h1><p>vLLM KV-cache offloading metrics.</p>
@@ -39,28 +74,146 @@ def parse_listen(value: str) -> tuple[str, int]:
     """HOST:PORT, :PORT (all interfaces) or [v6]:PORT."""
     host, sep, port = value.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UsageError(f"--listen {value!r}: expected HOST:PORT, e.g. 0.0.0.0:9435")
+        raise UsageError(f"--listen {visible(value)!r}: expected HOST:PORT, e.g. 0.0.0.0:9435")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)
 
 
-class ExporterServer(ThreadingHTTPServer):
-    daemon_threads = True
-    allow_reuse_address = True
+def connection_cap() -> int:
+    """Open client connections allowed: the fd limit less a reserve for everything else."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft - FD_RESERVE))
+
+
+class _Connection:
+    """One client connection and what has been read from it but not yet parsed."""
+
+    def __init__(self, sock: socket.socket, address: Any, tls: bool) -> None:
+        self.sock = sock
+        self.address = address
+        self.buffer = bytearray()
+        self.handshake_done = not tls
+        self.idle_since = time.monotonic()
+        # Set when a request (or a TLS handshake) has begun and must be complete by then.
+        self.head_deadline: float | None = time.monotonic() + HEAD_TIMEOUT if tls else None
+        self.handler: _Handler | None = None
+        self.closed = False
+
+    @property
+    def who(self) -> str:
+        host = self.address[0] if isinstance(self.address, tuple) else self.address
+        return visible(str(host))
+
+    def pending(self) -> bool:
+        """Bytes already read (or decrypted) that the selector would not report."""
+        if self.buffer:
+            return True
+        return isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
+
+    def gather(self) -> str:
+        """Read what the socket has without waiting, until a whole request head is buffered:
+        'complete', 'wait' (nothing more yet), 'eof' or 'too large'."""
+        self.sock.setblocking(False)
+        while not _HEAD_END.search(self.buffer):
+            if len(self.buffer) > MAX_HEAD_BYTES:
+                return "too large"
+            try:
+                data = self.sock.recv(65536)
+            except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                return "wait"
+            if not data:
+                return "eof"
+            if not self.buffer and self.head_deadline is None:
+                self.head_deadline = time.monotonic() + HEAD_TIMEOUT
+            self.buffer += data
+        return "complete"
+
+    # The file-like side BaseHTTPRequestHandler reads and writes through.
+    def readline(self, limit: int = -1) -> bytes:
+        while True:
+            end = self.buffer.find(b"\n", 0, limit if limit > 0 else None)
+            if end >= 0:
+                return self._take(end + 1)
+            if 0 < limit <= len(self.buffer):
+                return self._take(limit)
+            if not self._fill():
+                return self._take(len(self.buffer))
+
+    def read(self, size: int) -> bytes:
+        while len(self.buffer) < size and self._fill():
+            pass
+        return self._take(min(size, len(self.buffer)))
+
+    def _take(self, n: int) -> bytes:
+        data = bytes(self.buffer[:n])
+        del self.buffer[:n]
+        return data
+
+    def _fill(self) -> bool:
+        self.sock.settimeout(BODY_TIMEOUT)
+        data = self.sock.recv(65536)
+        self.buffer += data
+        return bool(data)
+
+    def write(self, data: bytes) -> None:
+        self.sock.settimeout(WRITE_TIMEOUT)
+        self.sock.sendall(data)
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            with contextlib.suppress(OSError):
+                self.sock.close()
+
+
+class ExporterServer:
+    """Serves until shutdown(); server_close() then releases every socket."""
 
     def __init__(
         self,
         address: tuple[str, int],
         scrape: Callable[[float | None], list[Any]],
         web: WebConfig | None = None,
+        workers: int = WORKERS,
+        max_connections: int | None = None,
     ) -> None:
-        self.address_family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
         self.scrape = scrape
         self.web = web or WebConfig()
+        self.max_connections = max_connections or connection_cap()
+        family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
         try:
-            super().__init__(address, _Handler)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind(address)
+            listener.listen(BACKLOG)
         except OSError as exc:
+            listener.close()
             raise UsageError(f"cannot listen on {address[0]}:{address[1]}: {exc.strerror or exc}") from None
+        except OverflowError:  # a port above 65535 that bypassed parse_listen
+            listener.close()
+            raise UsageError(f"cannot listen on {address[0]}:{address[1]}: bad port") from None
+        listener.setblocking(False)
+        self._listener = listener
+        self.server_address = listener.getsockname()
+        self._workers = Workers(workers, "kvops-http")
+        self._selector = selectors.DefaultSelector()
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_r.setblocking(False)
+        self._wake_w.setblocking(False)
+        self._returned: deque[_Connection] = deque()  # from workers, to wait on again
+        self._parked: dict[_Connection, None] = {}  # waited on, oldest first
+        self._lock = threading.Lock()
+        self._open = 0
+        self._stopping = False
+        self._stopped = threading.Event()
+        self._serving = False
+        self._closed = False
+        self._listener_paused_until = 0.0
 
     @property
     def url(self) -> str:
@@ -69,29 +222,262 @@ class ExporterServer(ThreadingHTTPServer):
         shown = f"[{host}]" if ":" in str(host) else host
         return f"{scheme}://{shown}:{port}"
 
-    def finish_request(self, request: Any, client_address: Any) -> None:
-        # TLS handshake in the worker thread: a slow client must not block accept().
-        if self.web.ssl_context is not None:
-            request.settimeout(_HANDSHAKE_TIMEOUT)
-            try:
-                request = self.web.ssl_context.wrap_socket(request, server_side=True)
-            except (ssl.SSLError, OSError) as exc:
-                log.debug("TLS handshake with %s failed: %s", client_address, exc)
-                return
-        super().finish_request(request, client_address)
+    @property
+    def open_connections(self) -> int:
+        return self._open
 
     def serve_in_thread(self) -> threading.Thread:
         thread = threading.Thread(target=self.serve_forever, name="kvops-exporter", daemon=True)
         thread.start()
         return thread
 
+    def serve_forever(self) -> None:
+        if self._stopping:
+            return
+        self._serving = True
+        sel = self._selector
+        sel.register(self._listener, selectors.EVENT_READ, "listen")
+        sel.register(self._wake_r, selectors.EVENT_READ, "wake")
+        listening = True
+        last_sweep = time.monotonic()
+        try:
+            while not self._stopping:
+                now = time.monotonic()
+                if not listening and now >= self._listener_paused_until:
+                    sel.register(self._listener, selectors.EVENT_READ, "listen")
+                    listening = True
+                for key, _ in sel.select(timeout=0.5):
+                    if key.data == "listen":
+                        if not self._accept():
+                            sel.unregister(self._listener)
+                            listening = False
+                    elif key.data == "wake":
+                        with contextlib.suppress(OSError):
+                            self._wake_r.recv(4096)
+                    else:
+                        self._dispatch(key.data)
+                self._take_returned()
+                now = time.monotonic()
+                if now - last_sweep >= _SWEEP_EVERY:  # a pass over every connection: not per event
+                    self._sweep(now)
+                    last_sweep = now
+        finally:
+            self._stopped.set()
+
+    def _accept(self) -> bool:
+        """Accept what is waiting. False when out of descriptors with nothing to evict: the
+        listener then rests briefly (else it stays readable and the loop spins a core)."""
+        for _ in range(256):  # then let the other sockets have a turn
+            try:
+                sock, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return True
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                    if self._evict_oldest():
+                        continue
+                    log.warning("out of file descriptors with every connection busy: %s", exc.strerror)
+                    self._listener_paused_until = time.monotonic() + 0.1
+                    return False
+                log.debug("accept: %s", one_line(exc))  # ECONNABORTED and the like
+                continue
+            with self._lock:
+                self._open += 1
+                over = self._open > self.max_connections
+            if over and not self._evict_oldest():
+                log.debug("connection cap %d reached; refusing %s", self.max_connections, address)
+                sock.close()
+                self._count_closed()
+                continue
+            tls = self.web.ssl_context is not None
+            if tls:
+                assert self.web.ssl_context is not None
+                try:
+                    sock = self.web.ssl_context.wrap_socket(
+                        sock, server_side=True, do_handshake_on_connect=False
+                    )
+                except (OSError, ValueError) as exc:
+                    log.debug("TLS with %s: %s", address, one_line(exc))
+                    sock.close()
+                    self._count_closed()
+                    continue
+            sock.setblocking(False)
+            self._park(_Connection(sock, address, tls))
+        return True
+
+    def _count_closed(self) -> None:
+        with self._lock:
+            self._open -= 1
+
+    def _close(self, conn: _Connection) -> None:
+        if not conn.closed:
+            conn.close()
+            self._count_closed()
+
+    def _park(self, conn: _Connection) -> None:
+        """Wait (in the selector) for the connection's next bytes. Main loop only."""
+        if self._closed or self._stopping:
+            self._close(conn)
+            return
+        try:
+            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+        except (OSError, ValueError) as exc:  # closed under us
+            log.debug("connection from %s: %s", conn.who, one_line(exc))
+            self._close(conn)
+            return
+        self._parked[conn] = None
+
+    def _unpark(self, conn: _Connection) -> None:
+        self._parked.pop(conn, None)
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self._selector.unregister(conn.sock)
+
+    def _dispatch(self, conn: _Connection) -> None:
+        self._unpark(conn)
+        self._workers.submit(self._work, conn)
+
+    def _evict_oldest(self) -> bool:
+        """Close the connection that has waited longest for its next bytes (no worker holds it)."""
+        for conn in self._parked:  # insertion order: the longest-waiting first
+            self._unpark(conn)
+            log.debug("closing idle connection from %s to make room", conn.who)
+            self._close(conn)
+            return True
+        return False
+
+    def _take_returned(self) -> None:
+        while True:
+            try:
+                conn = self._returned.popleft()
+            except IndexError:
+                return
+            self._park(conn)
+
+    def _sweep(self, now: float) -> None:
+        expired = [
+            c
+            for c in self._parked
+            if (c.head_deadline is not None and now > c.head_deadline)
+            or (c.head_deadline is None and now - c.idle_since > IDLE_TIMEOUT)
+        ]
+        for conn in expired:
+            self._unpark(conn)
+            log.debug("closing connection from %s: timed out", conn.who)
+            self._close(conn)
+
+    def _hand_back(self, conn: _Connection) -> None:
+        """From a worker: wait for this connection's next bytes in the main loop."""
+        if self._closed:
+            self._close(conn)
+            return
+        self._returned.append(conn)
+        with contextlib.suppress(OSError):  # a full wake pipe already means "look"
+            self._wake_w.send(b"x")
+
+    def _work(self, conn: _Connection) -> None:
+        """A worker's turn with a readable connection: finish the TLS handshake, serve every
+        whole request buffered, then hand the connection back or close it."""
+        try:
+            if not conn.handshake_done and not self._handshake(conn):
+                self._hand_back(conn)
+                return
+            while True:
+                state = conn.gather()
+                if state == "wait":
+                    self._hand_back(conn)
+                    return
+                if state != "complete":
+                    if state == "too large":
+                        conn.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+                                   b"Connection: close\r\nContent-Length: 0\r\n\r\n")  # fmt: skip
+                    break
+                handler = conn.handler or _Handler(conn, self)
+                conn.handler = handler
+                handler.handle_one_request()
+                conn.idle_since = time.monotonic()
+                # A pipelined request already begun must be whole by its own deadline.
+                conn.head_deadline = conn.idle_since + HEAD_TIMEOUT if conn.buffer else None
+                if handler.close_connection:
+                    break
+                if not conn.pending():
+                    self._hand_back(conn)
+                    return
+        except OSError as exc:  # reset, broken pipe, timeout, TLS alert: the client went away
+            log.debug("connection from %s ended: %s", conn.who, one_line(exc))
+        except Exception:
+            log.exception("serving %s failed", conn.who)
+        self._close(conn)
+
+    def _handshake(self, conn: _Connection) -> bool:
+        """One step of a non-blocking TLS handshake; False while it needs more bytes."""
+        assert isinstance(conn.sock, ssl.SSLSocket)
+        conn.sock.setblocking(False)
+        try:
+            conn.sock.do_handshake()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            return False
+        conn.handshake_done = True
+        conn.head_deadline = None
+        conn.idle_since = time.monotonic()
+        return True
+
+    def shutdown(self) -> None:
+        """Stop serving; returns when the serving loop has ended (at once if it never ran)."""
+        self._stopping = True
+        with contextlib.suppress(OSError):
+            self._wake_w.send(b"x")
+        if self._serving:
+            self._stopped.wait(timeout=5)
+
+    def server_close(self) -> None:
+        self.shutdown()
+        self._closed = True
+        for conn in self._workers.stop():
+            self._close(conn)
+        for conn in list(self._parked):
+            self._unpark(conn)
+            self._close(conn)
+        while self._returned:
+            self._close(self._returned.popleft())
+        with contextlib.suppress(KeyError, ValueError):
+            self._selector.unregister(self._listener)
+        self._listener.close()
+        self._selector.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
 
 class _Handler(BaseHTTPRequestHandler):
-    server: ExporterServer
-    server_version = "kvops"
+    """http.server's request parsing and replies, one request per handle_one_request() call
+    over a _Connection (StreamRequestHandler's setup/handle/finish are not used)."""
+
+    server: ExporterServer  # type: ignore[assignment]
     protocol_version = "HTTP/1.1"
 
+    def __init__(self, conn: _Connection, server: ExporterServer) -> None:  # no super(): no handle()
+        self.conn = conn
+        self.request = conn.sock
+        self.client_address = conn.address
+        self.server = server
+        self.rfile = conn  # type: ignore[assignment]
+        self.wfile = conn  # type: ignore[assignment]
+        self.close_connection = True
+        self._head_only = False
+
+    def version_string(self) -> str:
+        return f"kvops/{__version__}"  # not the Python version http.server would add
+
     def do_GET(self) -> None:
+        self._head_only = False
+        self._route()
+
+    def do_HEAD(self) -> None:
+        self._head_only = True
+        self._route()
+
+    def _route(self) -> None:
+        if not self._consume_body():
+            return
         if not self.server.web.check_basic_auth(self.headers.get("Authorization")):
             self._send(401, b"Unauthorized\n", "text/plain", {"WWW-Authenticate": 'Basic realm="kvops"'})
             return
@@ -105,6 +491,31 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send(404, b"Not found\n", "text/plain")
 
+    def _consume_body(self) -> bool:
+        """Read and drop a small request body so it is not taken for the next request (a
+        desync behind a proxy); refuse a large or chunked one and close. False if refused."""
+        if self.headers.get("Transfer-Encoding"):
+            self.close_connection = True
+            self._send(400, b"request bodies are not accepted\n", "text/plain", {"Connection": "close"})
+            return False
+        lengths = self.headers.get_all("Content-Length") or []
+        if not lengths:
+            return True
+        text = lengths[0].strip()
+        if len(set(lengths)) > 1 or not text.isdigit():
+            self.close_connection = True
+            self._send(400, b"bad Content-Length\n", "text/plain", {"Connection": "close"})
+            return False
+        size = int(text)
+        if size > MAX_REQUEST_BODY:
+            self.close_connection = True
+            self._send(413, b"request body too large\n", "text/plain", {"Connection": "close"})
+            return False
+        if len(self.conn.read(size)) < size:
+            self.close_connection = True  # the client went away mid-body
+            return False
+        return True
+
     def _metrics(self) -> None:
         timeout = None
         header = self.headers.get("X-Prometheus-Scrape-Timeout-Seconds")
@@ -112,6 +523,8 @@ class _Handler(BaseHTTPRequestHandler):
             try:
                 timeout = max(0.1, float(header) - SCRAPE_TIMEOUT_MARGIN)
             except ValueError:
+                timeout = None
+            if timeout is not None and timeout != timeout:  # NaN
                 timeout = None
         try:
             body = encode(self.server.scrape(timeout))
@@ -133,7 +546,8 @@ class _Handler(BaseHTTPRequestHandler):
         for k, v in (headers or {}).items():
             self.send_header(k, v)
         self.end_headers()
-        self.wfile.write(body)
+        if not self._head_only:
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s %s", self.address_string(), format % args)
+        log.debug("%s %s", self.conn.who, visible(format % args))

@@ -70,7 +70,7 @@ def normalise_target(url: str) -> str:
     assert address is not None  # hostname and port were checked above
     host, port = address
     if port == 0:  # port 0 means "any" to a listener; a target has to name its port
-        raise UsageError(f"target {url!r}: bad port 0")
+        raise UsageError(f"target {url!r}: port 0 cannot be scraped")
     netloc = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     path = parts.path.rstrip("/")
     return urlunsplit((scheme, netloc, path, parts.query, ""))

@@ -29,31 +29,27 @@ Done = Callable[[int, "str | FetchError", float], None]
 
 
 class MultiFetcher:
-    """Not re-entrant: `fetch` returns False while another thread's round is running (the
-    caller then fetches its own way)."""
+    """One round at a time: kvops.sources.runner runs rounds in single flight, so a second
+    caller never waits here in practice; the lock only keeps the handle safe."""
 
     def __init__(self) -> None:
         self._multi = pycurl.CurlMulti()
         self._lock = threading.Lock()
         self._closing = False  # close() during a round: the round stops and closes the handle
 
-    def fetch(self, jobs: Sequence[tuple[HttpClient, str]], deadline: float, done: Done) -> bool:
+    def fetch(self, jobs: Sequence[tuple[HttpClient, str]], deadline: float, done: Done) -> None:
         """Fetch every job; as each ends, call done(job index, body text or the FetchError that
-        says why not, seconds it took) in this thread, while the others go on. False (and no
-        call) when another thread's round is running."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        try:
+        says why not, seconds it took) in this thread, while the others go on."""
+        with self._lock:
             if self._closing:
                 for index in range(len(jobs)):
                     done(index, FetchError("closed"), 0.0)
             else:
-                self._round(jobs, deadline, done)
-            return True
-        finally:
-            if self._closing:
-                self._multi.close()
-            self._lock.release()
+                try:
+                    self._round(jobs, deadline, done)
+                finally:
+                    if self._closing:
+                        self._multi.close()
 
     def _round(self, jobs: Sequence[tuple[HttpClient, str]], deadline: float, done: Done) -> None:
         multi = self._multi

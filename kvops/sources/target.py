@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 
 from kvops.snapshot import TargetSample
 from kvops.sources import vllm
 from kvops.sources.exposition import ParseResult, parse
 from kvops.sources.http import FetchError, FetchOptions, HttpClient, metrics_url, normalise_target
+from kvops.termsafe import visible
 
 log = logging.getLogger(__name__)
 
 
 class TargetScraper:
-    """Scrapes one target. At most one fetch per target is in flight: a scrape that finds the
-    previous one still running (a hung target outliving its scrape) reports the target down
-    instead of starting another thread.
+    """Scrapes one target. Not re-entrant: kvops.sources.runner runs one round at a time
+    (single flight), and a round's fetches end by its deadline, so no fetch outlives it.
 
     Subclasses read other expositions by overriding `wanted` and `interpret` (kvops top reads
     a kvops exporter's page through the same path)."""
@@ -29,42 +28,28 @@ class TargetScraper:
         self.url = metrics_url(self.target)
         self.options = options or FetchOptions()
         self._client = HttpClient(self.options)
-        self._lock = threading.Lock()
         self._last_error: str | None = None
 
     @property
     def client(self) -> HttpClient:
         return self._client
 
-    def claim(self) -> bool:
-        """Take the target for one scrape; False while the previous one is still in flight.
-        A claimed target is given back by finish() (or unclaim() if it was not fetched)."""
-        return self._lock.acquire(blocking=False)
-
-    def unclaim(self) -> None:
-        self._lock.release()
-
-    def busy(self) -> TargetSample:
-        return TargetSample(self.target, up=False, error="previous scrape still in flight")
-
     def scrape(self, deadline: float) -> TargetSample:
         """Fetch, parse and read the target in this thread (ScrapeRunner fetches many targets
         at once instead, and calls finish() with each body)."""
         start = time.monotonic()
-        if not self.claim():
-            return self.busy()
         outcome: str | FetchError
         try:
             outcome = self._client.fetch_text(self.url, deadline)
         except FetchError as exc:
             outcome = exc
         except Exception as exc:  # a bug here must cost this target only
-            log.exception("fetching %s failed", self.target)
+            log.exception("fetching %s failed", visible(self.target))
             outcome = FetchError(f"internal error: {type(exc).__name__}")
         return self.finish(outcome, time.monotonic() - start)
 
     def finish(self, outcome: str | FetchError, fetch_seconds: float) -> TargetSample:
-        """The sample for one fetched body, or for why there is none. Gives the claim back."""
+        """The sample for one fetched body, or for why there is none."""
         start = time.monotonic()
         try:
             if isinstance(outcome, FetchError):
@@ -81,12 +66,11 @@ class TargetScraper:
                 if result.errors:
                     line_no, message = result.errors[0]
                     log.debug("%s: %d malformed lines skipped, first at line %d: %s",
-                              self.target, len(result.errors), line_no, message)  # fmt: skip
+                              visible(self.target), len(result.errors), line_no,
+                              visible(message))  # fmt: skip
         except Exception as exc:  # a bug here must cost this target only
-            log.exception("scraping %s failed", self.target)
+            log.exception("scraping %s failed", visible(self.target))
             sample = TargetSample(self.target, up=False, error=f"internal error: {type(exc).__name__}")
-        finally:
-            self._lock.release()
         sample.scrape_seconds = fetch_seconds + (time.monotonic() - start)
         self._log_transition(sample)
         return sample
@@ -98,9 +82,9 @@ class TargetScraper:
         # Log when a target goes down or comes back, not on every failed scrape.
         if sample.error != self._last_error:
             if sample.up:
-                log.info("target %s is up", self.target)
+                log.info("target %s is up", visible(self.target))
             else:
-                log.warning("target %s is down: %s", self.target, sample.error)
+                log.warning("target %s is down: %s", visible(self.target), visible(sample.error))
             self._last_error = sample.error
 
     def close(self) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 
-from kvops.exporter.collector import ScrapeRunner, default_hardware_sources
 from kvops.snapshot import Snapshot, TargetSample
 from kvops.sources import kvops_exposition, vllm
 from kvops.sources.exposition import ParseResult
 from kvops.sources.http import FetchError, FetchOptions
+from kvops.sources.runner import ScrapeRunner, default_hardware_sources
 from kvops.sources.target import TargetScraper
 
 log = logging.getLogger(__name__)

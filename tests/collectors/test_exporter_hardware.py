@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from collectors import nvml_stub
 from collectors.nvml_stub import StubGpu
+from kvops.exporter.command import ROUND_REUSE_SECONDS
 
 KB = 1024
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
@@ -108,6 +109,7 @@ def test_stub_gpus_through_the_exporter(nvml_libdir: Path, tmp_path: Path) -> No
         devices[0].pcie_rx_bytes = 9_000_000
         devices[1].lost = True
         nvml_stub.write_config(config, devices)
+        time.sleep(ROUND_REUSE_SECONDS + 0.1)  # a scrape sooner would share the last round
         after = scrape(url)
 
     def g(i: int) -> tuple[tuple[str, str], ...]:

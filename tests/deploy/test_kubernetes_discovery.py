@@ -9,8 +9,9 @@ import pytest
 from kube_api import KubeApi, pod
 
 from kvops.errors import UsageError
-from kvops.exporter.collector import ScrapeRunner, render
+from kvops.exporter.collector import render
 from kvops.sources.kubernetes import ApiAccess, DiscoveryError, KubernetesDiscovery, pod_target
+from kvops.sources.runner import ScrapeRunner
 from support.exporter_harness import parse_exposition
 from support.paths import VLLM_FIXTURES
 from support.upstream import Upstream, body

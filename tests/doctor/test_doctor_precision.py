@@ -307,7 +307,7 @@ def test_an_unreadable_command_in_the_log_never_loses_the_log(kvops, tmp_path) -
         "ValueError: No available memory for the cache blocks. Try increasing `gpu_memory_utilization`",
     )
     code, out, err = kvops("doctor", "--log", log, "--json")
-    data = json.loads(out)
+    json.loads(out)  # --json: only JSON on stdout
     assert code == 1 and "vllm-kv-no-memory" in findings(out) and err == ""
     # the rebuilt command is read; its bad JSON is a finding with json's own words, not a lost log
     bad_json = findings(out)["vllm-serve-flags-invalid"]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kvops.exporter.collector import ScrapeRunner, render
+from kvops.exporter.collector import render
+from kvops.sources.runner import ScrapeRunner
 from kvops.sources.target import TargetScraper
 from support.exporter_harness import parse_exposition
 from support.paths import VLLM_FIXTURES

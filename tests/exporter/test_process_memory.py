@@ -9,7 +9,7 @@ import time
 import requests
 
 from kvops.collectors.procs import ProcessTracker
-from kvops.exporter.collector import ScrapeRunner
+from kvops.sources.runner import ScrapeRunner
 from kvops.sources.target import TargetScraper
 from support.paths import VLLM_FIXTURES
 from support.prom import free_port

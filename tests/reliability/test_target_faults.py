@@ -341,7 +341,7 @@ def test_many_scrapes_of_faulty_targets_leak_no_threads_or_sockets(upstream, mak
     kvops_threads = [t for t in threading.enumerate() if t.name.startswith("kvops-scrape")]
     busy = [t for t in kvops_threads if t.is_alive()]
     assert len(busy) <= 2 * len(targets), [t.name for t in busy]
-    assert not any(t._lock.locked() for t in exp.runner.targets)  # no fetch still running
+    assert not any(t.client._busy for t in exp.runner.targets)  # no fetch still running
 
 
 def test_kvops_top_once_with_faulty_targets(upstream, capsys):

@@ -200,7 +200,7 @@ def test_token_goes_only_to_its_own_target(pki, servers, tmp_path, caplog):
     ("entry", "message"),
     [
         ("    bearer_token_file: /nonexistent/token\n", "bearer_token_file /nonexistent/token"),
-        ("    ca_file: /nonexistent/ca.pem\n", "ca_file /nonexistent/ca.pem: no such file"),
+        ("    ca_file: /nonexistent/ca.pem\n", "ca_file /nonexistent/ca.pem: No such file"),
     ],
 )
 def test_missing_token_or_ca_file_is_one_line_exit_2(tmp_path: Path, entry: str, message: str):

@@ -7,25 +7,25 @@ import time
 
 import pytest
 
-from kvops.exporter.collector import ScrapeRunner
+from kvops.snapshot import GpuSample
 from kvops.sources.http import FetchError, HttpClient
 from kvops.sources.multi import MultiFetcher
+from kvops.sources.runner import ScrapeRunner
 from kvops.sources.target import TargetScraper
 from support.upstream import Upstream, body, hang
 
 PAGE = b'vllm:num_requests_running{model_name="m",engine="0"} 3\n'
 
 
-def fetch_all(fetcher: MultiFetcher, jobs, deadline: float) -> list[tuple[object, float]] | None:
-    """The round's outcomes in job order (None: refused), checking each job ends once."""
+def fetch_all(fetcher: MultiFetcher, jobs, deadline: float) -> list[tuple[object, float]]:
+    """The round's outcomes in job order, checking each job ends once."""
     ended: dict[int, tuple[object, float]] = {}
 
     def done(index: int, outcome: object, seconds: float) -> None:
         assert index not in ended
         ended[index] = (outcome, seconds)
 
-    if not fetcher.fetch(jobs, deadline, done):
-        return None
+    fetcher.fetch(jobs, deadline, done)
     assert sorted(ended) == list(range(len(jobs)))
     return [ended[i] for i in range(len(jobs))]
 
@@ -109,19 +109,23 @@ def test_close_during_a_round_returns_at_once_and_ends_the_round(upstream: Upstr
     assert isinstance(outcome, FetchError)
 
 
-def test_a_second_round_at_the_same_time_is_refused_not_queued(upstream: Upstream):
+def test_a_second_round_at_the_same_time_waits_for_the_first(upstream: Upstream):
+    """The handle is not shared: a second caller (never the runner, which runs rounds in
+    single flight) waits for the first round, then fetches."""
     url = upstream.route("slow", slow(0.6)) + "/metrics"
     fetcher = MultiFetcher()
     first = threading.Thread(target=fetch_all, args=(fetcher, [(HttpClient(), url)], time.monotonic() + 5))
     first.start()
     time.sleep(0.2)
-    assert fetch_all(fetcher, [(HttpClient(), url)], time.monotonic() + 5) is None
+    [(outcome, _)] = fetch_all(fetcher, [(HttpClient(), url)], time.monotonic() + 5)
+    assert outcome == PAGE.decode()
     first.join()
+    assert upstream.hits["/slow/metrics"] == 2
 
 
-def test_overlapping_scrapes_of_a_runner_both_answer(upstream: Upstream):
-    """Two Prometheus servers scraping one exporter at once: the second scrape fetches in
-    threads; a target the first one is still fetching is reported in flight, not fetched twice."""
+def test_overlapping_scrapes_of_a_runner_share_the_round_in_flight(upstream: Upstream):
+    """Two Prometheus servers scraping one exporter at once: the second scrape joins the
+    first one's round and serves its result; nothing is down, nothing fetched twice."""
     slow_url = upstream.route("slow", slow(0.8))
     fast_url = upstream.route("fast", body(PAGE))
     runner = ScrapeRunner([TargetScraper(slow_url), TargetScraper(fast_url)], [], timeout=5)
@@ -132,11 +136,43 @@ def test_overlapping_scrapes_of_a_runner_both_answer(upstream: Upstream):
         time.sleep(0.3)
         second = runner.snapshot()
         thread.join()
-        by_target = {t.target: t for t in second.targets}
-        assert by_target[slow_url].error == "previous scrape still in flight"
-        assert by_target[fast_url].up
+        assert all(t.up for t in second.targets), [t.error for t in second.targets]
         assert all(t.up for t in first[0].targets)  # type: ignore[attr-defined]
+        assert upstream.hits["/slow/metrics"] == 1 and upstream.hits["/fast/metrics"] == 1
+        assert runner.rounds == 1
+    finally:
+        runner.close()
+
+
+def test_a_scrape_that_cannot_wait_for_the_round_in_flight_times_out(upstream: Upstream):
+    """A joining scrape keeps its own deadline: it says timed out, it does not start a fetch."""
+    slow_url = upstream.route("slow", slow(1.0))
+    runner = ScrapeRunner([TargetScraper(slow_url)], [], timeout=5)
+    try:
+        thread = threading.Thread(target=runner.snapshot)
+        thread.start()
+        time.sleep(0.2)
+        began = time.monotonic()
+        short = runner.snapshot(0.3)
+        assert time.monotonic() - began < 0.6
+        [target] = short.targets
+        assert not target.up and target.error == "timed out after 0.3 s"
+        thread.join()
         assert upstream.hits["/slow/metrics"] == 1
+    finally:
+        runner.close()
+
+
+def test_rounds_within_min_interval_are_served_again(upstream: Upstream):
+    """However many scrapers, upstream sees at most one round per min_interval."""
+    url = upstream.route("fast", body(PAGE))
+    runner = ScrapeRunner([TargetScraper(url)], [], timeout=5, min_interval=0.5)
+    try:
+        began = time.monotonic()
+        while time.monotonic() - began < 1.2:
+            assert runner.snapshot().targets[0].up
+        assert upstream.hits["/fast/metrics"] <= 3  # rounds at 0, 0.5 and 1.0 s
+        assert runner.rounds == upstream.hits["/fast/metrics"]
     finally:
         runner.close()
 
@@ -148,9 +184,46 @@ def test_international_and_spaced_urls_are_fetched_as_ascii(upstream: Upstream):
     assert client.fetch_text(f"{upstream.base}/café bar/metrics", time.monotonic() + 5) == PAGE.decode()
     results = fetch_all(MultiFetcher(), [(HttpClient(), "http://xn--bcher-kva.invalid/m"), (HttpClient(), "http://bücher.invalid/m")],
                         time.monotonic() + 5)  # fmt: skip
-    assert results is not None
     for outcome, _ in results:
         assert isinstance(outcome, FetchError) and "xn--bcher-kva.invalid" in str(outcome)
     with pytest.raises(FetchError, match="not a valid international domain name"):
         client.fetch_text("http://" + "a" * 70 + "é.com/m", time.monotonic() + 5)
     assert client.fetch_text(f"{upstream.base}/café bar/metrics", time.monotonic() + 5) == PAGE.decode()
+
+
+class HungCollector:
+    """A hardware source whose driver call blocks until released (a hung NVML call)."""
+
+    name = "hung"
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.calls = 0
+
+    def collect(self) -> list[GpuSample]:
+        self.calls += 1
+        self.release.wait(10)
+        return []
+
+    def close(self) -> None:
+        self.release.set()
+
+
+def test_a_hung_hardware_call_is_joined_by_later_rounds_not_called_again(upstream: Upstream):
+    url = upstream.route("fast", body(PAGE))
+    hung = HungCollector()
+    runner = ScrapeRunner([TargetScraper(url)], [hung], timeout=0.3)
+    try:
+        for _ in range(4):
+            snap = runner.snapshot()
+            assert snap.targets[0].up  # the target is not held back by the hung source
+            [status] = [c for c in snap.collectors if c.name == "hung"]
+            assert not status.success and status.error == "timed out after 0.3 s"
+        assert hung.calls == 1 and runner.rounds == 4
+        hung.release.set()
+        time.sleep(0.1)
+        snap = runner.snapshot()
+        [status] = [c for c in snap.collectors if c.name == "hung"]
+        assert status.success and hung.calls == 2  # the hung call ended: the next round calls again
+    finally:
+        runner.close()

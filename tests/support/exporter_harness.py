@@ -5,10 +5,11 @@ from __future__ import annotations
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvops.exporter.collector import ScrapeRunner, render
+from kvops.exporter.collector import render
 from kvops.exporter.server import ExporterServer
 from kvops.exporter.webconfig import WebConfig
 from kvops.sources.http import FetchOptions
+from kvops.sources.runner import ScrapeRunner
 from kvops.sources.target import TargetScraper
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
