@@ -246,7 +246,9 @@ class KubernetesDiscovery:
             if client is not None:
                 client.close()
             ca = str(self.access.ca_file) if self.access.ca_file else None
-            options = FetchOptions(_MAX_LIST_BYTES, token, ca, accept="application/json")
+            options = FetchOptions(
+                max_body_bytes=_MAX_LIST_BYTES, bearer_token=token, ca_file=ca, accept="application/json"
+            )
             client = self._client = HttpClient(options)
         return client
 
