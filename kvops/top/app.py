@@ -24,6 +24,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Sparkline, Static
 
 from kvops.snapshot import Snapshot
+from kvops.termsafe import visible
 from kvops.top import units
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.table import TargetTable
@@ -49,6 +50,19 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 )
 NUMERIC_COLUMNS = frozenset(
     ("kv", "local", "external", "store", "load", "ratio", "running", "waiting", "preempt")
+)
+# Left out first when the terminal is narrow (the detail view and the charts still have
+# them); target, model, KV % and the two hit rates always stay.
+DROP_ORDER = (
+    "load_trend",
+    "store_trend",
+    "engine",
+    "ratio",
+    "running",
+    "preempt",
+    "waiting",
+    "load",
+    "store",
 )
 
 
@@ -171,11 +185,13 @@ class DetailScreen(Screen[None]):
         table = Table.grid(padding=(0, 2))
         table.add_column(style="dim")
         table.add_column()
-        table.add_row("target", Text(row.target))  # Text: a "[" in a name is not markup
-        table.add_row("model", Text(row.model or units.UNKNOWN))
-        table.add_row("engine", Text(row.engine or units.UNKNOWN))
+        # Text, never markup: a "[" in a name is shown; visible(): escapes are shown, not run.
+        table.add_row("target", Text(visible(row.target)))
+        table.add_row("model", Text(visible(row.model or units.UNKNOWN)))
+        table.add_row("engine", Text(visible(row.engine or units.UNKNOWN)))
         table.add_row(
-            "state", Text("up", style="green") if row.up else Text(f"down: {row.error}", "bold red")
+            "state",
+            Text("up", style="green") if row.up else Text(f"down: {visible(row.error)}", "bold red"),
         )
         for label, name, fmt in _DETAIL_FIELDS:
             table.add_row(label, fmt(row.get(name)))
@@ -184,21 +200,25 @@ class DetailScreen(Screen[None]):
         self.query_one("#detail-load", Sparkline).data = [v or 0.0 for v in row.load_history]
 
 
+MODEL_WIDTH = 28  # a longer model name is cut with "…"; the detail view has it whole
+
+
 def _short_model(model: str) -> str:
     # "meta-llama/Llama-3.1-8B-Instruct" -> the part people say; the detail view has it all.
-    return model.rsplit("/", 1)[-1]
+    short = visible(model.rsplit("/", 1)[-1])
+    return short if len(short) <= MODEL_WIDTH else short[: MODEL_WIDTH - 1] + "…"
 
 
 def _short_target(target: str) -> str:
     # http:// is the usual case; https:// stays visible.
-    return target.removeprefix("http://")
+    return visible(target.removeprefix("http://"))
 
 
 def _row_cells(row: Row) -> list[Text]:
     if not row.up:
         down = Text("down", style="bold red")
         return [Text(_short_target(row.target), style="red"), Text(_short_model(row.model)),
-                Text(row.engine), down, *[Text(units.UNKNOWN) for _ in range(8)],
+                Text(visible(row.engine)), down, *[Text(units.UNKNOWN) for _ in range(8)],
                 Text(units.sparkline(list(row.store_history), SPARK_WIDTH)),
                 Text(units.sparkline(list(row.load_history), SPARK_WIDTH))]  # fmt: skip
     kv = row.get("kv_cache_usage")
@@ -210,7 +230,7 @@ def _row_cells(row: Row) -> list[Text]:
     return [
         Text(_short_target(row.target)),
         Text(_short_model(row.model)) if row.model else Text("no vLLM engine", style="dim"),
-        Text(row.engine),
+        Text(visible(row.engine)),
         Text(num(kv, 0.01, 1), style=units.usage_style(kv)),
         Text(num(local, 0.01, 1), style=units.hit_rate_style(local)),
         Text(num(external, 0.01, 1), style=units.hit_rate_style(external)),
@@ -225,12 +245,13 @@ def _row_cells(row: Row) -> list[Text]:
     ]
 
 
-def gpu_table(board: Board) -> Table | Text:
+def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
     gpus = (board.doc or {}).get("gpus") or []
     if not gpus:
         return Text("GPUs: none reported by this source", style="dim")
     table = Table(box=None, padding=(0, 1), header_style="bold", expand=False)
-    for name in ("GPU", "Name", "Memory GiB", "PCIe TX GB/s", "PCIe RX GB/s", "Link max GB/s"):
+    first = "GPU (simulated)" if simulated else "GPU"
+    for name in (first, "Name", "Memory GiB", "PCIe TX GB/s", "PCIe RX GB/s", "Link max GB/s"):
         table.add_column(name)
     for g in gpus:
         used, total = g.get("memory_used_bytes"), g.get("memory_total_bytes")
@@ -243,8 +264,8 @@ def gpu_table(board: Board) -> Table | Text:
             return Text(f"{rate / units.GB:.2f}{share}", style=units.link_style(fraction))
 
         table.add_row(
-            Text(str(g.get("gpu"))),
-            Text(g.get("name") or units.UNKNOWN),
+            Text(visible(g.get("gpu"))),
+            Text(visible(g.get("name") or units.UNKNOWN)),
             f"{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}",
             direction(g.get("pcie_transmit_bytes_per_second"), g.get("pcie_transmit_link_fraction")),
             direction(g.get("pcie_receive_bytes_per_second"), g.get("pcie_receive_link_fraction")),
@@ -253,7 +274,9 @@ def gpu_table(board: Board) -> Table | Text:
     return table
 
 
-def host_line(board: Board) -> Text:
+def host_line(board: Board, simulated: bool = False) -> Text:
+    """The host's RAM and /dev/shm against the offload tier. `simulated`: the demo's host,
+    said so, since comparing a simulated tier with this machine's RAM would be a false alarm."""
     host = (board.doc or {}).get("host") or {}
     tier = board.offload_tier_bytes()
     if not host:
@@ -261,7 +284,7 @@ def host_line(board: Board) -> Text:
         return Text(f"Host: not reported by this source{tier_text}", style="dim")
     available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
     shm_free = host.get("shm_free_bytes")
-    line = Text("Host: RAM available ")
+    line = Text("Host (simulated): RAM available " if simulated else "Host: RAM available ")
 
     def short(value: float | None) -> bool:
         return tier is not None and value is not None and value < tier
@@ -277,6 +300,9 @@ class TopApp(App[int]):
     TITLE = "kvops top"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
+        # Every top-like tool quits on Ctrl-C; Textual's default only says "press ctrl+q".
+        # priority: also while the filter box (an Input) has the focus.
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("s", "sort", "sort"),
@@ -304,7 +330,7 @@ class TopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
-        yield TargetTable(COLUMNS, right=NUMERIC_COLUMNS, id="targets")
+        yield TargetTable(COLUMNS, right=NUMERIC_COLUMNS, drop_order=DROP_ORDER, id="targets")
         with Vertical(id="panels"):
             yield Static(id="gpus")
             yield Static(id="host")
@@ -354,12 +380,13 @@ class TopApp(App[int]):
     def _render_all(self) -> None:
         self._render_status()
         self._render_table()
+        simulated = bool(getattr(self.source, "simulated_hardware", False))
         gpus = (self.board.doc or {}).get("gpus") or []
-        self._update("#gpus", repr(gpus), lambda: gpu_table(self.board))
-        host = host_line(self.board)
+        self._update("#gpus", repr(gpus), lambda: gpu_table(self.board, simulated))
+        host = host_line(self.board, simulated)
         self._update("#host", repr(host), lambda: host)
         failing = [c for c in self.board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
-        note = " · ".join(f"{c.name}: {c.error}" for c in failing)
+        note = visible(" · ".join(f"{c.name}: {c.error}" for c in failing))
         self._update("#collectors", note, lambda: Text(note, style="dim"))
         if isinstance(self.screen, DetailScreen):
             self.screen.refresh_figures()
@@ -375,14 +402,14 @@ class TopApp(App[int]):
         rows = self.board.rows.values()
         down = sum(1 for r in rows if not r.up)
         parts: list[tuple[str, str]] = [
-            (self.source.description, ""),
+            (visible(self.source.description), ""),
             (f"{len(self.board.rows)} engine(s)", ""),
         ]
         if down:
             parts.append((f"{down} down", "bold red"))
         parts.append((f"sort: {SORTS[self.sort_index][0]}", ""))
         if self.text_filter:
-            parts.append((f"filter: {self.text_filter!r}", ""))
+            parts.append((f"filter: {visible(self.text_filter)!r}", ""))
         if self.paused:
             parts.append(("PAUSED", "bold yellow"))
         if self.ended:
@@ -392,16 +419,13 @@ class TopApp(App[int]):
         elif self.board.frames == 1:
             parts.append(("rates from the next frame on", ""))
         if self.scrape_error:  # second, where a one-line status cannot cut it off
-            parts.insert(1, (f"scrape error: {self.scrape_error}", "bold red"))
+            parts.insert(1, (f"scrape error: {visible(self.scrape_error)}", "bold red"))
         status = Text(" · ").join(Text(text, style=style) for text, style in parts)
         self._update("#status", repr(status), lambda: status)
 
     def _render_table(self) -> None:
         rows = self.board.visible(self.text_filter, self.sort_index)
         self.query_one("#targets", TargetTable).set_rows([(row.key, _row_cells(row)) for row in rows])
-
-    def selected_key(self) -> RowKey | None:
-        return self.query_one("#targets", TargetTable).cursor_key
 
     # --- actions ----------------------------------------------------------------------------
     def action_help(self) -> None:

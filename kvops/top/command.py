@@ -106,7 +106,7 @@ def print_once(source: Any, interval: float, as_json: bool) -> int:
     board = Board()
     board.update(first)
     board.update(second)
-    sys.stdout.write(render(board) + "\n")
+    sys.stdout.write(render(board, bool(getattr(source, "simulated_hardware", False))) + "\n")
     return 0
 
 
@@ -160,5 +160,8 @@ def run_app(source: Any, interval: float) -> int:
     from kvops.top.app import TopApp
 
     app = TopApp(source, interval)
-    app.run()
+    try:
+        app.run()
+    except KeyboardInterrupt:  # a SIGINT from outside (kill -INT): quitting is what was asked
+        return 0
     return app.return_code or 0

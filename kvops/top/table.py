@@ -1,5 +1,9 @@
 """The target table: one line per engine, a row cursor, a fixed two-line header.
 
+When the terminal is narrower than the table, whole columns are left out, least important
+first (as htop and k9s do), so every header shown is whole; only when even the columns that
+are never dropped do not fit does the table pan sideways.
+
 Textual's DataTable re-renders every cell through Rich on any update (its cell cache is
 keyed on an update counter), which at one update a second for 16 targets cost more CPU
 than the scraping. Here each row is one Text, rendered to one Strip once per frame, and
@@ -57,11 +61,16 @@ class TargetTable(Widget, can_focus=True):
         columns: Sequence[tuple[str, str]],
         *,
         right: frozenset[str] = frozenset(),
+        drop_order: Sequence[str] = (),
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self.columns = list(columns)  # (key, label; "\n" splits the label over the two lines)
         self.right = [key in right for key, _ in self.columns]  # numbers line up on the right
+        keys = [key for key, _ in self.columns]
+        # Column indexes in the order they are left out when the width is short.
+        self.drop_order = [keys.index(key) for key in drop_order]
+        self.shown_columns: list[int] = list(range(len(self.columns)))
         self.rows: list[tuple[RowKey, list[Text]]] = []
         self.cursor = 0
         self._top = 0  # first row shown
@@ -99,24 +108,41 @@ class TargetTable(Widget, can_focus=True):
         for _, cells in self.rows:
             for i, cell in enumerate(cells):
                 widths[i] = max(widths[i], cell.cell_len)
-        self._width = sum(widths) + GAP * len(widths)
+        shown = self._fit(widths)
+        self.shown_columns = shown
+        self._width = sum(widths[i] + GAP for i in shown)
         header_style = self._style("header")
         self._header = []
         for line in range(2):
             text = Text(style=header_style)
-            for parts, width, right in zip(labels, widths, self.right, strict=True):
+            for i in shown:
+                parts, width, right = labels[i], widths[i], self.right[i]
                 part = parts[line] if line < len(parts) else ""
                 text.append(" " + (part.rjust(width) if right else part.ljust(width)) + " " * (GAP - 1))
             self._header.append(self._strip(text))
         self._strips = []
         for _, cells in self.rows:
             text = Text()
-            for cell, width, right in zip(cells, widths, self.right, strict=True):
+            for i in shown:
+                cell, width, right = cells[i], widths[i], self.right[i]
                 pad = " " * (width - cell.cell_len)
                 text.append(" " + pad if right else " ")
                 text.append_text(cell)
                 text.append(("" if right else pad) + " " * (GAP - 1))
             self._strips.append(self._strip(text))
+
+    def _fit(self, widths: list[int]) -> list[int]:
+        """The columns shown: all of them, less the least important ones until the rest fit
+        the widget's width (all while the widget has no size yet)."""
+        room = self.size.width
+        dropped: set[int] = set()
+        total = sum(widths) + GAP * len(widths)
+        for index in self.drop_order:
+            if room <= 0 or total <= room:
+                break
+            dropped.add(index)
+            total -= widths[index] + GAP
+        return [i for i in range(len(widths)) if i not in dropped]
 
     def _strip(self, text: Text) -> Strip:
         segments = [s for s in text.render(self.app.console) if s.text != "\n"]
@@ -177,6 +203,7 @@ class TargetTable(Widget, can_focus=True):
         self._top = max(0, min(self._top, max(0, len(self.rows) - shown)))
 
     def on_resize(self, event: events.Resize) -> None:
+        self._build()  # another width may show more or fewer columns
         self._scroll_to_cursor()
         self.action_pan(0)  # wider now: show from the left again as far as it fits
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from kvops.termsafe import visible
 from kvops.top import units
 from kvops.top.board import Board
 
@@ -9,17 +10,19 @@ _HEADER = ("TARGET", "MODEL", "ENG", "KV", "LOCAL HIT", "EXT HIT", "STORE", "LOA
            "RUN", "WAIT", "PREEMPT")  # fmt: skip
 
 
-def render(board: Board) -> str:
+def render(board: Board, simulated: bool = False) -> str:
+    """The frame as text; `simulated`: the GPU and host come from the demo's simulator."""
     rows: list[tuple[str, ...]] = [_HEADER]
     for row in board.visible():
         if not row.up:
-            rows.append((row.target, row.model or units.UNKNOWN, row.engine or units.UNKNOWN,
-                         f"DOWN: {row.error}", *([""] * 8)))  # fmt: skip
+            rows.append((visible(row.target), visible(row.model or units.UNKNOWN),
+                         visible(row.engine or units.UNKNOWN), f"DOWN: {visible(row.error)}",
+                         *([""] * 8)))  # fmt: skip
             continue
         rows.append((
-            row.target,
-            row.model or "(no vLLM engine)",
-            row.engine,
+            visible(row.target),
+            visible(row.model or "(no vLLM engine)"),
+            visible(row.engine),
             units.pct(row.get("kv_cache_usage")),
             units.pct(row.get("local_hit_rate")),
             units.pct(row.get("external_hit_rate")),
@@ -35,7 +38,7 @@ def render(board: Board) -> str:
     for g in doc.get("gpus") or []:
         tx, rx = g.get("pcie_transmit_bytes_per_second"), g.get("pcie_receive_bytes_per_second")
         lines.append(
-            f"GPU {g.get('gpu')} {g.get('name') or ''}: memory {units.gib(g.get('memory_used_bytes'))}"
+            f"{'Simulated GPU' if simulated else 'GPU'} {visible(g.get('gpu'))} {visible(g.get('name') or '')}: memory {units.gib(g.get('memory_used_bytes'))}"
             f" of {units.gib(g.get('memory_total_bytes'))}, PCIe TX {units.gbps(tx)} RX {units.gbps(rx)}"
             f" (link max {units.gbps(g.get('pcie_link_max_bytes_per_second'))} per direction)"
         )
@@ -43,13 +46,13 @@ def render(board: Board) -> str:
     if host:
         available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
         lines.append(
-            f"Host: RAM available {units.gib(available)} of {units.gib(total)},"
+            f"{'Simulated host' if simulated else 'Host'}: RAM available {units.gib(available)} of {units.gib(total)},"
             f" /dev/shm free {units.gib(host.get('shm_free_bytes'))},"
             f" offload tier {units.gib(board.offload_tier_bytes())}"
         )
     failing = [c for c in board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
     for c in failing:
-        lines.append(f"Collector {c.name} failed: {c.error}")
+        lines.append(f"Collector {visible(c.name)} failed: {visible(c.error)}")
     seconds = doc.get("interval_seconds")
     lines.append(f"Interval: {seconds:g} s" if seconds else "Interval: unknown")
     return "\n".join(lines)
