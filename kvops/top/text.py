@@ -37,8 +37,10 @@ def render(board: Board, simulated: bool = False) -> str:
     doc = board.doc or {}
     for g in doc.get("gpus") or []:
         tx, rx = g.get("pcie_transmit_bytes_per_second"), g.get("pcie_receive_bytes_per_second")
+        label = "Simulated GPU" if simulated else "GPU"
         lines.append(
-            f"{'Simulated GPU' if simulated else 'GPU'} {visible(g.get('gpu'))} {visible(g.get('name') or '')}: memory {units.gib(g.get('memory_used_bytes'))}"
+            f"{label} {visible(g.get('gpu'))} {visible(g.get('name') or '')}:"
+            f" memory {units.gib(g.get('memory_used_bytes'))}"
             f" of {units.gib(g.get('memory_total_bytes'))}, PCIe TX {units.gbps(tx)} RX {units.gbps(rx)}"
             f" (link max {units.gbps(g.get('pcie_link_max_bytes_per_second'))} per direction)"
         )
@@ -46,7 +48,8 @@ def render(board: Board, simulated: bool = False) -> str:
     if host:
         available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
         lines.append(
-            f"{'Simulated host' if simulated else 'Host'}: RAM available {units.gib(available)} of {units.gib(total)},"
+            f"{'Simulated host' if simulated else 'Host'}: RAM available {units.gib(available)}"
+            f" of {units.gib(total)},"
             f" /dev/shm free {units.gib(host.get('shm_free_bytes'))},"
             f" offload tier {units.gib(board.offload_tier_bytes())}"
         )

@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from support.paths import ROOT
-
 from kvops.top.app import COLUMNS
+from support.paths import ROOT
 
 from .helpers import T1, T2
 
