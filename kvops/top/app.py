@@ -425,7 +425,7 @@ class TopApp(App[int]):
 
     def _render_table(self) -> None:
         rows = self.board.visible(self.text_filter, self.sort_index)
-        self.query_one("#targets", TargetTable).set_rows([(row.key, _row_cells(row)) for row in rows])
+        self.query_one("#targets", TargetTable).set_rows([row.key for row in rows], lambda i: _row_cells(rows[i]))
 
     # --- actions ----------------------------------------------------------------------------
     def action_help(self) -> None:

@@ -22,7 +22,7 @@ def cells(app: TopApp) -> dict[str, dict[str, Text]]:
     """Visible rows: "target model engine" -> {column key: cell}."""
     table = app.query_one("#targets", TargetTable)
     columns = [key for key, _ in COLUMNS]
-    return {" ".join(key): dict(zip(columns, row, strict=True)) for key, row in table.rows}
+    return {" ".join(key): dict(zip(columns, row, strict=True)) for key, row in table.shown_cells()}
 
 
 def plain(cell: Text | str) -> str:
