@@ -19,6 +19,9 @@ DEMO_WORKLOAD = "rag"
 # The rag preset at full rate queues without end on a 2048-block cache (30 waiting at 15 s,
 # 250 at 180 s); at 0.4 it stays at most 4 waiting over 900 simulated seconds.
 DEMO_RATE = 0.4
+# Simulated seconds the engine runs before the first frame (the simulator's catch-up limit),
+# so the demo opens in its steady state instead of on an empty server.
+WARMUP_SECONDS = 60.0
 
 GIB = float(1 << 30)
 # The simulated machine: a 24 GiB GPU holding Llama-3.1-8B's weights (~15 GiB) and the 4 GiB
@@ -108,6 +111,7 @@ def run(args: argparse.Namespace) -> int:
         rate=DEMO_RATE,
         num_gpu_blocks=DEMO_GPU_BLOCKS,
     )
+    sim.sim.started -= WARMUP_SECONDS  # the first scrape catches the engine up to that
     try:
         if not args.once:
             top.require_terminal()

@@ -74,6 +74,7 @@ class FetchOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     bearer_token: str | None = None
     ca_file: str | None = None  # verify TLS against this CA bundle (else the system's)
+    extra_headers: tuple[str, ...] = ()  # "Name: value" lines (Basic auth, X-Scope-OrgID)
 
 
 def _same_origin(a: str, b: str) -> bool:
@@ -139,6 +140,7 @@ class HttpClient:
         headers = ["Accept: text/plain;version=0.0.4", "Accept-Encoding: identity", "User-Agent: kvops"]
         if self.options.bearer_token:
             headers.append(f"Authorization: Bearer {self.options.bearer_token}")
+        headers.extend(self.options.extra_headers)
         curl.setopt(pycurl.HTTPHEADER, headers)
 
     @property

@@ -27,6 +27,7 @@ from kvops.snapshot import Snapshot
 from kvops.termsafe import visible
 from kvops.top import units
 from kvops.top.board import SORTS, Board, Row, RowKey
+from kvops.top.command import View
 from kvops.top.table import TargetTable
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,10 @@ class Source(Protocol):
     description: str
     live: bool
 
-    def next(self) -> Snapshot | None:
-        """Blocking: the next Snapshot, or None when there is nothing new (Prometheus has
-        not scraped since, or a replay ended: then its `finished` is True)."""
+    def next(self) -> Snapshot | tuple[Snapshot, Snapshot] | None:
+        """Blocking: the next Snapshot, or (before, after) where the source computes the
+        interval itself (Prometheus), or None when there is nothing new (the store has no
+        newer sample, or a replay ended: then its `finished` is True)."""
         ...
 
     def close(self) -> None: ...
@@ -315,14 +317,17 @@ class TopApp(App[int]):
     #filter.shown { display: block; }
     """
 
-    def __init__(self, source: Source, interval: float = 1.0) -> None:
+    def __init__(self, source: Source, interval: float = 1.0, view: View | None = None) -> None:
         super().__init__()
+        view = view or View()
         self.source = source
         self.interval = interval
         self.board = Board()
         self.paused = False
-        self.sort_index = 0
-        self.text_filter = ""
+        self.sort_index = view.sort
+        self.text_filter = view.text_filter
+        self.top = view.top
+        self.window = view.window
         self.ended = False  # a replay played its last frame
         self._scraping = False
         self.scrape_error: str | None = None
@@ -356,7 +361,7 @@ class TopApp(App[int]):
 
     def _fetch(self) -> None:
         error: str | None = None
-        snap: Snapshot | None = None
+        snap: Snapshot | tuple[Snapshot, Snapshot] | None = None
         try:
             snap = self.source.next()
         except Exception as exc:  # a source bug must not take the screen down
@@ -367,10 +372,12 @@ class TopApp(App[int]):
         with contextlib.suppress(RuntimeError):  # the app closed in between
             self.call_from_thread(self._apply, snap, error)
 
-    def _apply(self, snap: Snapshot | None, error: str | None) -> None:
+    def _apply(self, snap: Snapshot | tuple[Snapshot, Snapshot] | None, error: str | None) -> None:
         self._scraping = False
         self.scrape_error = error
-        if snap is not None:
+        if isinstance(snap, tuple):
+            self.board.update(snap[1], before=snap[0])
+        elif snap is not None:
             self.board.update(snap)
         elif error is None and getattr(self.source, "finished", False):
             self.ended = True
@@ -416,7 +423,7 @@ class TopApp(App[int]):
             parts.append(("replay finished, holding the last frame (q quits)", ""))
         elif self.board.frames == 0:
             parts.append(("waiting for the first scrape…", ""))
-        elif self.board.frames == 1:
+        elif self.board.frames == 1 and not self.board.has_interval:
             parts.append(("rates from the next frame on", ""))
         if self.scrape_error:  # second, where a one-line status cannot cut it off
             parts.insert(1, (f"scrape error: {visible(self.scrape_error)}", "bold red"))
@@ -425,7 +432,9 @@ class TopApp(App[int]):
 
     def _render_table(self) -> None:
         rows = self.board.visible(self.text_filter, self.sort_index)
-        self.query_one("#targets", TargetTable).set_rows([row.key for row in rows], lambda i: _row_cells(rows[i]))
+        self.query_one("#targets", TargetTable).set_rows(
+            [row.key for row in rows], lambda i: _row_cells(rows[i])
+        )
 
     # --- actions ----------------------------------------------------------------------------
     def action_help(self) -> None:

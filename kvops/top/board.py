@@ -54,7 +54,12 @@ class Row:
 
     def get(self, name: str) -> Any:
         """A figure, or None while the row is down (stale numbers must not look live)."""
-        return self.figures.get(name) if self.up else None
+        if not self.up:
+            return None
+        if name == "requests":  # the load on the engine: what it runs and what queues
+            running, waiting = self.figures.get("requests_running"), self.figures.get("requests_waiting")
+            return None if running is None and waiting is None else (running or 0) + (waiting or 0)
+        return self.figures.get(name)
 
 
 # name shown, figure sorted on, worst first when True (low hit rates first)
@@ -65,11 +70,14 @@ SORTS: tuple[tuple[str, str | None, bool], ...] = (
     ("store GB/s", "store_bandwidth_bytes_per_second", False),
     ("load GB/s", "load_bandwidth_bytes_per_second", False),
     ("KV usage", "kv_cache_usage", False),
+    ("requests", "requests", False),  # running + waiting: the highest load first
+    ("preemptions", "preemptions", False),
 )
 
 
 class Board:
-    def __init__(self) -> None:
+    def __init__(self, max_rows: int | None = MAX_ROWS) -> None:
+        self.max_rows = max_rows  # None: never cut (--once)
         self.prev: Snapshot | None = None
         self.doc: dict[str, Any] | None = None  # the last rates.interval() document
         self.rows: dict[RowKey, Row] = {}
@@ -77,21 +85,30 @@ class Board:
         self._seconds: float | None = None
         self.frames = 0
         self.collectors: list[CollectorStatus] = []
+        self.has_interval = False  # the last frame had rates
         self.rows_cut = 0  # engines the last sample had beyond MAX_ROWS, not shown
         self.fleet = Trend()  # every engine up, summed: the charts when no target is picked
         self.fleet_link_max: float | None = None  # summed PCIe link maximum of the GPUs shown
 
-    def update(self, snap: Snapshot) -> None:
+    def update(self, snap: Snapshot, before: Snapshot | None = None) -> None:
+        """The next frame: `snap` against the previous one, or against `before` where the
+        source hands over both ends of an interval (the Prometheus fleet view)."""
         snap = self._capped(snap)
-        # The first frame has no interval: an empty "before" leaves every rate None while
-        # the current state (KV usage, running, waiting) shows at once.
-        doc = interval(self.prev if self.prev is not None else Snapshot(time=snap.time), snap)
-        self.prev = snap
+        if before is not None:
+            start = self._capped(before) if before.targets else before
+            self.has_interval = bool(before.targets)
+        else:
+            # The first frame has no interval: an empty "before" leaves every rate None while
+            # the current state (KV usage, running, waiting) shows at once.
+            start = self.prev if self.prev is not None else Snapshot(time=snap.time)
+            self.has_interval = self.prev is not None
+        doc = interval(start, snap)
+        self.prev = snap if before is None else None
         self.doc = doc
         self.frames += 1
         self.collectors = list(snap.collectors)
         self._end = snap.time
-        self._seconds = doc.get("interval_seconds") if self.frames > 1 else None
+        self._seconds = doc.get("interval_seconds") if self.has_interval else None
         fleet: dict[str, float | None] = {}
         seen: set[RowKey] = set()
         for entry in doc["targets"]:
@@ -114,12 +131,14 @@ class Board:
 
     def _capped(self, snap: Snapshot) -> Snapshot:
         """`snap` with at most MAX_ROWS engines (targets in order, each whole or cut)."""
+        if self.max_rows is None:
+            return snap
         total = sum(max(1, len(t.engines)) for t in snap.targets)
-        self.rows_cut = max(0, total - MAX_ROWS)
+        self.rows_cut = max(0, total - self.max_rows)
         if not self.rows_cut:
             return snap
         kept: list[TargetSample] = []
-        room = MAX_ROWS
+        room = self.max_rows
         for target in snap.targets:
             if room <= 0:
                 break
@@ -129,6 +148,7 @@ class Board:
             room -= max(1, len(target.engines))
         return Snapshot(time=snap.time, targets=kept, gpus=snap.gpus, host=snap.host,
                         processes=snap.processes, collectors=snap.collectors)  # fmt: skip
+
     @staticmethod
     def _forgotten(row: Row) -> bool:
         return row.down_frames >= HISTORY_POINTS

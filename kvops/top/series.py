@@ -81,7 +81,7 @@ def add(total: dict[str, float | None], part: dict[str, float | None]) -> None:
 class Trend:
     """One engine's (or the fleet's) per-frame deltas and the time each frame ended."""
 
-    __slots__ = ("ends", "seconds", "deltas")
+    __slots__ = ("deltas", "ends", "seconds")
 
     def __init__(self, size: int = HISTORY_POINTS) -> None:
         self.ends = Ring(size)  # the frame's end, seconds on the source's clock
@@ -97,7 +97,9 @@ class Trend:
     def __len__(self) -> int:
         return len(self.ends)
 
-    def smoothed(self, numerator: str, denominator: str | None, window: float) -> list[tuple[float, float | None]]:
+    def smoothed(
+        self, numerator: str, denominator: str | None, window: float
+    ) -> list[tuple[float, float | None]]:
         """(frame end, sum of `numerator` / sum of `denominator` over the frames that ended
         within `window` seconds up to it) per frame; `denominator` None means per second of
         interval. None where the denominator summed to zero or nothing was known."""
