@@ -25,6 +25,7 @@ not a Prometheus query result is an error with one line (`--once`: exit 2).
 from __future__ import annotations
 
 import base64
+import itertools
 import json
 import math
 import re
@@ -258,10 +259,9 @@ class PrometheusSource:
         labels = one[0].get("metric") or {}
         matchers = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(labels.items()) if k != "__name__")
         rows = self.query(f"{flavour.stamp}{{{matchers}}}[{STEP_LOOKBACK}]", deadline, stamp)
-        times = (
-            sorted(float(v[0]) for v in (rows[0].get("values") or []) if isinstance(v, list)) if rows else []
-        )
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False) if b > a]
+        values = (rows[0].get("values") or []) if rows else []
+        times = sorted(float(v[0]) for v in values if isinstance(v, list) and v)
+        gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
         step = statistics.median(gaps) if gaps else None
         self._step[flavour.name] = step
         return step

@@ -41,27 +41,49 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--once", action="store_true", help="print one frame from two samples and exit")
     parser.add_argument("--json", action="store_true", help="with --once: the frame as JSON on stdout")
     view = parser.add_argument_group("what to show")
-    view.add_argument("--sort", choices=SORT_KEYS, default="target",
-                      help="row order; hit rates worst first, the rest highest first (default target)")  # fmt: skip
+    view.add_argument(
+        "--sort",
+        choices=SORT_KEYS,
+        default="target",
+        help="row order; hit rates worst first, the rest highest first (default target)",
+    )
     view.add_argument(
         "--filter", default="", metavar="TEXT", help="only engines whose URL or model contains TEXT"
     )
-    view.add_argument("--top", type=int, metavar="N",
-                      help="show at most N engines and count the rest (never cuts --json)")  # fmt: skip
-    view.add_argument("--group-by", choices=("model", "instance", "kind"),
-                      help="fleet aggregates per model, per instance (host:port) or per engine kind")  # fmt: skip
-    view.add_argument("--window", choices=tuple(WINDOWS), default="10s",
-                      help="charts' smoothing window (default 10s; `w` cycles it)")  # fmt: skip
+    view.add_argument(
+        "--top", type=int, metavar="N", help="show at most N engines and count the rest (never cuts --json)"
+    )
+    view.add_argument(
+        "--group-by",
+        choices=("model", "instance", "kind"),
+        help="fleet aggregates per model, per instance (host:port) or per engine kind",
+    )
+    view.add_argument(
+        "--window",
+        choices=tuple(WINDOWS),
+        default="10s",
+        help="charts' smoothing window (default 10s; `w` cycles it)",
+    )
     auth = parser.add_argument_group("--prometheus access")
-    auth.add_argument("--prometheus-bearer-token-file", metavar="FILE",
-                      help="send the token in this file as Authorization: Bearer")  # fmt: skip
-    auth.add_argument("--prometheus-basic-auth", metavar="USER:PASSWORD_FILE",
-                      help="HTTP basic auth; the password is read from PASSWORD_FILE")  # fmt: skip
+    auth.add_argument(
+        "--prometheus-bearer-token-file",
+        metavar="FILE",
+        help="send the token in this file as Authorization: Bearer",
+    )
+    auth.add_argument(
+        "--prometheus-basic-auth",
+        metavar="USER:PASSWORD_FILE",
+        help="HTTP basic auth; the password is read from PASSWORD_FILE",
+    )
     auth.add_argument(
         "--prometheus-ca-file", metavar="FILE", help="verify the store's TLS certificate against this CA"
     )
-    auth.add_argument("--prometheus-header", action="append", metavar="'NAME: VALUE'",
-                      help="an extra request header, e.g. 'X-Scope-OrgID: tenant1' for Mimir (repeatable)")  # fmt: skip
+    auth.add_argument(
+        "--prometheus-header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="an extra request header, e.g. 'X-Scope-OrgID: tenant1' for Mimir (repeatable)",
+    )
 
 
 def view_of(args: argparse.Namespace) -> View:

@@ -83,9 +83,13 @@ def _groups(doc: dict, by: str) -> list[str]:
         rows.append((
             visible(g["group"] or units.UNKNOWN), str(g["engines"]), str(g["engines_down"]),
             units.pct(g["local_hit_rate"]), units.pct(g["external_hit_rate"]),
-            units.gbps(g["store_bandwidth_bytes_per_second"]), units.gbps(g["load_bandwidth_bytes_per_second"]),
-            units.gbps(g["store_offered_bytes_per_second"]), units.gbps(g["load_offered_bytes_per_second"]),
-            units.count(g["requests_running"]), units.count(g["requests_waiting"]), units.count(g["preemptions"]),
+            units.gbps(g["store_bandwidth_bytes_per_second"]),
+            units.gbps(g["load_bandwidth_bytes_per_second"]),
+            units.gbps(g["store_offered_bytes_per_second"]),
+            units.gbps(g["load_offered_bytes_per_second"]),
+            units.count(g["requests_running"]),
+            units.count(g["requests_waiting"]),
+            units.count(g["preemptions"]),
         ))  # fmt: skip
     return _columns(rows)
 

@@ -180,8 +180,15 @@ class BackfilledPrometheus(Store):
             for series in lines.values():
                 out.write("\n".join(series) + "\n")
             out.write("# EOF\n")
-        subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(source), str(self.dir / "data")],
-                       check=True, capture_output=True, timeout=600)  # fmt: skip
+        backfill = [
+            promtool,
+            "tsdb",
+            "create-blocks-from",
+            "openmetrics",
+            str(source),
+            str(self.dir / "data"),
+        ]
+        subprocess.run(backfill, check=True, capture_output=True, timeout=600)
         source.unlink()
         (self.dir / "prometheus.yml").write_text("global:\n  scrape_interval: 15s\n")
         port = free_port()
@@ -189,8 +196,9 @@ class BackfilledPrometheus(Store):
         log = self.dir / "prometheus.log"
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
-                [binary, f"--config.file={self.dir / 'prometheus.yml'}", f"--storage.tsdb.path={self.dir / 'data'}",
-                 f"--web.listen-address=127.0.0.1:{port}", "--storage.tsdb.retention.time=100y"],
+                [binary, f"--config.file={self.dir / 'prometheus.yml'}",
+                 f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
+                 "--storage.tsdb.retention.time=100y"],
                 stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         _wait_http(f"{self.url}/-/ready", self.proc, log)
