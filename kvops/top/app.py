@@ -27,6 +27,7 @@ from kvops.snapshot import Snapshot
 from kvops.termsafe import visible
 from kvops.top import units
 from kvops.top.board import SORTS, Board, Row, RowKey
+from kvops.top.charts import ChartPanel
 from kvops.top.command import View
 from kvops.top.table import TargetTable
 
@@ -89,7 +90,11 @@ HELP_TEXT = """\
   q          quit (from any screen)
   ?          this help (Esc closes it)
   /          filter targets by URL or model (Enter keeps it, Esc clears)
-  s          sort: target, local hit, external hit, store, load, KV usage
+  q, Ctrl-C  quit (from any screen)
+  s          sort: target, local hit, external hit, store, load, KV usage,
+             requests (running + waiting), preemptions
+  w          charts' smoothing window: 1 s, 10 s, 1 min
+  c          charts for the whole fleet, or for the row under the cursor
   p          pause / resume scraping
   ↑ ↓        pick a target (PgUp PgDn Home End)
   ← →        scroll sideways when the terminal is narrower than the table
@@ -308,10 +313,13 @@ class TopApp(App[int]):
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("s", "sort", "sort"),
+        Binding("w", "window", "smoothing"),
+        Binding("c", "charts", "fleet/row charts"),
         Binding("p", "pause", "pause"),
     ]
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
+    #targets { height: auto; max-height: 45%; }
     #panels { height: auto; max-height: 12; padding: 0 1; }
     #filter { dock: bottom; display: none; }
     #filter.shown { display: block; }
@@ -328,6 +336,7 @@ class TopApp(App[int]):
         self.text_filter = view.text_filter
         self.top = view.top
         self.window = view.window
+        self.charts_follow_cursor = False  # False: the fleet summed
         self.ended = False  # a replay played its last frame
         self._scraping = False
         self.scrape_error: str | None = None
@@ -336,6 +345,7 @@ class TopApp(App[int]):
     def compose(self) -> ComposeResult:
         yield Static(id="status")
         yield TargetTable(COLUMNS, right=NUMERIC_COLUMNS, drop_order=DROP_ORDER, id="targets")
+        yield ChartPanel(id="charts")
         with Vertical(id="panels"):
             yield Static(id="gpus")
             yield Static(id="host")
@@ -385,8 +395,9 @@ class TopApp(App[int]):
 
     # --- rendering ------------------------------------------------------------------------
     def _render_all(self) -> None:
-        self._render_status()
         self._render_table()
+        self._render_charts()
+        self._render_status()
         simulated = bool(getattr(self.source, "simulated_hardware", False))
         gpus = (self.board.doc or {}).get("gpus") or []
         self._update("#gpus", repr(gpus), lambda: gpu_table(self.board, simulated))
@@ -397,6 +408,20 @@ class TopApp(App[int]):
         self._update("#collectors", note, lambda: Text(note, style="dim"))
         if isinstance(self.screen, DetailScreen):
             self.screen.refresh_figures()
+
+    def _render_charts(self) -> None:
+        board = self.board
+        table = self.query_one("#targets", TargetTable)
+        key = table.cursor_key if self.charts_follow_cursor else None
+        row = board.rows.get(key) if key is not None else None
+        if row is not None:
+            subject = f"{_short_target(row.target)} {_short_model(row.model)}".strip()
+            trend, link = row.trend, None
+        else:
+            up = sum(1 for r in board.rows.values() if r.up)
+            subject = f"fleet, {up} engine(s) up"
+            trend, link = board.fleet, board.fleet_link_max
+        self.query_one("#charts", ChartPanel).draw(trend, subject, self.window, link, (board.frames, key))
 
     def _update(self, selector: str, key: str, build: Callable[[], Any]) -> None:
         """Update a Static only when what it shows changed: each update costs a layout pass."""
@@ -415,6 +440,8 @@ class TopApp(App[int]):
         if down:
             parts.append((f"{down} down", "bold red"))
         parts.append((f"sort: {SORTS[self.sort_index][0]}", ""))
+        if self.charts_follow_cursor:  # else the charts are the fleet's, the usual case
+            parts.append((f"charts: {visible(self.query_one('#charts', ChartPanel).subject)}", ""))
         if self.text_filter:
             parts.append((f"filter: {visible(self.text_filter)!r}", ""))
         if self.paused:
@@ -444,6 +471,17 @@ class TopApp(App[int]):
     def action_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTS)
         self._render_all()
+
+    def action_window(self) -> None:
+        windows = (1.0, 10.0, 60.0)
+        self.window = (
+            windows[(windows.index(self.window) + 1) % len(windows)] if self.window in windows else 10.0
+        )
+        self._render_charts()
+
+    def action_charts(self) -> None:
+        self.charts_follow_cursor = not self.charts_follow_cursor
+        self._render_charts()
 
     def action_pause(self) -> None:
         self.paused = not self.paused

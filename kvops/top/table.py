@@ -15,7 +15,7 @@ frame costs the same with 16 engines or 5,000.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -98,13 +98,14 @@ class TargetTable(Widget, can_focus=True):
         """Replace the rows (`cells_of(i)`: the cells of row i, asked only for rows in view),
         keeping the cursor on the same key where it is still shown."""
         keep = self.cursor_key
+        resized = len(keys) != len(self.keys)  # the table is sized to its rows
         self.keys = keys
         self._cells_of = cells_of
         where = {key: i for i, key in enumerate(keys)} if keep is not None else {}
         self.cursor = where[keep] if keep in where else min(self.cursor, max(0, len(keys) - 1))
         self._scroll_to_cursor()
         self._build()
-        self.refresh()
+        self.refresh(layout=resized)
 
     def shown_cells(self) -> list[tuple[RowKey, list[Text]]]:
         """The rows in view with all their cells (the dropped columns too)."""
@@ -203,6 +204,10 @@ class TargetTable(Widget, can_focus=True):
     def notify_style_update(self) -> None:
         self._styles.clear()
         super().notify_style_update()
+
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        """Sized to its rows (with `height: auto`): the header and one line per engine."""
+        return len(self.keys) + 2
 
     def _visible_rows(self) -> int:
         return max(1, self.size.height - 2)

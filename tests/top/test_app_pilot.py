@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -15,7 +16,7 @@ from kvops.top.live import LiveSource
 from kvops.top.table import TargetTable
 from support.upstream import Upstream, body
 
-from .helpers import T1, T2, drive, screen_text, truth_interval, wait_until
+from .helpers import T1, T2, V033, drive, screen_text, truth_interval, wait_until
 
 
 def cells(app: TopApp) -> dict[str, dict[str, Text]]:
@@ -216,3 +217,37 @@ async def test_a_failing_source_is_reported_and_the_screen_survives():
         assert [plain(row["running"]) for row in cells(app).values()] == ["60"]  # T1 stays shown
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+
+
+@drive
+async def test_charts_plot_the_truth_interval():
+    """The charts' last points are the fixture's truth interval, as the table's cells are."""
+    from kvops.top.charts import ChartPanel
+
+    truth = truth_interval()
+    doc = json.loads((V033 / "truth.json").read_text())["offload"]
+    iv = doc["intervals"][0]
+    app = TopApp(ReplaySource([str(T1), str(T2)], 1.0), 0.05)  # the replay's interval: 1 s
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        await pilot.pause()
+        shown = app.query_one("#charts", ChartPanel).shown
+        last = {
+            chart: {label: points[-1] for label, points in lines.items()} for chart, lines in shown.items()
+        }
+        assert last["hit"]["GPU cache"] == (0.0, pytest.approx(truth["local_hit_rate"] * 100))
+        assert last["hit"]["offload tier"] == (0.0, pytest.approx(truth["external_hit_rate"] * 100))
+        assert last["bandwidth"]["stored"] == (0.0, pytest.approx(truth["store_bytes"] / 1e9, rel=1e-6))
+        assert last["bandwidth"]["loaded"] == (0.0, pytest.approx(truth["load_bytes"] / 1e9, rel=1e-6))
+        assert last["saved"]["GPU cache"] == (0.0, pytest.approx(iv["delta"]["prefix_cache_hits"] / 1000))
+        assert last["saved"]["offload tier"] == (
+            0.0,
+            pytest.approx(iv["delta"]["external_prefix_cache_hits"] / 1000),
+        )
+        # The first frame has no interval: the line starts unknown, not at zero.
+        assert shown["hit"]["GPU cache"][0] == (-1.0, None)
+        await pilot.press("w")  # 10 s -> 1 min: over one interval, the same figure
+        assert app.window == 60.0
+        assert app.query_one("#charts", ChartPanel).shown["hit"]["GPU cache"][-1][1] == pytest.approx(
+            truth["local_hit_rate"] * 100
+        )
