@@ -319,7 +319,7 @@ class TopApp(App[int]):
     ]
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
-    #targets { height: auto; max-height: 45%; }
+    #targets { height: auto; max-height: 60%; }
     #panels { height: auto; max-height: 12; padding: 0 1; }
     #filter { dock: bottom; display: none; }
     #filter.shown { display: block; }

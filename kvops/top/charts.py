@@ -1,14 +1,14 @@
 """The main screen's time-series charts: hit rate per tier, transfer bandwidth, prefill tokens
 saved per second, each smoothed over a window the user picks (`w`: 1 s / 10 s / 1 min).
 
-Drawn with textual-plot's PlotWidget (axes, ticks, labels, legend) rather than by hand. Each
-chart is for the whole fleet (every engine summed) or for the row under the cursor (`c`).
+Drawn by linechart.LineChart (braille lines, a y axis with ticks, time marks; why not a kept
+charting widget: see there). The charts are for the whole fleet (every engine summed) or for
+the row under the cursor (`c`).
 The figures come from kvops.top.series.Trend: sums of kvops.rates' per-interval deltas over
 the window, divided (hits / lookups, bytes / seconds), so a smoothed hit rate weighs each
 second by what it looked up. What each chart drew is kept in `shown` (tests read it).
 
-A chart is redrawn only when a frame arrives or the choice changes (a redraw costs a few
-milliseconds of Textual's compositor per chart).
+A chart is redrawn only when a frame arrives or the choice changes.
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
-from textual.widgets import Static
-from textual_plot import HiResMode, PlotWidget
 
 from kvops.top import units
+from kvops.top.linechart import AXIS_WIDTH, LineChart, nice_ceiling
 from kvops.top.series import Trend
 
-Points = list[tuple[float, float | None]]
+Points = list[tuple[float, float | None]]  # (seconds before now, value)
 
 
 @dataclass(frozen=True)
@@ -61,13 +60,33 @@ CHARTS: tuple[Chart, ...] = (
 )  # fmt: skip
 
 
-def series(trend: Trend, line: Line, window: float) -> Points:
-    """(seconds before the last frame, value) for one line; value None where unknown."""
+def span_for(window: float) -> float:
+    """Seconds of history a chart shows: a dozen windows, from one to five minutes."""
+    return min(300.0, max(60.0, 12 * window))
+
+
+def series(trend: Trend, line: Line, window: float, span: float | None = None) -> Points:
+    """(seconds before the last frame, value) for one line over the last `span` seconds;
+    value None where unknown."""
     points = trend.smoothed(line.numerator, line.denominator, window)
     if not points:
         return []
     last = points[-1][0]
-    return [(end - last, None if v is None else v / line.scale) for end, v in points]
+    return [
+        (end - last, None if v is None else v / line.scale)
+        for end, v in points
+        if span is None or end - last >= -span
+    ]
+
+
+def thinned(points: Points, pixels: int) -> Points:
+    """At most about `pixels` points, the newest always kept: a braille chart has two dots
+    per cell across, so more points cost drawing time and show nothing more."""
+    if pixels <= 0 or len(points) <= pixels:
+        return points
+    stride = len(points) / pixels
+    picked = [points[int(i * stride)] for i in range(pixels)]
+    return picked if picked[-1] == points[-1] else [*picked, points[-1]]
 
 
 class ChartPanel(Horizontal):
@@ -75,9 +94,6 @@ class ChartPanel(Horizontal):
 
     DEFAULT_CSS = """
     ChartPanel { height: 1fr; min-height: 8; }
-    ChartPanel > .chart { width: 1fr; height: 1fr; }
-    ChartPanel > .chart > Static { height: 2; padding: 0 1; }
-    ChartPanel > .chart > PlotWidget { height: 1fr; }
     ChartPanel.narrow > #chart-saved { display: none; }
     """
 
@@ -89,19 +105,8 @@ class ChartPanel(Horizontal):
         self._drawn: object = None  # what was drawn last (frame, subject, window)
 
     def compose(self) -> ComposeResult:
-        from textual.containers import Vertical
-
         for chart in CHARTS:
-            with Vertical(classes="chart", id=f"chart-{chart.key}"):
-                yield Static(f"{chart.title} ({chart.unit})", id=f"title-{chart.key}")
-                plot = PlotWidget(id=f"plot-{chart.key}", allow_pan_and_zoom=False)
-                plot.can_focus = False
-                # Tighter margins than textual-plot's (2, 3, 10): small charts need the room.
-                # set_reactive: before mounting, the watchers would look for the plot's grid.
-                plot.set_reactive(PlotWidget.margin_top, 0)
-                plot.set_reactive(PlotWidget.margin_bottom, 2)
-                plot.set_reactive(PlotWidget.margin_left, 7)
-                yield plot
+            yield LineChart(id=f"chart-{chart.key}")
 
     def on_resize(self) -> None:
         self.set_class(self.size.width < 120, "narrow")
@@ -113,49 +118,36 @@ class ChartPanel(Horizontal):
             return
         self._drawn = key
         self.link_max = link_max
+        self.subject = subject
         for chart in CHARTS:
-            self._draw_chart(chart, trend, subject, window, link_max)
+            self._draw_chart(chart, trend, window, link_max)
 
-    def _draw_chart(
-        self, chart: Chart, trend: Trend, subject: str, window: float, link_max: float | None
-    ) -> None:
-        plot = self.query_one(f"#plot-{chart.key}", PlotWidget)
-        # The legend is the title line (a legend box inside a small chart hides the data).
+    def _draw_chart(self, chart: Chart, trend: Trend, window: float, link_max: float | None) -> None:
+        widget = self.query_one(f"#chart-{chart.key}", LineChart)
+        # The legend is the title's second line (a legend box inside a small chart hides data).
         title = Text(f"{chart.title} ({chart.unit}) · {_window_text(window)} window\n", style="bold")
         for line in chart.lines:
             title.append("━ ", style=line.style).append(f"{line.label}  ")
-        plot.clear()
+        span = span_for(window)
+        pixels = 2 * max(1, widget.size.width - AXIS_WIDTH)  # braille: two dots a cell
         drawn: dict[str, Points] = {}
-        span = 60.0
+        plotted: list[tuple[str, Points]] = []
         top = 0.0
         for line in chart.lines:
-            points = series(trend, line, window)
+            points = series(trend, line, window, span)
             drawn[line.label] = points
-            known = [(x, y) for x, y in points if y is not None]
-            if points:
-                span = max(span, -points[0][0])
-            top = max([top, *(y for _, y in known)])
-            if len(known) == 1:
-                plot.scatter(
-                    [known[0][0]], [known[0][1]], marker="●", marker_style=line.style, label=line.label
-                )
-            elif known:
-                xs = [x for x, _ in points]
-                ys = [float("nan") if y is None else y for _, y in points]  # a gap where unknown
-                plot.plot(xs, ys, line_style=line.style, hires_mode=HiResMode.BRAILLE, label=line.label)
+            top = max([top, *(y for _, y in points if y is not None)])
+            plotted.append((line.style, thinned(points, pixels)))
         if chart.key == "bandwidth" and link_max:
             ceiling = link_max / units.GB
             if top >= ceiling / 10:  # near enough to matter: drawn, and the scale holds it
-                plot.plot([-span, 0.0], [ceiling, ceiling], line_style="red", label="PCIe link max")
+                plotted.append(("red", [(-span, ceiling), (0.0, ceiling)]))
                 top = max(top, ceiling)
                 title.append("━ ", style="red").append(f"link max {ceiling:.0f}")
             else:  # drawn, it would flatten the traffic to the axis
                 title.append(f"link max {ceiling:.0f}", style="dim")
-        self.subject = subject
-        self.query_one(f"#title-{chart.key}", Static).update(title)
         self.shown[chart.key] = drawn
-        plot.set_xlimits(-span, span / 40)  # a little room: the newest point is not on the frame
-        plot.set_ylimits(0.0, 100.0 if chart.percent else (top * 1.1 or 1.0))
+        widget.set_data(title, plotted, 100.0 if chart.percent else nice_ceiling(top * 1.05), span)
 
 
 def _window_text(window: float) -> str:
