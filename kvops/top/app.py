@@ -267,13 +267,16 @@ def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
         def direction(rate: float | None, fraction: float | None) -> Text:
             if rate is None:
                 return Text(units.UNKNOWN)
+            text = Text(units.bar(fraction, 8) + " " if fraction is not None else "", style="cyan")
             share = f" ({fraction * 100:.0f} %)" if fraction is not None else ""
-            return Text(f"{rate / units.GB:.2f}{share}", style=units.link_style(fraction))
+            return text.append(f"{rate / units.GB:.2f}{share}", style=units.link_style(fraction))
 
+        memory = Text(units.bar(used / total, 8) + " " if used is not None and total else "", style="green")
+        memory.append(f"{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}")
         table.add_row(
             Text(visible(g.get("gpu"))),
             Text(visible(g.get("name") or units.UNKNOWN)),
-            f"{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}",
+            memory,
             direction(g.get("pcie_transmit_bytes_per_second"), g.get("pcie_transmit_link_fraction")),
             direction(g.get("pcie_receive_bytes_per_second"), g.get("pcie_receive_link_fraction")),
             units.UNKNOWN if link is None else f"{link / units.GB:.1f}",
@@ -439,6 +442,8 @@ class TopApp(App[int]):
         ]
         if down:
             parts.append((f"{down} down", "bold red"))
+        if self.board.rows_cut:
+            parts.append((f"{self.board.rows_cut} more engine(s) not kept (row cap)", "bold yellow"))
         parts.append((f"sort: {SORTS[self.sort_index][0]}", ""))
         if self.charts_follow_cursor:  # else the charts are the fleet's, the usual case
             parts.append((f"charts: {visible(self.query_one('#charts', ChartPanel).subject)}", ""))

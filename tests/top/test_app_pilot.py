@@ -251,3 +251,41 @@ async def test_charts_plot_the_truth_interval():
         assert app.query_one("#charts", ChartPanel).shown["hit"]["GPU cache"][-1][1] == pytest.approx(
             truth["local_hit_rate"] * 100
         )
+
+
+@drive
+async def test_escape_sequences_in_labels_are_shown_not_run(tmp_path):
+    """A target's model_name with terminal escapes: every place top shows it escapes them."""
+    from kvops.top.command import print_once
+
+    evil = "evil\x1b]0;pwned\x07\x1b[31m\u202e"
+    files = []
+    for i, path in enumerate((T1, T2)):
+        text = path.read_text().replace("meta-llama/Llama-3.1-8B-Instruct", evil.replace("\x1b", "\\x1b"))
+        files.append(tmp_path / f"f{i}.prom")
+        # The exposition format escapes only \\, " and newline: raw control bytes go in as they are.
+        files[-1].write_text(text.replace("\\x1b", "\x1b"))
+    app = TopApp(ReplaySource([str(f) for f in files], 1.0), 0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        [row] = app.board.rows.values()
+        assert row.model == evil  # kept as the target sent it
+        screen = screen_text(app)
+        assert "\x1b" not in screen and "\x07" not in screen and "\u202e" not in screen
+        assert "evil\\x1b]0;pwned\\x07" in screen
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        await pilot.pause()
+        detail = screen_text(app)
+        assert "\x1b" not in detail and "\\u202e" in detail
+    source = ReplaySource([str(f) for f in files], 1.0)
+    import io
+    import sys
+
+    out, saved = io.StringIO(), sys.stdout
+    sys.stdout = out
+    try:
+        assert print_once(source, 1.0, False) == 0
+    finally:
+        sys.stdout = saved
+    assert "\x1b" not in out.getvalue() and "evil\\x1b]0;pwned" in out.getvalue()
