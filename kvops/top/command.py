@@ -269,11 +269,21 @@ def quiet_logs() -> None:
 
 
 def run_app(source: Any, interval: float, view: View | None = None) -> int:
+    import os
+    import sys
+
     from kvops.top.app import TopApp
 
     app = TopApp(source, interval, view)
     try:
         app.run()
+        code = app.return_code or 0
     except KeyboardInterrupt:  # a SIGINT from outside (kill -INT): quitting is what was asked
-        return 0
-    return app.return_code or 0
+        code = 0
+    # The terminal is restored. Leave now rather than at interpreter exit, which joins the
+    # scrape pool's worker threads: one busy parsing a huge page would hold `q` for seconds
+    # (issue 17: `q` within 1 s). Nothing is left to save; the simulator of `kvops demo` is a
+    # thread of this process.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
