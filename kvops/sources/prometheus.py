@@ -45,7 +45,7 @@ from kvops.sources.http import FetchError, FetchOptions, HttpClient, normalise_t
 _NAME_LABEL = "kvops_name"  # the series name, kept through the subtraction by label_replace
 _SCRAPE_LABELS = ("__name__", _NAME_LABEL)
 STEP_LOOKBACK = "10m"  # how far back the scrape interval is read from
-DEFAULT_STEP = 15.0  # Prometheus's default scrape interval, when the store holds one sample
+ENGINE_LIST_SECONDS = 30.0  # the live view's list of engines (labels only) is read this often
 
 
 class BadAnswer(FetchError):
@@ -72,18 +72,20 @@ KVOPS = Flavour("kvops", "kvops_build_info", *_split(kvops_exposition.EXPORTED))
 VLLM = Flavour("vllm", "vllm:num_requests_running", *_split(vllm.WANTED))
 
 
-def _selector(names: tuple[str, ...], offset: str = "") -> str:
+def _selector(names: tuple[str, ...], offset: str = "", matcher: str = "") -> str:
     regex = "|".join(re.escape(n) for n in names)
-    return '{__name__=~"' + regex + '"}' + (f" offset {offset}" if offset else "")
+    extra = f",{matcher}" if matcher else ""
+    return '{__name__=~"' + regex + '"' + extra + "}" + (f" offset {offset}" if offset else "")
 
 
 def _named(selector: str) -> str:
     return f'label_replace({selector}, "{_NAME_LABEL}", "$1", "__name__", "(.+)")'
 
 
-def delta_query(flavour: Flavour, offset: str) -> str:
+def delta_query(flavour: Flavour, offset: str, matcher: str = "") -> str:
     """Every counter's stored difference over the window, negative ones (resets) dropped."""
-    now, before = _named(_selector(flavour.counters)), _named(_selector(flavour.counters, offset))
+    now = _named(_selector(flavour.counters, matcher=matcher))
+    before = _named(_selector(flavour.counters, offset, matcher))
     return f"({now} - {before}) >= 0"
 
 
@@ -223,6 +225,14 @@ class PrometheusSource:
         self._last_stamp: float | None = None
         self._step: dict[str, float | None] = {}  # flavour -> scrape interval, read once
         self.bytes_fetched = 0  # answer bytes, for benchmarks/top_fleet.py
+        # The live view's page: the first `page` engines in target order (less what
+        # `page_filter` leaves out) are fetched whole, the fleet only as sums, so a frame costs
+        # O(rows shown). None: every engine (--once, and sorts on a figure).
+        self.page: int | None = None
+        self.page_filter = ""
+        self.last_fleet: tuple[dict[str, Any], int] | None = None  # (fleet entry, engines)
+        self._engines: list[tuple[str, str, str]] = []  # (instance, model, engine), sorted
+        self._engines_read = -math.inf
 
     def query(self, expr: str, deadline: float, at: float | None = None) -> list[dict[str, Any]]:
         """The result series of one instant query; FetchError (BadAnswer for a wrong shape)."""
@@ -277,19 +287,63 @@ class PrometheusSource:
         if stamp == self._last_stamp:
             return None
         step = self._scrape_step(flavour, stamp, deadline)
-        gauges = self.query(_selector(flavour.gauges), deadline, stamp)
+        paged = self.page is not None and flavour is VLLM
+        matcher = self._page_matcher(stamp, deadline) if paged else ""
+        self.last_fleet = None
+        gauges = self.query(_selector(flavour.gauges, matcher=matcher), deadline, stamp)
         deltas: list[dict[str, Any]] = []
         span: float | None = None
         if step is not None:  # two samples stored: an interval to show
             window = _offset(1.5 * step)
-            deltas = self.query(delta_query(flavour, window), deadline, stamp)
-            s = flavour.stamp
+            deltas = self.query(delta_query(flavour, window, matcher), deadline, stamp)
+            s = f"{flavour.stamp}{{{matcher}}}"
             spans = self.query(f"timestamp({s}) - timestamp({s} offset {window})", deadline, stamp)
             known = [v for v in (_value(item.get("value")) for item in spans) if v is not None and v > 0]
             span = statistics.median(known) if known else None
+            if paged and span:
+                sums = self.query(f"sum by ({_NAME_LABEL}) ({delta_query(flavour, window)})", deadline, stamp)
+                self.last_fleet = (self._fleet_sums(sums, stamp, span), len(self._engines))
         after = self._decode(flavour, gauges + deltas, stamp)
         self._last_stamp = stamp
         return (before_of(after, span) if span else Snapshot(time=stamp)), after
+
+    def set_page(self, page: int | None, text_filter: str = "") -> None:
+        """Which engines the live view shows whole (see `page`); a change is fetched at the
+        next call, without waiting for the store's next sample."""
+        if (page, text_filter) != (self.page, self.page_filter):
+            self.page, self.page_filter = page, text_filter
+            self._last_stamp = None
+
+    def _page_matcher(self, stamp: float, deadline: float) -> str:
+        """An `instance=~"..."` matcher for the engines of the page. The list of engines (labels
+        only) is read again when their count changed or after ENGINE_LIST_SECONDS."""
+        count = self.query(f"count({VLLM.stamp})", deadline, stamp)
+        total = _value(count[0].get("value")) if count else 0.0
+        if total != len(self._engines) or time.monotonic() - self._engines_read > ENGINE_LIST_SECONDS:
+            listed = self.query(f"group by (instance, model_name, engine) ({VLLM.stamp})", deadline, stamp)
+            self._engines = sorted(
+                {(str(m.get("instance", "")), str(m.get("model_name", "")), str(m.get("engine", "0")))
+                 for m in (item.get("metric") or {} for item in listed)}
+            )  # fmt: skip
+            self._engines_read = time.monotonic()
+        needle = self.page_filter.lower()
+        chosen = [
+            e for e in self._engines if needle in _instance_target(e[0]).lower() or needle in e[1].lower()
+        ]
+        instances = sorted({e[0] for e in chosen[: self.page or 0]})
+        if not instances:
+            return 'instance="kvops-no-engine-matches"'
+        return 'instance=~"' + _escape("|".join(re.escape(i) for i in instances)) + '"'
+
+    def _fleet_sums(self, series: list[dict[str, Any]], stamp: float, span: float) -> dict[str, Any]:
+        """The whole fleet's figures (one series per counter name, summed by the store), read
+        as one engine's: a kvops.rates entry."""
+        from kvops.rates import interval
+
+        after = Snapshot(time=stamp, targets=[vllm.normalise(to_parse_result(series), "fleet")])
+        after.targets[0].up = True
+        entries = [e for e in interval(before_of(after, span), after)["targets"] if e.get("up")]
+        return entries[0] if entries else {}
 
     def _decode(self, flavour: Flavour, series: list[dict[str, Any]], stamp: float) -> Snapshot:
         if flavour is KVOPS:

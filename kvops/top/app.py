@@ -367,6 +367,13 @@ class TopApp(App[int]):
         if self.paused or self._scraping or self.ended:
             return
         self._scraping = True
+        set_page = getattr(self.source, "set_page", None)
+        if set_page is not None:
+            # The store's fleet view fetches whole only the engines the table can show, in
+            # target order; a sort on a figure needs every engine's figures.
+            table = self.query_one("#targets", TargetTable)
+            room = max(1, int(self.size.height * 0.6) - 2, table.size.height - 2)
+            set_page(room if self.sort_index == 0 else None, self.text_filter)
         # A daemon thread rather than a Textual thread worker: those run on asyncio's default
         # executor, which the process waits for at exit, so `q` during a hung scrape would
         # hang for the whole scrape timeout.
@@ -375,21 +382,25 @@ class TopApp(App[int]):
     def _fetch(self) -> None:
         error: str | None = None
         snap: Snapshot | tuple[Snapshot, Snapshot] | None = None
+        fleet = None
         try:
             snap = self.source.next()
+            fleet = getattr(self.source, "last_fleet", None)
         except Exception as exc:  # a source bug must not take the screen down
             log.exception("scrape failed")
             error = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         if not self.is_running:  # quit during the scrape: nobody to hand it to
             return
         with contextlib.suppress(RuntimeError):  # the app closed in between
-            self.call_from_thread(self._apply, snap, error)
+            self.call_from_thread(self._apply, snap, error, fleet)
 
-    def _apply(self, snap: Snapshot | tuple[Snapshot, Snapshot] | None, error: str | None) -> None:
+    def _apply(
+        self, snap: Snapshot | tuple[Snapshot, Snapshot] | None, error: str | None, fleet: Any = None
+    ) -> None:
         self._scraping = False
         self.scrape_error = error
         if isinstance(snap, tuple):
-            self.board.update(snap[1], before=snap[0])
+            self.board.update(snap[1], before=snap[0], fleet=fleet)
         elif snap is not None:
             self.board.update(snap)
         elif error is None and getattr(self.source, "finished", False):
@@ -421,7 +432,7 @@ class TopApp(App[int]):
             subject = f"{_short_target(row.target)} {_short_model(row.model)}".strip()
             trend, link = row.trend, None
         else:
-            up = sum(1 for r in board.rows.values() if r.up)
+            up = board.fleet_engines or sum(1 for r in board.rows.values() if r.up)
             subject = f"fleet, {up} engine(s) up"
             trend, link = board.fleet, board.fleet_link_max
         self.query_one("#charts", ChartPanel).draw(trend, subject, self.window, link, (board.frames, key))
@@ -440,6 +451,10 @@ class TopApp(App[int]):
             (visible(self.source.description), ""),
             (f"{len(self.board.rows)} engine(s)", ""),
         ]
+        more = (self.board.fleet_engines or 0) - len(self.board.rows)
+        if self.board.fleet_engines is not None and more > 0:
+            parts[-1] = (f"{len(self.board.rows)} of {self.board.fleet_engines} engine(s), {more} more: "
+                         "filter (/) or sort (s) to see them", "")  # fmt: skip
         if down:
             parts.append((f"{down} down", "bold red"))
         if self.board.rows_cut:

@@ -86,13 +86,18 @@ class Board:
         self.frames = 0
         self.collectors: list[CollectorStatus] = []
         self.has_interval = False  # the last frame had rates
+        self.fleet_engines: int | None = None  # engines in the fleet, where rows are a page of it
         self.rows_cut = 0  # engines the last sample had beyond MAX_ROWS, not shown
         self.fleet = Trend()  # every engine up, summed: the charts when no target is picked
         self.fleet_link_max: float | None = None  # summed PCIe link maximum of the GPUs shown
 
-    def update(self, snap: Snapshot, before: Snapshot | None = None) -> None:
+    def update(
+        self, snap: Snapshot, before: Snapshot | None = None, fleet: tuple[dict[str, Any], int] | None = None
+    ) -> None:
         """The next frame: `snap` against the previous one, or against `before` where the
-        source hands over both ends of an interval (the Prometheus fleet view)."""
+        source hands over both ends of an interval (the Prometheus fleet view). `fleet`: a
+        page of a larger fleet (the whole fleet's figures as one rates entry, and how many
+        engines it has): rows not on the page are dropped, not shown down."""
         snap = self._capped(snap)
         if before is not None:
             start = self._capped(before) if before.targets else before
@@ -109,23 +114,29 @@ class Board:
         self.collectors = list(snap.collectors)
         self._end = snap.time
         self._seconds = doc.get("interval_seconds") if self.has_interval else None
-        fleet: dict[str, float | None] = {}
+        totals: dict[str, float | None] | None = {}
         seen: set[RowKey] = set()
         for entry in doc["targets"]:
             if entry["up"]:
                 seen.add(self._update_up(entry))
-                add(fleet, deltas_of(entry))
+                add(totals, deltas_of(entry))  # type: ignore[arg-type]
             else:
                 seen.update(self._update_down(entry["target"], entry.get("error")))
         for target in snap.targets:
             if target.up and not target.engines:  # up, but no vLLM engine (LMCache only)
                 seen.add(self._update_engineless(target.target))
+        self.fleet_engines = None if fleet is None else fleet[1]
         for key, row in list(self.rows.items()):
+            if key not in seen and fleet is not None:  # off the page: not shown, not down
+                del self.rows[key]
+                continue
             if key not in seen:  # gone from the source (an exporter stopped listing it)
                 self._mark_down(row, "not in the last sample")
             if not row.up and self._forgotten(row):
                 del self.rows[key]  # down for the whole history window: a pod that left the fleet
-        self.fleet.append(snap.time, self._seconds, fleet if self._seconds else None)
+        if fleet is not None:  # the store summed the whole fleet, not only the page
+            totals = deltas_of(fleet[0]) if fleet[0] else None
+        self.fleet.append(snap.time, self._seconds, totals if self._seconds else None)
         links = [g.get("pcie_link_max_bytes_per_second") for g in doc.get("gpus") or []]
         self.fleet_link_max = sum(x for x in links if x) or None
 

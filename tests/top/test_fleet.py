@@ -123,3 +123,39 @@ def test_sort_filter_and_top_in_the_text_frame(stores, capsys):
     assert rates == sorted(rates)  # worst first
     qwen = sum(1 for i in range(N) if i % 3 == 1)
     assert f"… and {qwen - 5} more engine(s)" in "\n".join(out)
+
+
+def test_the_live_view_fetches_the_rows_it_shows_and_the_fleet_as_sums(stores):
+    """A page of 5 engines: their figures whole, the fleet's sums from the store, and far
+    fewer bytes than every engine's series."""
+    from kvops.sources.prometheus import PrometheusSource
+    from kvops.top.board import Board
+
+    engines, started = stores
+    for store in started:
+        full = PrometheusSource(store.url, timeout=10.0)
+        paged = PrometheusSource(store.url, timeout=10.0)
+        try:
+            everything = full.next()
+            paged.set_page(5)
+            pair = paged.next()
+            assert everything is not None and pair is not None
+            shown = [t.target for t in pair[1].targets]
+            assert shown == [f"http://{e.instance}" for e in sorted(engines, key=lambda e: e.instance)[:5]]
+            assert paged.last_fleet is not None and paged.last_fleet[1] == N
+            board = Board()
+            board.update(pair[1], before=pair[0], fleet=paged.last_fleet)
+            whole = Board()
+            whole.update(everything[1], before=everything[0])
+            assert len(board.rows) == 5 and board.fleet_engines == N
+            for name in ("local_hits", "local_queries", "external_hits", "store_bytes", "load_bytes"):
+                got = board.fleet.deltas[name].values()[-1]
+                want = whole.fleet.deltas[name].values()[-1]
+                assert got == pytest.approx(want, rel=1e-6), name
+            assert paged.bytes_fetched < full.bytes_fetched / 2
+            paged.set_page(5, "Qwen")  # the filter picks the page from the engine list
+            pair = paged.next()
+            assert pair is not None and all(e.model_name == "Qwen/Qwen3-32B" for e in pair[1].engines())
+        finally:
+            full.close()
+            paged.close()
