@@ -21,7 +21,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, Sparkline, Static
+from textual.widgets import Footer, Input, Static
 
 from kvops.snapshot import Snapshot
 from kvops.termsafe import visible
@@ -156,7 +156,7 @@ _DETAIL_FIELDS: tuple[tuple[str, str, Any], ...] = (
 
 
 class DetailScreen(Screen[None]):
-    """Every figure of one engine, with the last minutes of traffic each way."""
+    """Every figure of one engine, with its charts over the last minutes."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,enter,backspace", "app.pop_screen", "back"),
@@ -165,8 +165,7 @@ class DetailScreen(Screen[None]):
     ]
     DEFAULT_CSS = """
     DetailScreen { padding: 0 1; }
-    DetailScreen Sparkline { height: 4; margin-bottom: 1; }
-    DetailScreen .label { color: $text-muted; }
+    DetailScreen #detail-figures { height: auto; }
     """
 
     def __init__(self, board: Board, key: RowKey) -> None:
@@ -176,10 +175,7 @@ class DetailScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-figures")
-        yield Static("stored per second, last minutes", classes="label")
-        yield Sparkline([], id="detail-store")
-        yield Static("loaded per second, last minutes", classes="label")
-        yield Sparkline([], id="detail-load")
+        yield ChartPanel(id="detail-charts")  # this engine's charts, with scales and time marks
         yield Footer()
 
     def on_mount(self) -> None:
@@ -203,8 +199,9 @@ class DetailScreen(Screen[None]):
         for label, name, fmt in _DETAIL_FIELDS:
             table.add_row(label, fmt(row.get(name)))
         self.query_one("#detail-figures", Static).update(table)
-        self.query_one("#detail-store", Sparkline).data = [v or 0.0 for v in row.store_history]
-        self.query_one("#detail-load", Sparkline).data = [v or 0.0 for v in row.load_history]
+        window = getattr(self.app, "window", 10.0)
+        subject = f"{_short_target(row.target)} {_short_model(row.model)}"
+        self.query_one("#detail-charts", ChartPanel).draw(row.trend, subject, window, None, self.board.frames)
 
 
 MODEL_WIDTH = 28  # a longer model name is cut with "…"; the detail view has it whole
