@@ -161,6 +161,7 @@ class DetailScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,enter,backspace", "app.pop_screen", "back"),
         Binding("q", "app.quit", "quit"),
+        Binding("w", "app.window", "smoothing"),
         Binding("question_mark", "app.help", "help"),
     ]
     DEFAULT_CSS = """
@@ -495,6 +496,8 @@ class TopApp(App[int]):
             windows[(windows.index(self.window) + 1) % len(windows)] if self.window in windows else 10.0
         )
         self._render_charts()
+        if isinstance(self.screen, DetailScreen):
+            self.screen.refresh_figures()
 
     def action_charts(self) -> None:
         self.charts_follow_cursor = not self.charts_follow_cursor
