@@ -270,7 +270,11 @@ class PrometheusSource:
         matchers = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(labels.items()) if k != "__name__")
         rows = self.query(f"{flavour.stamp}{{{matchers}}}[{STEP_LOOKBACK}]", deadline, stamp)
         values = (rows[0].get("values") or []) if rows else []
-        times = sorted(float(v[0]) for v in values if isinstance(v, list) and v)
+        try:
+            times = sorted(float(v[0]) for v in values if isinstance(v, list) and v)
+        except (TypeError, ValueError):
+            raise BadAnswer("the stored samples' timestamps are not numbers") from None
+        times = [t for t in times if math.isfinite(t)]
         gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
         step = statistics.median(gaps) if gaps else None
         self._step[flavour.name] = step

@@ -16,7 +16,12 @@ from support.upstream import Upstream, body
 EVIL = "evil\x1b]0;pwned\x07\x1b[2J\x9b31m"  # window title, clear screen, a C1 CSI
 
 
-def store(model: str = "m", error: str | None = None, seen: list[dict[str, str]] | None = None):
+def store(
+    model: str = "m",
+    error: str | None = None,
+    seen: list[dict[str, str]] | None = None,
+    bad_times: bool = False,
+):
     """A store that answers the fleet view's queries for one engine with fixed values."""
 
     def handle(h: BaseHTTPRequestHandler) -> None:
@@ -39,7 +44,7 @@ def store(model: str = "m", error: str | None = None, seen: list[dict[str, str]]
                 "data": {"resultType": "vector", "result": [{"metric": labels, "value": [100, "100"]}]},
             }
         elif query.endswith("[10m]"):
-            values = [[70, "1"], [85, "1"], [100, "1"]]
+            values = [["x", "1"], [{}, "1"]] if bad_times else [[70, "1"], [85, "1"], [100, "1"]]
             doc = {
                 "status": "success",
                 "data": {"resultType": "matrix", "result": [{"metric": labels, "values": values}]},
@@ -153,3 +158,10 @@ def test_bad_access_options_are_one_line_and_exit_2(capsys, tmp_path, extra, mes
 def test_access_options_without_prometheus_are_refused(capsys):
     assert main(["top", "--once", "--prometheus-header", "X: y", "http://127.0.0.1:1"]) == 2
     assert "go with --prometheus" in capsys.readouterr().err
+
+
+def test_stored_samples_with_timestamps_that_are_not_numbers_are_one_line_and_exit_2(upstream, capsys):
+    upstream.routes["/api/v1/query"] = store(bad_times=True)
+    assert main(["top", "--once", "--prometheus", upstream.base]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "timestamps are not numbers" in err
