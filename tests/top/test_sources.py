@@ -182,3 +182,21 @@ def test_the_same_target_given_twice_is_scraped_once():
         assert [s.target for s in source.scrapers] == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
     finally:
         source.close()
+
+
+def test_a_page_of_more_label_sets_than_top_keeps_is_trimmed_before_it_becomes_engines():
+    from kvops.top.live import SAMPLES_PER_FAMILY
+
+    upstream = Upstream()
+    lines = [
+        f'vllm:num_requests_running{{model_name="m{i:06d}",engine="0"}} 1'
+        for i in range(SAMPLES_PER_FAMILY + 500)
+    ]
+    url = upstream.route("many", body("\n".join(lines) + "\n"))
+    source = LiveSource([url], timeout=10.0, hardware=False)
+    try:
+        [target] = source.next().targets
+        assert target.up and len(target.engines) == SAMPLES_PER_FAMILY
+    finally:
+        source.close()
+        upstream.stop()
