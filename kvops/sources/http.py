@@ -96,6 +96,7 @@ class FetchOptions:
     bearer_token: str | None = None
     ca_file: str | None = None  # verify TLS against this CA bundle (else the system's)
     accept: str = "text/plain;version=0.0.4"  # the Prometheus text format, unless asked otherwise
+    extra_headers: tuple[str, ...] = ()  # "Name: value" lines (Basic auth, X-Scope-OrgID)
 
 
 def _same_origin(a: str, b: str) -> bool:
@@ -160,6 +161,7 @@ class HttpClient:
         headers = [f"Accept: {self.options.accept}", "Accept-Encoding: identity", "User-Agent: kvops"]
         if self.options.bearer_token:
             headers.append(f"Authorization: Bearer {self.options.bearer_token}")
+        headers.extend(self.options.extra_headers)
         curl.setopt(pycurl.HTTPHEADER, headers)
 
     @property

@@ -21,11 +21,14 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Input, Sparkline, Static
+from textual.widgets import Footer, Input, Static
 
 from kvops.snapshot import Snapshot
+from kvops.termsafe import visible
 from kvops.top import units
 from kvops.top.board import SORTS, Board, Row, RowKey
+from kvops.top.charts import ChartPanel
+from kvops.top.command import View
 from kvops.top.table import TargetTable
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,19 @@ COLUMNS: tuple[tuple[str, str], ...] = (
 NUMERIC_COLUMNS = frozenset(
     ("kv", "local", "external", "store", "load", "ratio", "running", "waiting", "preempt")
 )
+# Left out first when the terminal is narrow (the detail view and the charts still have
+# them); target, model, KV % and the two hit rates always stay.
+DROP_ORDER = (
+    "load_trend",
+    "store_trend",
+    "engine",
+    "ratio",
+    "running",
+    "preempt",
+    "waiting",
+    "load",
+    "store",
+)
 
 
 class Source(Protocol):
@@ -58,9 +74,10 @@ class Source(Protocol):
     description: str
     live: bool
 
-    def next(self) -> Snapshot | None:
-        """Blocking: the next Snapshot, or None when there is nothing new (Prometheus has
-        not scraped since, or a replay ended: then its `finished` is True)."""
+    def next(self) -> Snapshot | tuple[Snapshot, Snapshot] | None:
+        """Blocking: the next Snapshot, or (before, after) where the source computes the
+        interval itself (Prometheus), or None when there is nothing new (the store has no
+        newer sample, or a replay ended: then its `finished` is True)."""
         ...
 
     def close(self) -> None: ...
@@ -73,7 +90,11 @@ HELP_TEXT = """\
   q          quit (from any screen)
   ?          this help (Esc closes it)
   /          filter targets by URL or model (Enter keeps it, Esc clears)
-  s          sort: target, local hit, external hit, store, load, KV usage
+  q, Ctrl-C  quit (from any screen)
+  s          sort: target, local hit, external hit, store, load, KV usage,
+             requests (running + waiting), preemptions
+  w          charts' smoothing window: 1 s, 10 s, 1 min
+  c          charts for the whole fleet, or for the row under the cursor
   p          pause / resume scraping
   ↑ ↓        pick a target (PgUp PgDn Home End)
   ← →        scroll sideways when the terminal is narrower than the table
@@ -135,17 +156,17 @@ _DETAIL_FIELDS: tuple[tuple[str, str, Any], ...] = (
 
 
 class DetailScreen(Screen[None]):
-    """Every figure of one engine, with the last minutes of traffic each way."""
+    """Every figure of one engine, with its charts over the last minutes."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,enter,backspace", "app.pop_screen", "back"),
         Binding("q", "app.quit", "quit"),
+        Binding("w", "app.window", "smoothing"),
         Binding("question_mark", "app.help", "help"),
     ]
     DEFAULT_CSS = """
     DetailScreen { padding: 0 1; }
-    DetailScreen Sparkline { height: 4; margin-bottom: 1; }
-    DetailScreen .label { color: $text-muted; }
+    DetailScreen #detail-figures { height: auto; }
     """
 
     def __init__(self, board: Board, key: RowKey) -> None:
@@ -155,10 +176,7 @@ class DetailScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-figures")
-        yield Static("stored per second, last minutes", classes="label")
-        yield Sparkline([], id="detail-store")
-        yield Static("loaded per second, last minutes", classes="label")
-        yield Sparkline([], id="detail-load")
+        yield ChartPanel(id="detail-charts")  # this engine's charts, with scales and time marks
         yield Footer()
 
     def on_mount(self) -> None:
@@ -171,34 +189,41 @@ class DetailScreen(Screen[None]):
         table = Table.grid(padding=(0, 2))
         table.add_column(style="dim")
         table.add_column()
-        table.add_row("target", Text(row.target))  # Text: a "[" in a name is not markup
-        table.add_row("model", Text(row.model or units.UNKNOWN))
-        table.add_row("engine", Text(row.engine or units.UNKNOWN))
+        # Text, never markup: a "[" in a name is shown; visible(): escapes are shown, not run.
+        table.add_row("target", Text(visible(row.target)))
+        table.add_row("model", Text(visible(row.model or units.UNKNOWN)))
+        table.add_row("engine", Text(visible(row.engine or units.UNKNOWN)))
         table.add_row(
-            "state", Text("up", style="green") if row.up else Text(f"down: {row.error}", "bold red")
+            "state",
+            Text("up", style="green") if row.up else Text(f"down: {visible(row.error)}", "bold red"),
         )
         for label, name, fmt in _DETAIL_FIELDS:
             table.add_row(label, fmt(row.get(name)))
         self.query_one("#detail-figures", Static).update(table)
-        self.query_one("#detail-store", Sparkline).data = [v or 0.0 for v in row.store_history]
-        self.query_one("#detail-load", Sparkline).data = [v or 0.0 for v in row.load_history]
+        window = getattr(self.app, "window", 10.0)
+        subject = f"{_short_target(row.target)} {_short_model(row.model)}"
+        self.query_one("#detail-charts", ChartPanel).draw(row.trend, subject, window, None, self.board.frames)
+
+
+MODEL_WIDTH = 28  # a longer model name is cut with "…"; the detail view has it whole
 
 
 def _short_model(model: str) -> str:
     # "meta-llama/Llama-3.1-8B-Instruct" -> the part people say; the detail view has it all.
-    return model.rsplit("/", 1)[-1]
+    short = visible(model.rsplit("/", 1)[-1])
+    return short if len(short) <= MODEL_WIDTH else short[: MODEL_WIDTH - 1] + "…"
 
 
 def _short_target(target: str) -> str:
     # http:// is the usual case; https:// stays visible.
-    return target.removeprefix("http://")
+    return visible(target.removeprefix("http://"))
 
 
 def _row_cells(row: Row) -> list[Text]:
     if not row.up:
         down = Text("down", style="bold red")
         return [Text(_short_target(row.target), style="red"), Text(_short_model(row.model)),
-                Text(row.engine), down, *[Text(units.UNKNOWN) for _ in range(8)],
+                Text(visible(row.engine)), down, *[Text(units.UNKNOWN) for _ in range(8)],
                 Text(units.sparkline(list(row.store_history), SPARK_WIDTH)),
                 Text(units.sparkline(list(row.load_history), SPARK_WIDTH))]  # fmt: skip
     kv = row.get("kv_cache_usage")
@@ -210,7 +235,7 @@ def _row_cells(row: Row) -> list[Text]:
     return [
         Text(_short_target(row.target)),
         Text(_short_model(row.model)) if row.model else Text("no vLLM engine", style="dim"),
-        Text(row.engine),
+        Text(visible(row.engine)),
         Text(num(kv, 0.01, 1), style=units.usage_style(kv)),
         Text(num(local, 0.01, 1), style=units.hit_rate_style(local)),
         Text(num(external, 0.01, 1), style=units.hit_rate_style(external)),
@@ -225,12 +250,13 @@ def _row_cells(row: Row) -> list[Text]:
     ]
 
 
-def gpu_table(board: Board) -> Table | Text:
+def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
     gpus = (board.doc or {}).get("gpus") or []
     if not gpus:
         return Text("GPUs: none reported by this source", style="dim")
     table = Table(box=None, padding=(0, 1), header_style="bold", expand=False)
-    for name in ("GPU", "Name", "Memory GiB", "PCIe TX GB/s", "PCIe RX GB/s", "Link max GB/s"):
+    first = "GPU (simulated)" if simulated else "GPU"
+    for name in (first, "Name", "Memory GiB", "PCIe TX GB/s", "PCIe RX GB/s", "Link max GB/s"):
         table.add_column(name)
     for g in gpus:
         used, total = g.get("memory_used_bytes"), g.get("memory_total_bytes")
@@ -239,13 +265,16 @@ def gpu_table(board: Board) -> Table | Text:
         def direction(rate: float | None, fraction: float | None) -> Text:
             if rate is None:
                 return Text(units.UNKNOWN)
+            text = Text(units.bar(fraction, 8) + " " if fraction is not None else "", style="cyan")
             share = f" ({fraction * 100:.0f} %)" if fraction is not None else ""
-            return Text(f"{rate / units.GB:.2f}{share}", style=units.link_style(fraction))
+            return text.append(f"{rate / units.GB:.2f}{share}", style=units.link_style(fraction))
 
+        memory = Text(units.bar(used / total, 8) + " " if used is not None and total else "", style="green")
+        memory.append(f"{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}")
         table.add_row(
-            Text(str(g.get("gpu"))),
-            Text(g.get("name") or units.UNKNOWN),
-            f"{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}",
+            Text(visible(g.get("gpu"))),
+            Text(visible(g.get("name") or units.UNKNOWN)),
+            memory,
             direction(g.get("pcie_transmit_bytes_per_second"), g.get("pcie_transmit_link_fraction")),
             direction(g.get("pcie_receive_bytes_per_second"), g.get("pcie_receive_link_fraction")),
             units.UNKNOWN if link is None else f"{link / units.GB:.1f}",
@@ -253,7 +282,9 @@ def gpu_table(board: Board) -> Table | Text:
     return table
 
 
-def host_line(board: Board) -> Text:
+def host_line(board: Board, simulated: bool = False) -> Text:
+    """The host's RAM and /dev/shm against the offload tier. `simulated`: the demo's host,
+    said so, since comparing a simulated tier with this machine's RAM would be a false alarm."""
     host = (board.doc or {}).get("host") or {}
     tier = board.offload_tier_bytes()
     if not host:
@@ -261,7 +292,7 @@ def host_line(board: Board) -> Text:
         return Text(f"Host: not reported by this source{tier_text}", style="dim")
     available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
     shm_free = host.get("shm_free_bytes")
-    line = Text("Host: RAM available ")
+    line = Text("Host (simulated): RAM available " if simulated else "Host: RAM available ")
 
     def short(value: float | None) -> bool:
         return tier is not None and value is not None and value < tier
@@ -277,26 +308,36 @@ class TopApp(App[int]):
     TITLE = "kvops top"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
+        # Every top-like tool quits on Ctrl-C; Textual's default only says "press ctrl+q".
+        # priority: also while the filter box (an Input) has the focus.
+        Binding("ctrl+c", "quit", "quit", show=False, priority=True),
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("s", "sort", "sort"),
+        Binding("w", "window", "smoothing"),
+        Binding("c", "charts", "fleet/row charts"),
         Binding("p", "pause", "pause"),
     ]
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
+    #targets { height: auto; max-height: 60%; }
     #panels { height: auto; max-height: 12; padding: 0 1; }
     #filter { dock: bottom; display: none; }
     #filter.shown { display: block; }
     """
 
-    def __init__(self, source: Source, interval: float = 1.0) -> None:
+    def __init__(self, source: Source, interval: float = 1.0, view: View | None = None) -> None:
         super().__init__()
+        view = view or View()
         self.source = source
         self.interval = interval
         self.board = Board()
         self.paused = False
-        self.sort_index = 0
-        self.text_filter = ""
+        self.sort_index = view.sort
+        self.text_filter = view.text_filter
+        self.top = view.top
+        self.window = view.window
+        self.charts_follow_cursor = False  # False: the fleet summed
         self.ended = False  # a replay played its last frame
         self._scraping = False
         self.scrape_error: str | None = None
@@ -304,7 +345,8 @@ class TopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
-        yield TargetTable(COLUMNS, right=NUMERIC_COLUMNS, id="targets")
+        yield TargetTable(COLUMNS, right=NUMERIC_COLUMNS, drop_order=DROP_ORDER, id="targets")
+        yield ChartPanel(id="charts")
         with Vertical(id="panels"):
             yield Static(id="gpus")
             yield Static(id="host")
@@ -323,6 +365,13 @@ class TopApp(App[int]):
         if self.paused or self._scraping or self.ended:
             return
         self._scraping = True
+        set_page = getattr(self.source, "set_page", None)
+        if set_page is not None:
+            # The store's fleet view fetches whole only the engines the table can show, in
+            # target order; a sort on a figure needs every engine's figures.
+            table = self.query_one("#targets", TargetTable)
+            room = max(1, int(self.size.height * 0.6) - 2, table.size.height - 2)
+            set_page(room if self.sort_index == 0 else None, self.text_filter)
         # A daemon thread rather than a Textual thread worker: those run on asyncio's default
         # executor, which the process waits for at exit, so `q` during a hung scrape would
         # hang for the whole scrape timeout.
@@ -330,21 +379,27 @@ class TopApp(App[int]):
 
     def _fetch(self) -> None:
         error: str | None = None
-        snap: Snapshot | None = None
+        snap: Snapshot | tuple[Snapshot, Snapshot] | None = None
+        fleet = None
         try:
             snap = self.source.next()
+            fleet = getattr(self.source, "last_fleet", None)
         except Exception as exc:  # a source bug must not take the screen down
             log.exception("scrape failed")
             error = f"{type(exc).__name__}: {exc}".splitlines()[0][:200]
         if not self.is_running:  # quit during the scrape: nobody to hand it to
             return
         with contextlib.suppress(RuntimeError):  # the app closed in between
-            self.call_from_thread(self._apply, snap, error)
+            self.call_from_thread(self._apply, snap, error, fleet)
 
-    def _apply(self, snap: Snapshot | None, error: str | None) -> None:
+    def _apply(
+        self, snap: Snapshot | tuple[Snapshot, Snapshot] | None, error: str | None, fleet: Any = None
+    ) -> None:
         self._scraping = False
         self.scrape_error = error
-        if snap is not None:
+        if isinstance(snap, tuple):
+            self.board.update(snap[1], before=snap[0], fleet=fleet)
+        elif snap is not None:
             self.board.update(snap)
         elif error is None and getattr(self.source, "finished", False):
             self.ended = True
@@ -352,17 +407,33 @@ class TopApp(App[int]):
 
     # --- rendering ------------------------------------------------------------------------
     def _render_all(self) -> None:
-        self._render_status()
         self._render_table()
+        self._render_charts()
+        self._render_status()
+        simulated = bool(getattr(self.source, "simulated_hardware", False))
         gpus = (self.board.doc or {}).get("gpus") or []
-        self._update("#gpus", repr(gpus), lambda: gpu_table(self.board))
-        host = host_line(self.board)
+        self._update("#gpus", repr(gpus), lambda: gpu_table(self.board, simulated))
+        host = host_line(self.board, simulated)
         self._update("#host", repr(host), lambda: host)
         failing = [c for c in self.board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
-        note = " · ".join(f"{c.name}: {c.error}" for c in failing)
+        note = visible(" · ".join(f"{c.name}: {c.error}" for c in failing))
         self._update("#collectors", note, lambda: Text(note, style="dim"))
         if isinstance(self.screen, DetailScreen):
             self.screen.refresh_figures()
+
+    def _render_charts(self) -> None:
+        board = self.board
+        table = self.query_one("#targets", TargetTable)
+        key = table.cursor_key if self.charts_follow_cursor else None
+        row = board.rows.get(key) if key is not None else None
+        if row is not None:
+            subject = f"{_short_target(row.target)} {_short_model(row.model)}".strip()
+            trend, link = row.trend, None
+        else:
+            up = board.fleet_engines or sum(1 for r in board.rows.values() if r.up)
+            subject = f"fleet, {up} engine(s) up"
+            trend, link = board.fleet, board.fleet_link_max
+        self.query_one("#charts", ChartPanel).draw(trend, subject, self.window, link, (board.frames, key))
 
     def _update(self, selector: str, key: str, build: Callable[[], Any]) -> None:
         """Update a Static only when what it shows changed: each update costs a layout pass."""
@@ -375,33 +446,40 @@ class TopApp(App[int]):
         rows = self.board.rows.values()
         down = sum(1 for r in rows if not r.up)
         parts: list[tuple[str, str]] = [
-            (self.source.description, ""),
+            (visible(self.source.description), ""),
             (f"{len(self.board.rows)} engine(s)", ""),
         ]
+        more = (self.board.fleet_engines or 0) - len(self.board.rows)
+        if self.board.fleet_engines is not None and more > 0:
+            parts[-1] = (f"{len(self.board.rows)} of {self.board.fleet_engines} engine(s), {more} more: "
+                         "filter (/) or sort (s) to see them", "")  # fmt: skip
         if down:
             parts.append((f"{down} down", "bold red"))
+        if self.board.rows_cut:
+            parts.append((f"{self.board.rows_cut} more engine(s) not kept (row cap)", "bold yellow"))
         parts.append((f"sort: {SORTS[self.sort_index][0]}", ""))
+        if self.charts_follow_cursor:  # else the charts are the fleet's, the usual case
+            parts.append((f"charts: {visible(self.query_one('#charts', ChartPanel).subject)}", ""))
         if self.text_filter:
-            parts.append((f"filter: {self.text_filter!r}", ""))
+            parts.append((f"filter: {visible(self.text_filter)!r}", ""))
         if self.paused:
             parts.append(("PAUSED", "bold yellow"))
         if self.ended:
             parts.append(("replay finished, holding the last frame (q quits)", ""))
         elif self.board.frames == 0:
             parts.append(("waiting for the first scrape…", ""))
-        elif self.board.frames == 1:
+        elif self.board.frames == 1 and not self.board.has_interval:
             parts.append(("rates from the next frame on", ""))
         if self.scrape_error:  # second, where a one-line status cannot cut it off
-            parts.insert(1, (f"scrape error: {self.scrape_error}", "bold red"))
+            parts.insert(1, (f"scrape error: {visible(self.scrape_error)}", "bold red"))
         status = Text(" · ").join(Text(text, style=style) for text, style in parts)
         self._update("#status", repr(status), lambda: status)
 
     def _render_table(self) -> None:
         rows = self.board.visible(self.text_filter, self.sort_index)
-        self.query_one("#targets", TargetTable).set_rows([(row.key, _row_cells(row)) for row in rows])
-
-    def selected_key(self) -> RowKey | None:
-        return self.query_one("#targets", TargetTable).cursor_key
+        self.query_one("#targets", TargetTable).set_rows(
+            [row.key for row in rows], lambda i: _row_cells(rows[i])
+        )
 
     # --- actions ----------------------------------------------------------------------------
     def action_help(self) -> None:
@@ -411,6 +489,19 @@ class TopApp(App[int]):
     def action_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTS)
         self._render_all()
+
+    def action_window(self) -> None:
+        windows = (1.0, 10.0, 60.0)
+        self.window = (
+            windows[(windows.index(self.window) + 1) % len(windows)] if self.window in windows else 10.0
+        )
+        self._render_charts()
+        if isinstance(self.screen, DetailScreen):
+            self.screen.refresh_figures()
+
+    def action_charts(self) -> None:
+        self.charts_follow_cursor = not self.charts_follow_cursor
+        self._render_charts()
 
     def action_pause(self) -> None:
         self.paused = not self.paused

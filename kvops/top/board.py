@@ -2,19 +2,28 @@
 history for sparklines, and which targets are down. No Textual here, so it is tested and
 reused (--once text) without a terminal.
 
-Every figure comes from kvops.rates.interval(): top never computes a rate itself.
+Every figure comes from kvops.rates.interval(): top never computes a rate itself (the
+charts' smoothed figures are sums of its per-interval deltas, series.py).
+
+Memory stays bounded whatever a source serves: at most MAX_ROWS engines are kept (the rest
+are counted in `rows_cut`, and cut before rates are computed), each with HISTORY_POINTS
+frames of float32 history.
 """
 
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
 from kvops.rates import interval
-from kvops.snapshot import CollectorStatus, Snapshot
+from kvops.snapshot import CollectorStatus, Snapshot, TargetSample
+from kvops.top.series import HISTORY_POINTS, Ring, Trend, add, deltas_of
 
-HISTORY_POINTS = 300  # 5 minutes at the default 1 s interval
+__all__ = ["HISTORY_POINTS", "MAX_ROWS", "SORTS", "Board", "Row", "RowKey"]
+
+# Well above a real fleet (issue 17: 2,000 engines are not cut), well below a hostile page of
+# 200k label sets (which took top to 2.45 GB).
+MAX_ROWS = 5000
 
 RowKey = tuple[str, str, str]  # (target, model_name, engine); model "" while never seen up
 
@@ -27,8 +36,9 @@ class Row:
     error: str | None = None
     down_frames: int = 0  # consecutive frames down; after the history window the row goes
     # Bytes per wall second moved each way, per frame; None where unknown or down.
-    store_history: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
-    load_history: deque[float | None] = field(default_factory=lambda: deque(maxlen=HISTORY_POINTS))
+    store_history: Ring = field(default_factory=Ring)
+    load_history: Ring = field(default_factory=Ring)
+    trend: Trend = field(default_factory=Trend)  # per-frame deltas, for the charts
 
     @property
     def target(self) -> str:
@@ -44,7 +54,12 @@ class Row:
 
     def get(self, name: str) -> Any:
         """A figure, or None while the row is down (stale numbers must not look live)."""
-        return self.figures.get(name) if self.up else None
+        if not self.up:
+            return None
+        if name == "requests":  # the load on the engine: what it runs and what queues
+            running, waiting = self.figures.get("requests_running"), self.figures.get("requests_waiting")
+            return None if running is None and waiting is None else (running or 0) + (waiting or 0)
+        return self.figures.get(name)
 
 
 # name shown, figure sorted on, worst first when True (low hit rates first)
@@ -55,39 +70,95 @@ SORTS: tuple[tuple[str, str | None, bool], ...] = (
     ("store GB/s", "store_bandwidth_bytes_per_second", False),
     ("load GB/s", "load_bandwidth_bytes_per_second", False),
     ("KV usage", "kv_cache_usage", False),
+    ("requests", "requests", False),  # running + waiting: the highest load first
+    ("preemptions", "preemptions", False),
 )
 
 
 class Board:
-    def __init__(self) -> None:
+    def __init__(self, max_rows: int | None = MAX_ROWS) -> None:
+        self.max_rows = max_rows  # None: never cut (--once)
         self.prev: Snapshot | None = None
         self.doc: dict[str, Any] | None = None  # the last rates.interval() document
         self.rows: dict[RowKey, Row] = {}
+        self._end = 0.0  # the current frame's time and interval length, while updating
+        self._seconds: float | None = None
         self.frames = 0
         self.collectors: list[CollectorStatus] = []
+        self.has_interval = False  # the last frame had rates
+        self.fleet_engines: int | None = None  # engines in the fleet, where rows are a page of it
+        self.rows_cut = 0  # engines the last sample had beyond MAX_ROWS, not shown
+        self.fleet = Trend()  # every engine up, summed: the charts when no target is picked
+        self.fleet_link_max: float | None = None  # summed PCIe link maximum of the GPUs shown
 
-    def update(self, snap: Snapshot) -> None:
-        # The first frame has no interval: an empty "before" leaves every rate None while
-        # the current state (KV usage, running, waiting) shows at once.
-        doc = interval(self.prev if self.prev is not None else Snapshot(time=snap.time), snap)
-        self.prev = snap
+    def update(
+        self, snap: Snapshot, before: Snapshot | None = None, fleet: tuple[dict[str, Any], int] | None = None
+    ) -> None:
+        """The next frame: `snap` against the previous one, or against `before` where the
+        source hands over both ends of an interval (the Prometheus fleet view). `fleet`: a
+        page of a larger fleet (the whole fleet's figures as one rates entry, and how many
+        engines it has): rows not on the page are dropped, not shown down."""
+        snap = self._capped(snap)
+        if before is not None:
+            start = self._capped(before) if before.targets else before
+            self.has_interval = bool(before.targets)
+        else:
+            # The first frame has no interval: an empty "before" leaves every rate None while
+            # the current state (KV usage, running, waiting) shows at once.
+            start = self.prev if self.prev is not None else Snapshot(time=snap.time)
+            self.has_interval = self.prev is not None
+        doc = interval(start, snap)
+        self.prev = snap if before is None else None
         self.doc = doc
         self.frames += 1
         self.collectors = list(snap.collectors)
+        self._end = snap.time
+        self._seconds = doc.get("interval_seconds") if self.has_interval else None
+        totals: dict[str, float | None] | None = {}
         seen: set[RowKey] = set()
         for entry in doc["targets"]:
             if entry["up"]:
                 seen.add(self._update_up(entry))
+                add(totals, deltas_of(entry))  # type: ignore[arg-type]
             else:
                 seen.update(self._update_down(entry["target"], entry.get("error")))
         for target in snap.targets:
             if target.up and not target.engines:  # up, but no vLLM engine (LMCache only)
                 seen.add(self._update_engineless(target.target))
+        self.fleet_engines = None if fleet is None else fleet[1]
         for key, row in list(self.rows.items()):
+            if key not in seen and fleet is not None:  # off the page: not shown, not down
+                del self.rows[key]
+                continue
             if key not in seen:  # gone from the source (an exporter stopped listing it)
                 self._mark_down(row, "not in the last sample")
             if not row.up and self._forgotten(row):
                 del self.rows[key]  # down for the whole history window: a pod that left the fleet
+        if fleet is not None:  # the store summed the whole fleet, not only the page
+            totals = deltas_of(fleet[0]) if fleet[0] else None
+        self.fleet.append(snap.time, self._seconds, totals if self._seconds else None)
+        links = [g.get("pcie_link_max_bytes_per_second") for g in doc.get("gpus") or []]
+        self.fleet_link_max = sum(x for x in links if x) or None
+
+    def _capped(self, snap: Snapshot) -> Snapshot:
+        """`snap` with at most MAX_ROWS engines (targets in order, each whole or cut)."""
+        if self.max_rows is None:
+            return snap
+        total = sum(max(1, len(t.engines)) for t in snap.targets)
+        self.rows_cut = max(0, total - self.max_rows)
+        if not self.rows_cut:
+            return snap
+        kept: list[TargetSample] = []
+        room = self.max_rows
+        for target in snap.targets:
+            if room <= 0:
+                break
+            if len(target.engines) > room:
+                target = TargetSample(target.target, target.up, target.error, target.engines[:room])
+            kept.append(target)
+            room -= max(1, len(target.engines))
+        return Snapshot(time=snap.time, targets=kept, gpus=snap.gpus, host=snap.host,
+                        processes=snap.processes, collectors=snap.collectors)  # fmt: skip
 
     @staticmethod
     def _forgotten(row: Row) -> bool:
@@ -106,6 +177,7 @@ class Board:
         row.down_frames = 0
         row.store_history.append(entry.get("store_offered_bytes_per_second"))
         row.load_history.append(entry.get("load_offered_bytes_per_second"))
+        row.trend.append(self._end, self._seconds, deltas_of(entry) if self._seconds else None)
         return key
 
     def _update_engineless(self, target: str) -> RowKey:
@@ -119,6 +191,7 @@ class Board:
         row.down_frames = 0
         row.store_history.append(None)
         row.load_history.append(None)
+        row.trend.append(self._end, self._seconds, None)
         return key
 
     def _update_down(self, target: str, error: str | None) -> list[RowKey]:
@@ -131,13 +204,13 @@ class Board:
             self._mark_down(row, error or "down")
         return [row.key for row in rows]
 
-    @staticmethod
-    def _mark_down(row: Row, error: str) -> None:
+    def _mark_down(self, row: Row, error: str) -> None:
         row.up = False
         row.error = error
         row.down_frames += 1
         row.store_history.append(None)
         row.load_history.append(None)
+        row.trend.append(self._end, self._seconds, None)
 
     def visible(self, text_filter: str = "", sort: int = 0) -> list[Row]:
         """Rows whose target or model contains the filter (case-insensitive), sorted."""

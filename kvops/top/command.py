@@ -4,10 +4,28 @@ from __future__ import annotations
 
 import argparse
 import math
+from dataclasses import dataclass
 from typing import Any
 
 DEFAULT_URL = "http://localhost:8000"  # vllm serve's default port
 MAX_SCRAPE_TIMEOUT = 5.0
+# `--once --json`'s shape (docs/DESIGN.md); raised on every change of shape.
+# 2: schema_version itself, `groups` with --group-by, every engine from --prometheus.
+SCHEMA_VERSION = 2
+# --sort KEY -> the board's sort (kvops.top.board.SORTS)
+SORT_KEYS = ("target", "local-hit", "external-hit", "store", "load", "kv", "requests", "preemptions")
+WINDOWS = {"1s": 1.0, "10s": 10.0, "1m": 60.0}  # chart smoothing
+
+
+@dataclass
+class View:
+    """What the user asked to see: sort, filter, how many rows, grouping, chart smoothing."""
+
+    sort: int = 0
+    text_filter: str = ""
+    top: int | None = None
+    group_by: str | None = None
+    window: float = 10.0
 
 
 EXAMPLES = """\
@@ -33,6 +51,65 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", default="1", metavar="S", help="seconds between frames (default 1)")
     parser.add_argument("--once", action="store_true", help="print one frame from two samples and exit")
     parser.add_argument("--json", action="store_true", help="with --once: the frame as JSON on stdout")
+    view = parser.add_argument_group("what to show")
+    view.add_argument(
+        "--sort",
+        choices=SORT_KEYS,
+        default="target",
+        help="row order; hit rates worst first, the rest highest first (default target)",
+    )
+    view.add_argument(
+        "--filter", default="", metavar="TEXT", help="only engines whose URL or model contains TEXT"
+    )
+    view.add_argument(
+        "--top", type=int, metavar="N", help="show at most N engines and count the rest (never cuts --json)"
+    )
+    view.add_argument(
+        "--group-by",
+        choices=("model", "instance", "kind"),
+        help="fleet aggregates per model, per instance (host:port) or per engine kind",
+    )
+    view.add_argument(
+        "--window",
+        choices=tuple(WINDOWS),
+        default="10s",
+        help="charts' smoothing window (default 10s; `w` cycles it)",
+    )
+    auth = parser.add_argument_group("--prometheus access")
+    auth.add_argument(
+        "--prometheus-bearer-token-file",
+        metavar="FILE",
+        help="send the token in this file as Authorization: Bearer",
+    )
+    auth.add_argument(
+        "--prometheus-basic-auth",
+        metavar="USER:PASSWORD_FILE",
+        help="HTTP basic auth; the password is read from PASSWORD_FILE",
+    )
+    auth.add_argument(
+        "--prometheus-ca-file", metavar="FILE", help="verify the store's TLS certificate against this CA"
+    )
+    auth.add_argument(
+        "--prometheus-header",
+        action="append",
+        metavar="'NAME: VALUE'",
+        help="an extra request header, e.g. 'X-Scope-OrgID: tenant1' for Mimir (repeatable)",
+    )
+
+
+def view_of(args: argparse.Namespace) -> View:
+    from kvops.errors import UsageError
+
+    top = getattr(args, "top", None)
+    if top is not None and top < 1:
+        raise UsageError(f"--top {top}: give at least 1")
+    return View(
+        sort=SORT_KEYS.index(getattr(args, "sort", "target")),
+        text_filter=getattr(args, "filter", "") or "",
+        top=top,
+        group_by=getattr(args, "group_by", None),
+        window=WINDOWS[getattr(args, "window", "10s")],
+    )
 
 
 def parse_interval(raw: str) -> float:
@@ -60,10 +137,14 @@ def build_source(args: argparse.Namespace, interval: float) -> Any:
         from kvops.sources.replay import ReplaySource
 
         return ReplaySource(args.replay, interval)
+    auth = (args.prometheus_bearer_token_file, args.prometheus_basic_auth, args.prometheus_ca_file,
+            args.prometheus_header)  # fmt: skip
+    if any(auth) and not args.prometheus:
+        raise UsageError("the --prometheus-* access options go with --prometheus")
     if args.prometheus:
-        from kvops.sources.prometheus import PrometheusSource
+        from kvops.sources.prometheus import PrometheusSource, auth_options
 
-        return PrometheusSource(args.prometheus, timeout)
+        return PrometheusSource(args.prometheus, timeout, auth_options(*auth))
     from kvops.top.live import LiveSource
 
     return LiveSource(args.urls or [DEFAULT_URL], timeout)
@@ -78,10 +159,11 @@ def run(args: argparse.Namespace) -> int:
     if args.once and args.replay is not None and len(args.replay) < 2:
         raise UsageError("--once --replay needs two files: rates come from an interval")
     quiet_logs()
+    view = view_of(args)
     source = build_source(args, interval)  # bad input is named before the terminal is
     if args.once:
         try:
-            return print_once(source, interval, args.json)
+            return print_once(source, interval, args.json, view)
         finally:
             source.close()
     try:
@@ -89,36 +171,66 @@ def run(args: argparse.Namespace) -> int:
     except UsageError:
         source.close()
         raise
-    return run_app(source, interval)
+    return run_app(source, interval, view)
 
 
-def print_once(source: Any, interval: float, as_json: bool) -> int:
+def print_once(source: Any, interval: float, as_json: bool, view: View | None = None) -> int:
     import json
     import sys
-    import time
 
-    from kvops.rates import interval as rates_interval
+    from kvops.top import fleet
     from kvops.top.board import Board
 
+    view = view or View()
     try:
-        first = _frame(source, interval)
-        if source.live:
-            time.sleep(interval)
-        second = _frame(source, interval)
+        first, second = _two_frames(source, interval)
     except TimeoutError as exc:
         print(f"kvops top: {exc}", file=sys.stderr)
         return 1
+    board = Board(max_rows=None)  # --once is never cut
+    board.update(second, before=first)
     if as_json:
-        doc = rates_interval(first, second)
-        sys.stdout.write(json.dumps(_finite(doc), allow_nan=False) + "\n")
+        doc = dict(board.doc or {})
+        # Every engine (no --top cut), in the --sort order, less what --filter leaves out.
+        order = {row.key: i for i, row in enumerate(board.visible(view.text_filter, view.sort))}
+
+        def key(entry: dict[str, Any]) -> tuple[str, str, str]:
+            return (entry["target"], entry.get("model_name") or "", entry.get("engine") or "")
+
+        doc["targets"] = sorted((e for e in doc["targets"] if key(e) in order), key=lambda e: order[key(e)])
+        if view.group_by:
+            doc["groups"] = fleet.group(doc, view.group_by)
+        out = {"schema_version": SCHEMA_VERSION, **doc}
+        sys.stdout.write(json.dumps(_finite(out), allow_nan=False) + "\n")
         return 0
     from kvops.top.text import render
 
-    board = Board()
-    board.update(first)
-    board.update(second)
-    sys.stdout.write(render(board) + "\n")
+    sys.stdout.write(render(board, bool(getattr(source, "simulated_hardware", False)), view) + "\n")
     return 0
+
+
+def _two_frames(source: Any, interval: float) -> tuple[Any, Any]:
+    """(before, after): from a store, one frame of its history; else two samples."""
+    import time
+
+    if hasattr(source, "frame"):  # the Prometheus fleet view: the store has the interval
+        from kvops.errors import UsageError
+        from kvops.sources.http import FetchError
+        from kvops.sources.prometheus import BadAnswer
+        from kvops.termsafe import visible
+
+        try:
+            pair = source.frame(time.monotonic() + source.timeout)
+        except BadAnswer as exc:
+            raise UsageError(f"--prometheus {source.base}: {exc}") from None
+        except FetchError as exc:  # unreachable, refused, timed out: exit 1, one line
+            raise TimeoutError(f"--prometheus {source.base}: {visible(exc)}") from None
+        assert pair is not None  # the first frame is always new
+        return pair
+    first = _frame(source, interval)
+    if source.live:
+        time.sleep(interval)
+    return first, _frame(source, interval)
 
 
 ONCE_WAIT_SECONDS = 120.0  # how long --once waits for a Prometheus to scrape something new
@@ -167,9 +279,22 @@ def quiet_logs() -> None:
     logging.getLogger("kvops").setLevel(logging.CRITICAL)
 
 
-def run_app(source: Any, interval: float) -> int:
+def run_app(source: Any, interval: float, view: View | None = None) -> int:
+    import os
+    import sys
+
     from kvops.top.app import TopApp
 
-    app = TopApp(source, interval)
-    app.run()
-    return app.return_code or 0
+    app = TopApp(source, interval, view)
+    try:
+        app.run()
+        code = app.return_code or 0
+    except KeyboardInterrupt:  # a SIGINT from outside (kill -INT): quitting is what was asked
+        code = 0
+    # The terminal is restored. Leave now rather than at interpreter exit, which joins the
+    # scrape pool's worker threads: one busy parsing a huge page would hold `q` for seconds
+    # (issue 17: `q` within 1 s). Nothing is left to save; the simulator of `kvops demo` is a
+    # thread of this process.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

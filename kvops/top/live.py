@@ -1,7 +1,7 @@
 """Live scrapes for `kvops top URL ...`: each URL may be a vLLM (or LMCache) or a `kvops
 exporter`; the host and GPU collectors of this machine run beside them.
 
-Scrapes go through the exporter's ScrapeRunner (concurrent, one deadline, one fetch in flight
+Scrapes go through the sources' ScrapeRunner (concurrent, one deadline, one fetch in flight
 per target), so top and the exporter see a target the same way. A URL that serves kvops_*
 series is read as an exporter: its targets, GPUs and host replace the placeholder sample
 (and its GPUs and host are shown instead of this machine's, since they are where it runs).
@@ -17,6 +17,7 @@ from kvops.sources.exposition import ParseResult
 from kvops.sources.http import FetchError, FetchOptions
 from kvops.sources.runner import ScrapeRunner, default_hardware_sources
 from kvops.sources.target import TargetScraper
+from kvops.top.board import MAX_ROWS
 
 log = logging.getLogger(__name__)
 
@@ -40,10 +41,23 @@ class UrlScraper(TargetScraper):
         return super().finish(outcome, fetch_seconds)
 
     def interpret(self, result: ParseResult, started: float) -> TargetSample:
+        _trim(result)
         if kvops_exposition.has_kvops_samples(result):
             self.exporter = kvops_exposition.decode(result, started)
             return TargetSample(self.target, up=True)
         return vllm.normalise(result, self.target)
+
+
+# The dashboard keeps at most MAX_ROWS engines (board.py): samples of a family beyond a few
+# per kept engine are dropped before they become engines (a hostile page of 200k label sets
+# made top normalise 200k engines a second). The exporter keeps its own limits.
+SAMPLES_PER_FAMILY = 8 * MAX_ROWS
+
+
+def _trim(result: ParseResult) -> None:
+    for samples in result.samples.values():
+        if len(samples) > SAMPLES_PER_FAMILY:
+            del samples[SAMPLES_PER_FAMILY:]
 
 
 class LiveSource:

@@ -1,15 +1,21 @@
 """The target table: one line per engine, a row cursor, a fixed two-line header.
 
+When the terminal is narrower than the table, whole columns are left out, least important
+first (as htop and k9s do), so every header shown is whole; only when even the columns that
+are never dropped do not fit does the table pan sideways.
+
 Textual's DataTable re-renders every cell through Rich on any update (its cell cache is
 keyed on an update counter), which at one update a second for 16 targets cost more CPU
 than the scraping. Here each row is one Text, rendered to one Strip once per frame, and
 render_line only crops and styles strips (benchmarks/top_cpu.py measures the difference).
+Only the rows in view are turned into cells and strips (`cells_of` is asked for them), so a
+frame costs the same with 16 engines or 5,000.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import ClassVar
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 from rich.segment import Segment
 from rich.style import Style
@@ -57,12 +63,19 @@ class TargetTable(Widget, can_focus=True):
         columns: Sequence[tuple[str, str]],
         *,
         right: frozenset[str] = frozenset(),
+        drop_order: Sequence[str] = (),
         id: str | None = None,
     ) -> None:
         super().__init__(id=id)
         self.columns = list(columns)  # (key, label; "\n" splits the label over the two lines)
         self.right = [key in right for key, _ in self.columns]  # numbers line up on the right
-        self.rows: list[tuple[RowKey, list[Text]]] = []
+        keys = [key for key, _ in self.columns]
+        # Column indexes in the order they are left out when the width is short.
+        self.drop_order = [keys.index(key) for key in drop_order]
+        self.shown_columns: list[int] = list(range(len(self.columns)))
+        self.keys: list[RowKey] = []
+        self._cells_of: Callable[[int], list[Text]] = lambda index: []
+        self._built_top = -1  # the first row the strips were built from
         self.cursor = 0
         self._top = 0  # first row shown
         self._left = 0  # first column of text shown (a terminal narrower than the table)
@@ -75,48 +88,75 @@ class TargetTable(Widget, can_focus=True):
     # --- data -------------------------------------------------------------------------------
     @property
     def row_count(self) -> int:
-        return len(self.rows)
+        return len(self.keys)
 
     @property
     def cursor_key(self) -> RowKey | None:
-        return self.rows[self.cursor][0] if self.rows else None
+        return self.keys[self.cursor] if self.keys else None
 
-    def set_rows(self, rows: list[tuple[RowKey, list[Text]]]) -> None:
-        """Replace the rows, keeping the cursor on the same key where it is still shown."""
+    def set_rows(self, keys: list[RowKey], cells_of: Callable[[int], list[Text]]) -> None:
+        """Replace the rows (`cells_of(i)`: the cells of row i, asked only for rows in view),
+        keeping the cursor on the same key where it is still shown."""
         keep = self.cursor_key
-        self.rows = rows
-        keys = [key for key, _ in rows]
-        self.cursor = keys.index(keep) if keep in keys else min(self.cursor, max(0, len(rows) - 1))
-        self._build()
+        resized = len(keys) != len(self.keys)  # the table is sized to its rows
+        self.keys = keys
+        self._cells_of = cells_of
+        where = {key: i for i, key in enumerate(keys)} if keep is not None else {}
+        self.cursor = where[keep] if keep in where else min(self.cursor, max(0, len(keys) - 1))
         self._scroll_to_cursor()
-        self.refresh()
+        self._build()
+        self.refresh(layout=resized)
+
+    def shown_cells(self) -> list[tuple[RowKey, list[Text]]]:
+        """The rows in view with all their cells (the dropped columns too)."""
+        end = min(len(self.keys), self._top + self._visible_rows())
+        return [(self.keys[i], self._cells_of(i)) for i in range(self._top, end)]
 
     def _build(self) -> None:
         if not self.is_attached:  # styles and the console come with mounting
             return
+        self._built_top = self._top
+        rows = self.shown_cells()
         labels = [label.split("\n") for _, label in self.columns]
         widths = [max(len(part) for part in parts) for parts in labels]
-        for _, cells in self.rows:
+        for _, cells in rows:
             for i, cell in enumerate(cells):
                 widths[i] = max(widths[i], cell.cell_len)
-        self._width = sum(widths) + GAP * len(widths)
+        shown = self._fit(widths)
+        self.shown_columns = shown
+        self._width = sum(widths[i] + GAP for i in shown)
         header_style = self._style("header")
         self._header = []
         for line in range(2):
             text = Text(style=header_style)
-            for parts, width, right in zip(labels, widths, self.right, strict=True):
+            for i in shown:
+                parts, width, right = labels[i], widths[i], self.right[i]
                 part = parts[line] if line < len(parts) else ""
                 text.append(" " + (part.rjust(width) if right else part.ljust(width)) + " " * (GAP - 1))
             self._header.append(self._strip(text))
         self._strips = []
-        for _, cells in self.rows:
+        for _, cells in rows:
             text = Text()
-            for cell, width, right in zip(cells, widths, self.right, strict=True):
+            for i in shown:
+                cell, width, right = cells[i], widths[i], self.right[i]
                 pad = " " * (width - cell.cell_len)
                 text.append(" " + pad if right else " ")
                 text.append_text(cell)
                 text.append(("" if right else pad) + " " * (GAP - 1))
             self._strips.append(self._strip(text))
+
+    def _fit(self, widths: list[int]) -> list[int]:
+        """The columns shown: all of them, less the least important ones until the rest fit
+        the widget's width (all while the widget has no size yet)."""
+        room = self.size.width
+        dropped: set[int] = set()
+        total = sum(widths) + GAP * len(widths)
+        for index in self.drop_order:
+            if room <= 0 or total <= room:
+                break
+            dropped.add(index)
+            total -= widths[index] + GAP
+        return [i for i in range(len(widths)) if i not in dropped]
 
     def _strip(self, text: Text) -> Strip:
         segments = [s for s in text.render(self.app.console) if s.text != "\n"]
@@ -133,9 +173,9 @@ class TargetTable(Widget, can_focus=True):
             strip = self._header[y] if self._header else Strip.blank(width)
             return strip.crop(left, left + width).extend_cell_length(width, self._style("header fill"))
         index = self._top + y - 2
-        if index >= len(self._strips):
+        if not 0 <= index - self._built_top < len(self._strips):
             return Strip.blank(width, self._style("base"))
-        strip = self._strips[index].crop(left, left + width).extend_cell_length(width)
+        strip = self._strips[index - self._built_top].crop(left, left + width).extend_cell_length(width)
         if index == self.cursor:
             strip = strip.apply_style(self._style("cursor"))
         return strip.apply_style(self._style("base"))
@@ -165,6 +205,10 @@ class TargetTable(Widget, can_focus=True):
         self._styles.clear()
         super().notify_style_update()
 
+    def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
+        """Sized to its rows (with `height: auto`): the header and one line per engine."""
+        return len(self.keys) + 2
+
     def _visible_rows(self) -> int:
         return max(1, self.size.height - 2)
 
@@ -174,17 +218,20 @@ class TargetTable(Widget, can_focus=True):
             self._top = self.cursor
         elif self.cursor >= self._top + shown:
             self._top = self.cursor - shown + 1
-        self._top = max(0, min(self._top, max(0, len(self.rows) - shown)))
+        self._top = max(0, min(self._top, max(0, len(self.keys) - shown)))
 
     def on_resize(self, event: events.Resize) -> None:
         self._scroll_to_cursor()
+        self._build()  # another size shows other rows, another width more or fewer columns
         self.action_pan(0)  # wider now: show from the left again as far as it fits
 
     # --- keys and mouse --------------------------------------------------------------------------
     def action_move(self, step: int) -> None:
-        if self.rows:
-            self.cursor = max(0, min(len(self.rows) - 1, self.cursor + step))
+        if self.keys:
+            self.cursor = max(0, min(len(self.keys) - 1, self.cursor + step))
             self._scroll_to_cursor()
+            if self._top != self._built_top:
+                self._build()  # scrolled: other rows in view
             self.refresh()
 
     def action_pan(self, step: int) -> None:
@@ -201,7 +248,7 @@ class TargetTable(Widget, can_focus=True):
 
     def on_click(self, event: events.Click) -> None:
         index = self._top + event.y - 2
-        if event.y >= 2 and 0 <= index < len(self.rows):
+        if event.y >= 2 and 0 <= index < len(self.keys):
             self.cursor = index
             self.refresh()
             if event.chain == 2:

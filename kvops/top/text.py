@@ -2,24 +2,37 @@
 
 from __future__ import annotations
 
-from kvops.top import units
+from typing import TYPE_CHECKING
+
+from kvops.termsafe import visible
+from kvops.top import fleet, units
 from kvops.top.board import Board
+
+if TYPE_CHECKING:
+    from kvops.top.command import View
 
 _HEADER = ("TARGET", "MODEL", "ENG", "KV", "LOCAL HIT", "EXT HIT", "STORE", "LOAD", "LOAD:STORE",
            "RUN", "WAIT", "PREEMPT")  # fmt: skip
 
 
-def render(board: Board) -> str:
+def render(board: Board, simulated: bool = False, view: View | None = None) -> str:
+    """The frame as text; `simulated`: the GPU and host come from the demo's simulator;
+    `view`: sort, filter, at most `top` engines (the rest counted), fleet groups."""
     rows: list[tuple[str, ...]] = [_HEADER]
-    for row in board.visible():
+    shown = board.visible(view.text_filter, view.sort) if view else board.visible()
+    rest = 0
+    if view and view.top is not None and len(shown) > view.top:
+        shown, rest = shown[: view.top], len(shown) - view.top
+    for row in shown:
         if not row.up:
-            rows.append((row.target, row.model or units.UNKNOWN, row.engine or units.UNKNOWN,
-                         f"DOWN: {row.error}", *([""] * 8)))  # fmt: skip
+            rows.append((visible(row.target), visible(row.model or units.UNKNOWN),
+                         visible(row.engine or units.UNKNOWN), f"DOWN: {visible(row.error)}",
+                         *([""] * 8)))  # fmt: skip
             continue
         rows.append((
-            row.target,
-            row.model or "(no vLLM engine)",
-            row.engine,
+            visible(row.target),
+            visible(row.model or "(no vLLM engine)"),
+            visible(row.engine),
             units.pct(row.get("kv_cache_usage")),
             units.pct(row.get("local_hit_rate")),
             units.pct(row.get("external_hit_rate")),
@@ -31,11 +44,18 @@ def render(board: Board) -> str:
             units.count(row.get("preemptions")),
         ))  # fmt: skip
     lines = _columns(rows)
+    if rest:
+        lines.append(f"… and {rest} more engine(s) (--top)")
     doc = board.doc or {}
+    if view and view.group_by:
+        lines.append("")
+        lines.extend(_groups(doc, view.group_by))
     for g in doc.get("gpus") or []:
         tx, rx = g.get("pcie_transmit_bytes_per_second"), g.get("pcie_receive_bytes_per_second")
+        label = "Simulated GPU" if simulated else "GPU"
         lines.append(
-            f"GPU {g.get('gpu')} {g.get('name') or ''}: memory {units.gib(g.get('memory_used_bytes'))}"
+            f"{label} {visible(g.get('gpu'))} {visible(g.get('name') or '')}:"
+            f" memory {units.gib(g.get('memory_used_bytes'))}"
             f" of {units.gib(g.get('memory_total_bytes'))}, PCIe TX {units.gbps(tx)} RX {units.gbps(rx)}"
             f" (link max {units.gbps(g.get('pcie_link_max_bytes_per_second'))} per direction)"
         )
@@ -43,16 +63,35 @@ def render(board: Board) -> str:
     if host:
         available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
         lines.append(
-            f"Host: RAM available {units.gib(available)} of {units.gib(total)},"
+            f"{'Simulated host' if simulated else 'Host'}: RAM available {units.gib(available)}"
+            f" of {units.gib(total)},"
             f" /dev/shm free {units.gib(host.get('shm_free_bytes'))},"
             f" offload tier {units.gib(board.offload_tier_bytes())}"
         )
     failing = [c for c in board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
     for c in failing:
-        lines.append(f"Collector {c.name} failed: {c.error}")
+        lines.append(f"Collector {visible(c.name)} failed: {visible(c.error)}")
     seconds = doc.get("interval_seconds")
     lines.append(f"Interval: {seconds:g} s" if seconds else "Interval: unknown")
     return "\n".join(lines)
+
+
+def _groups(doc: dict, by: str) -> list[str]:
+    rows: list[tuple[str, ...]] = [(by.upper(), "ENGINES", "DOWN", "LOCAL HIT", "EXT HIT", "STORE", "LOAD",
+                                    "STORED/S", "LOADED/S", "RUN", "WAIT", "PREEMPT")]  # fmt: skip
+    for g in fleet.group(doc, by):
+        rows.append((
+            visible(g["group"] or units.UNKNOWN), str(g["engines"]), str(g["engines_down"]),
+            units.pct(g["local_hit_rate"]), units.pct(g["external_hit_rate"]),
+            units.gbps(g["store_bandwidth_bytes_per_second"]),
+            units.gbps(g["load_bandwidth_bytes_per_second"]),
+            units.gbps(g["store_offered_bytes_per_second"]),
+            units.gbps(g["load_offered_bytes_per_second"]),
+            units.count(g["requests_running"]),
+            units.count(g["requests_waiting"]),
+            units.count(g["preemptions"]),
+        ))  # fmt: skip
+    return _columns(rows)
 
 
 def _columns(rows: list[tuple[str, ...]]) -> list[str]:

@@ -60,6 +60,16 @@ def sparkline(values: list[float | None], width: int) -> str:
     return "".join(out).rjust(width)
 
 
+BAR_CHARS = " ▏▎▍▌▋▊▉█"
+
+
+def bar(fraction: float, width: int) -> str:
+    """`fraction` (0-1) of `width` cells filled, in eighths of a cell, on a dotted track."""
+    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    full, part = divmod(eighths, 8)
+    return ("█" * full + (BAR_CHARS[part] if part else "")).ljust(width, "·")
+
+
 def hit_rate_style(value: float | None) -> str:
     return "bold red" if value is not None and value < LOW_HIT_RATE else ""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -15,14 +16,14 @@ from kvops.top.live import LiveSource
 from kvops.top.table import TargetTable
 from support.upstream import Upstream, body
 
-from .helpers import T1, T2, drive, screen_text, truth_interval, wait_until
+from .helpers import T1, T2, V033, drive, screen_text, truth_interval, wait_until
 
 
 def cells(app: TopApp) -> dict[str, dict[str, Text]]:
     """Visible rows: "target model engine" -> {column key: cell}."""
     table = app.query_one("#targets", TargetTable)
     columns = [key for key, _ in COLUMNS]
-    return {" ".join(key): dict(zip(columns, row, strict=True)) for key, row in table.rows}
+    return {" ".join(key): dict(zip(columns, row, strict=True)) for key, row in table.shown_cells()}
 
 
 def plain(cell: Text | str) -> str:
@@ -216,3 +217,75 @@ async def test_a_failing_source_is_reported_and_the_screen_survives():
         assert [plain(row["running"]) for row in cells(app).values()] == ["60"]  # T1 stays shown
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+
+
+@drive
+async def test_charts_plot_the_truth_interval():
+    """The charts' last points are the fixture's truth interval, as the table's cells are."""
+    from kvops.top.charts import ChartPanel
+
+    truth = truth_interval()
+    doc = json.loads((V033 / "truth.json").read_text())["offload"]
+    iv = doc["intervals"][0]
+    app = TopApp(ReplaySource([str(T1), str(T2)], 1.0), 0.05)  # the replay's interval: 1 s
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        await pilot.pause()
+        shown = app.query_one("#charts", ChartPanel).shown
+        last = {
+            chart: {label: points[-1] for label, points in lines.items()} for chart, lines in shown.items()
+        }
+        assert last["hit"]["GPU cache"] == (0.0, pytest.approx(truth["local_hit_rate"] * 100))
+        assert last["hit"]["offload tier"] == (0.0, pytest.approx(truth["external_hit_rate"] * 100))
+        assert last["bandwidth"]["stored"] == (0.0, pytest.approx(truth["store_bytes"] / 1e9, rel=1e-6))
+        assert last["bandwidth"]["loaded"] == (0.0, pytest.approx(truth["load_bytes"] / 1e9, rel=1e-6))
+        assert last["saved"]["GPU cache"] == (0.0, pytest.approx(iv["delta"]["prefix_cache_hits"] / 1000))
+        assert last["saved"]["offload tier"] == (
+            0.0,
+            pytest.approx(iv["delta"]["external_prefix_cache_hits"] / 1000),
+        )
+        # The first frame has no interval: the line starts unknown, not at zero.
+        assert shown["hit"]["GPU cache"][0] == (-1.0, None)
+        await pilot.press("w")  # 10 s -> 1 min: over one interval, the same figure
+        assert app.window == 60.0
+        assert app.query_one("#charts", ChartPanel).shown["hit"]["GPU cache"][-1][1] == pytest.approx(
+            truth["local_hit_rate"] * 100
+        )
+
+
+@drive
+async def test_escape_sequences_in_labels_are_shown_not_run(tmp_path):
+    """A target's model_name with terminal escapes: every place top shows it escapes them."""
+    from kvops.top.command import print_once
+
+    evil = "evil\x1b]0;pwned\x07\x1b[31m\u202e"
+    files = []
+    for i, path in enumerate((T1, T2)):
+        text = path.read_text().replace("meta-llama/Llama-3.1-8B-Instruct", evil.replace("\x1b", "\\x1b"))
+        files.append(tmp_path / f"f{i}.prom")
+        # The exposition format escapes only \\, " and newline: raw control bytes go in as they are.
+        files[-1].write_text(text.replace("\\x1b", "\x1b"))
+    app = TopApp(ReplaySource([str(f) for f in files], 1.0), 0.05)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        [row] = app.board.rows.values()
+        assert row.model == evil  # kept as the target sent it
+        screen = screen_text(app)
+        assert "\x1b" not in screen and "\x07" not in screen and "\u202e" not in screen
+        assert "evil\\x1b]0;pwned\\x07" in screen
+        await pilot.press("enter")
+        assert isinstance(app.screen, DetailScreen)
+        await pilot.pause()
+        detail = screen_text(app)
+        assert "\x1b" not in detail and "\\u202e" in detail
+    source = ReplaySource([str(f) for f in files], 1.0)
+    import io
+    import sys
+
+    out, saved = io.StringIO(), sys.stdout
+    sys.stdout = out
+    try:
+        assert print_once(source, 1.0, False) == 0
+    finally:
+        sys.stdout = saved
+    assert "\x1b" not in out.getvalue() and "evil\\x1b]0;pwned" in out.getvalue()

@@ -121,3 +121,27 @@ def test_a_target_up_without_vllm_engines_is_listed_not_hidden():
     board.update(_snap(0, TargetSample("lmcache", up=True)))
     [row] = board.rows.values()
     assert row.key == ("lmcache", "", "") and row.up and row.get("kv_cache_usage") is None
+
+
+def test_rows_are_capped_and_what_was_cut_is_counted():
+    from kvops.top.board import MAX_ROWS
+
+    def fleet(t: float) -> Snapshot:
+        return _snap(t, *[_up(f"http://n{i:05d}:8000", t * 100) for i in range(MAX_ROWS + 25)])
+
+    board = Board()
+    board.update(fleet(0))
+    board.update(fleet(1))
+    assert len(board.rows) == MAX_ROWS and board.rows_cut == 25
+    assert len(board.doc["targets"]) == MAX_ROWS  # cut before the rates: bounded work too
+    uncapped = Board(max_rows=None)  # --once is never cut
+    uncapped.update(fleet(0))
+    assert len(uncapped.rows) == MAX_ROWS + 25 and uncapped.rows_cut == 0
+
+
+def test_history_is_float32_rings_not_python_floats():
+    board = Board()
+    for i in range(HISTORY_POINTS * 2):
+        board.update(_snap(i, _up("a", i * 10.0)))
+    row = board.rows[("a", "m", "0")]
+    assert len(row.trend) == HISTORY_POINTS and row.store_history._data.itemsize == 4

@@ -29,6 +29,14 @@ def test_main_screen(snap_compare):
     assert snap_compare(_app(), terminal_size=SIZE, run_before=_until_replayed)
 
 
+def test_main_screen_80x24(snap_compare):
+    assert snap_compare(_app(), terminal_size=(80, 24), run_before=_until_replayed)
+
+
+def test_main_screen_200x60(snap_compare):
+    assert snap_compare(_app(), terminal_size=(200, 60), run_before=_until_replayed)
+
+
 def test_help_screen(snap_compare):
     assert snap_compare(_app(), press=["question_mark"], terminal_size=SIZE, run_before=_until_replayed)
 

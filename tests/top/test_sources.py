@@ -116,28 +116,33 @@ def test_prometheus_fleet_view_reads_raw_vllm_series_and_kvops_series(capsys):
     upstream.routes["/metrics"] = body(T2.read_bytes())  # a vLLM at the root, as Prometheus expects
     vllm_at = upstream.base.removeprefix("http://")
     exporter = Exporter([upstream.base], timeout=5.0, web=None, max_body=16 << 20)
-    expected = [asdict(e) for e in _vllm_target(T2).engines]
+    # The store's counters are read as deltas over its window: the fixture does not move, so
+    # every counter it serves is 0 over the window; gauges are as served.
+    counters = ("local_queries", "local_hits", "external_queries", "external_hits", "store_bytes",
+                "store_seconds", "load_bytes", "load_seconds", "preemptions")  # fmt: skip
+    expected = [
+        asdict(e) | {c: 0.0 for c in counters if getattr(e, c) is not None} for e in _vllm_target(T2).engines
+    ]
     proms: list[Prometheus] = []
     try:
         raw = Prometheus([vllm_at])
         proms.append(raw)
-        raw.wait_for("vllm:num_requests_running")
-        snap = PrometheusSource(raw.url, timeout=5.0).next()
-        assert snap is not None
-        [target] = snap.targets
+        raw.wait_for("count_over_time(vllm:num_requests_running[1m]) > 2")  # an interval stored
+        frame = PrometheusSource(raw.url, timeout=5.0).next()
+        assert frame is not None
+        [target] = frame[1].targets
         assert target.target == upstream.base and target.up
         assert [asdict(e) | {"target": TARGET} for e in target.engines] == expected
 
         fed = Prometheus([exporter.url.removeprefix("http://").removesuffix("/metrics")])
         proms.append(fed)
-        fed.wait_for("kvops_target_up")
+        fed.wait_for("count_over_time(kvops_build_info[1m]) > 2")
         source = PrometheusSource(fed.url, timeout=5.0)
-        snap = source.next()
-        assert snap is not None
-        [target] = snap.targets
+        frame = source.next()
+        assert frame is not None
+        [target] = frame[1].targets
         assert target.target == upstream.base  # the exporter's target label, not the exporter
         assert [asdict(e) | {"target": TARGET} for e in target.engines] == expected
-        # The next frame comes only once Prometheus has scraped again; --once waits for it.
         assert main(["top", "--once", "--json", "--interval", "0.2", "--prometheus", fed.url]) == 0
         doc = json.loads(capsys.readouterr().out)
         [row] = doc["targets"]
@@ -151,9 +156,9 @@ def test_prometheus_fleet_view_reads_raw_vllm_series_and_kvops_series(capsys):
 
 
 def test_prometheus_that_cannot_be_reached_is_one_target_down():
-    snap = PrometheusSource("http://127.0.0.1:1", timeout=1.0).next()
-    assert snap is not None
-    [target] = snap.targets
+    frame = PrometheusSource("http://127.0.0.1:1", timeout=1.0).next()
+    assert frame is not None
+    [target] = frame[1].targets
     assert not target.up and target.target == "http://127.0.0.1:1" and "Prometheus" in (target.error or "")
 
 
@@ -177,3 +182,21 @@ def test_the_same_target_given_twice_is_scraped_once():
         assert [s.target for s in source.scrapers] == ["http://127.0.0.1:1", "http://127.0.0.1:2"]
     finally:
         source.close()
+
+
+def test_a_page_of_more_label_sets_than_top_keeps_is_trimmed_before_it_becomes_engines():
+    from kvops.top.live import SAMPLES_PER_FAMILY
+
+    upstream = Upstream()
+    lines = [
+        f'vllm:num_requests_running{{model_name="m{i:06d}",engine="0"}} 1'
+        for i in range(SAMPLES_PER_FAMILY + 500)
+    ]
+    url = upstream.route("many", body("\n".join(lines) + "\n"))
+    source = LiveSource([url], timeout=10.0, hardware=False)
+    try:
+        [target] = source.next().targets
+        assert target.up and len(target.engines) == SAMPLES_PER_FAMILY
+    finally:
+        source.close()
+        upstream.stop()

@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 
 from kvops.snapshot import Snapshot
 from kvops.sources.replay import ReplaySource
-from kvops.top.app import DetailScreen, TopApp
+from kvops.top.app import COLUMNS, DROP_ORDER, DetailScreen, TopApp
 from kvops.top.table import TargetTable
 
 from .helpers import T1, T2, drive, screen_text, wait_until
@@ -70,12 +70,27 @@ async def test_cursor_stays_on_its_target_when_the_filter_changes(tmp_path):
 
 
 @drive
-async def test_narrow_terminal_scrolls_sideways(tmp_path):
-    async with fleet(tmp_path, size=(80, 24)) as (app, pilot, _):
-        assert "Preempt" not in screen_text(app).replace("\n", "") and "Pre-" not in screen_text(app)
+async def test_narrow_terminal_leaves_out_the_least_important_columns_whole(tmp_path):
+    async with fleet(tmp_path, size=(80, 24)) as (app, _pilot, table):
+        shown = [COLUMNS[i][0] for i in table.shown_columns]
+        assert shown[:2] == ["target", "model"] and {"kv", "local", "external"} <= set(shown)
+        assert "store_trend" not in shown and "load_trend" not in shown
+        # What was left out is a prefix of the drop order: nothing important went first.
+        left_out = [key for key, _ in COLUMNS if key not in shown]
+        assert left_out and set(left_out) == set(DROP_ORDER[: len(left_out)])
+        header = screen_text(app).splitlines()[1:3]
+        words = {word for line in header for word in line.split()}
+        assert words <= {word for _, label in COLUMNS for word in label.split()}, header
+        assert table._width <= 80
+
+
+@drive
+async def test_terminal_narrower_than_the_kept_columns_scrolls_sideways(tmp_path):
+    async with fleet(tmp_path, size=(40, 24)) as (app, pilot, _):
+        assert "Ext" not in screen_text(app)
         await pilot.press(*["right"] * 10)
         screen = screen_text(app)
-        assert "Pre-" in screen and "empt" in screen  # the right-hand columns came into view
+        assert "Ext" in screen  # the right-hand columns came into view
         assert "node-00" not in screen  # and the left ones went out
         await pilot.press(*["left"] * 10)
         assert "node-00" in screen_text(app)

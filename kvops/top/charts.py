@@ -1,0 +1,154 @@
+"""The main screen's time-series charts: hit rate per tier, transfer bandwidth, prefill tokens
+saved per second, each smoothed over a window the user picks (`w`: 1 s / 10 s / 1 min).
+
+Drawn by linechart.LineChart (braille lines, a y axis with ticks, time marks; why not a kept
+charting widget: see there). The charts are for the whole fleet (every engine summed) or for
+the row under the cursor (`c`).
+The figures come from kvops.top.series.Trend: sums of kvops.rates' per-interval deltas over
+the window, divided (hits / lookups, bytes / seconds), so a smoothed hit rate weighs each
+second by what it looked up. What each chart drew is kept in `shown` (tests read it).
+
+A chart is redrawn only when a frame arrives or the choice changes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal
+
+from kvops.top import units
+from kvops.top.linechart import AXIS_WIDTH, LineChart, nice_ceiling
+from kvops.top.series import Trend
+
+Points = list[tuple[float, float | None]]  # (seconds before now, value)
+
+
+@dataclass(frozen=True)
+class Line:
+    label: str
+    numerator: str
+    denominator: str | None  # None: per second of interval
+    scale: float  # the value shown is the ratio / scale
+    style: str
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str
+    title: str
+    unit: str
+    lines: tuple[Line, ...]
+    percent: bool = False  # y from 0 to 100
+
+
+CHARTS: tuple[Chart, ...] = (
+    Chart("hit", "Hit rate", "%", (
+        Line("GPU cache", "local_hits", "local_queries", 0.01, "green"),
+        Line("offload tier", "external_hits", "external_queries", 0.01, "cyan"),
+    ), percent=True),
+    Chart("bandwidth", "Moved per second", "GB/s", (
+        Line("stored", "store_bytes", None, units.GB, "magenta"),
+        Line("loaded", "load_bytes", None, units.GB, "yellow"),
+    )),
+    Chart("saved", "Tokens saved", "k tok/s", (
+        Line("GPU cache", "local_hits", None, 1000.0, "green"),
+        Line("offload tier", "external_hits", None, 1000.0, "cyan"),
+    )),
+)  # fmt: skip
+
+
+def span_for(window: float) -> float:
+    """Seconds of history a chart shows: a dozen windows, from one to five minutes."""
+    return min(300.0, max(60.0, 12 * window))
+
+
+def series(trend: Trend, line: Line, window: float, span: float | None = None) -> Points:
+    """(seconds before the last frame, value) for one line over the last `span` seconds;
+    value None where unknown."""
+    points = trend.smoothed(line.numerator, line.denominator, window)
+    if not points:
+        return []
+    last = points[-1][0]
+    return [
+        (end - last, None if v is None else v / line.scale)
+        for end, v in points
+        if span is None or end - last >= -span
+    ]
+
+
+def thinned(points: Points, pixels: int) -> Points:
+    """At most about `pixels` points, the newest always kept: a braille chart has two dots
+    per cell across, so more points cost drawing time and show nothing more."""
+    if pixels <= 0 or len(points) <= pixels:
+        return points
+    stride = len(points) / pixels
+    picked = [points[int(i * stride)] for i in range(pixels)]
+    return picked if picked[-1] == points[-1] else [*picked, points[-1]]
+
+
+class ChartPanel(Horizontal):
+    """The charts side by side; the third one is left out on a narrow terminal."""
+
+    DEFAULT_CSS = """
+    ChartPanel { height: 1fr; min-height: 8; }
+    ChartPanel.narrow > #chart-saved { display: none; }
+    """
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.shown: dict[str, dict[str, Points]] = {}  # chart -> line label -> points drawn
+        self.link_max: float | None = None  # bytes/s, the bandwidth chart's ceiling line
+        self.subject = ""  # what the charts show: the fleet, or one engine
+        self._drawn: object = None  # what was drawn last (frame, subject, window)
+
+    def compose(self) -> ComposeResult:
+        for chart in CHARTS:
+            yield LineChart(id=f"chart-{chart.key}")
+
+    def on_resize(self) -> None:
+        self.set_class(self.size.width < 120, "narrow")
+
+    def draw(self, trend: Trend, subject: str, window: float, link_max: float | None, stamp: object) -> None:
+        """Plot `trend` smoothed over `window`, unless this exact picture is already drawn."""
+        key = (stamp, subject, window, link_max)
+        if key == self._drawn:
+            return
+        self._drawn = key
+        self.link_max = link_max
+        self.subject = subject
+        for chart in CHARTS:
+            self._draw_chart(chart, trend, window, link_max)
+
+    def _draw_chart(self, chart: Chart, trend: Trend, window: float, link_max: float | None) -> None:
+        widget = self.query_one(f"#chart-{chart.key}", LineChart)
+        # The legend is the title's second line (a legend box inside a small chart hides data).
+        title = Text(f"{chart.title} ({chart.unit}) · {_window_text(window)} window\n", style="bold")
+        for line in chart.lines:
+            title.append("━ ", style=line.style).append(f"{line.label}  ")
+        span = span_for(window)
+        pixels = 2 * max(1, widget.size.width - AXIS_WIDTH)  # braille: two dots a cell
+        drawn: dict[str, Points] = {}
+        plotted: list[tuple[str, Points]] = []
+        top = 0.0
+        for line in chart.lines:
+            points = series(trend, line, window, span)
+            drawn[line.label] = points
+            top = max([top, *(y for _, y in points if y is not None)])
+            plotted.append((line.style, thinned(points, pixels)))
+        if chart.key == "bandwidth" and link_max:
+            ceiling = link_max / units.GB
+            if top >= ceiling / 10:  # near enough to matter: drawn, and the scale holds it
+                plotted.append(("red", [(-span, ceiling), (0.0, ceiling)]))
+                top = max(top, ceiling)
+                title.append("━ ", style="red").append(f"link max {ceiling:.0f}")
+            else:  # drawn, it would flatten the traffic to the axis
+                title.append(f"link max {ceiling:.0f}", style="dim")
+        self.shown[chart.key] = drawn
+        widget.set_data(title, plotted, 100.0 if chart.percent else nice_ceiling(top * 1.05), span)
+
+
+def _window_text(window: float) -> str:
+    return f"{window / 60:g} min" if window >= 60 else f"{window:g} s"

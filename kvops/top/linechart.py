@@ -1,0 +1,167 @@
+"""A braille line chart with a labelled y axis and time marks, drawn as cached strips.
+
+Why not a kept charting widget: textual-plot (the one that works with Textual 8) was tried
+first and measured. Each of its charts is six widgets (a grid, four canvases, a legend) whose
+canvases resolve their style on every line they render; three charts redrawn once a second
+cost 50-60 ms of CPU per frame, which put `kvops top` at 5.4 % of a core with 16 targets
+(benchmarks/top_cpu.py; the budget is 3 %). This widget rasterises its lines once per frame
+into one Strip per terminal line (as the target table does) and render_line only returns
+them, so a frame's charts cost a few milliseconds.
+
+Each cell is a braille character: 2 × 4 dots, so a chart W cells wide and H high has 2W × 4H
+dots. Lines are drawn dot to dot between consecutive known points; an unknown point (None)
+leaves a gap.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import events
+from textual.strip import Strip
+from textual.widget import Widget
+
+Points = Sequence[tuple[float, float | None]]  # (x, y); y None: unknown
+
+# Braille dot bits by (column, row) inside a cell: U+2800 + the sum of the dots set.
+_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+AXIS_WIDTH = 6  # "  100┤": five for the tick label, one for the axis
+
+
+def nice_ceiling(value: float) -> float:
+    """The smallest 1, 2 or 5 × 10^k at or above `value`: a y axis people read at a glance."""
+    if value <= 0 or not math.isfinite(value):
+        return 1.0
+    power = 10 ** math.floor(math.log10(value))
+    for step in (1, 2, 5, 10):
+        if step * power >= value * (1 - 1e-9):
+            return step * power
+    return 10 * power
+
+
+def tick_label(value: float) -> str:
+    if value >= 100 or value == int(value):
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
+
+
+class LineChart(Widget):
+    """Title (two lines), the plot with its y axis, the x axis and its time marks."""
+
+    DEFAULT_CSS = """
+    LineChart { height: 1fr; width: 1fr; padding: 0 1 0 0; }
+    """
+
+    def __init__(self, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.title = Text()
+        self.lines: list[tuple[str, Points]] = []  # (rich style, points)
+        self.y_max = 1.0
+        self.x_span = 60.0  # x runs from -x_span (oldest) to 0 (now)
+        self._strips: list[Strip] = []
+        self._built_for: tuple[int, int] | None = None
+
+    def set_data(self, title: Text, lines: list[tuple[str, Points]], y_max: float, x_span: float) -> None:
+        self.title, self.lines = title, lines
+        self.y_max, self.x_span = (y_max if y_max > 0 else 1.0), max(x_span, 1.0)
+        self._built_for = None
+        self.refresh()
+
+    def on_resize(self, event: events.Resize) -> None:
+        self._built_for = None
+
+    # --- drawing -------------------------------------------------------------------------------
+    def render_line(self, y: int) -> Strip:
+        size = (self.size.width, self.size.height)
+        if self._built_for != size:
+            self._strips = self._build(*size)
+            self._built_for = size
+        return self._strips[y] if y < len(self._strips) else Strip.blank(size[0])
+
+    def _build(self, width: int, height: int) -> list[Strip]:
+        strips = [self._text_strip(line, width) for line in self.title.split("\n")[:2]]
+        while len(strips) < 2:
+            strips.append(Strip.blank(width))
+        plot_h, plot_w = height - 4, width - AXIS_WIDTH  # title 2, x axis 1, time marks 1
+        if plot_h < 2 or plot_w < 8:
+            return strips + [Strip.blank(width)] * max(0, height - 2)
+        cells, styles = self._raster(plot_w, plot_h)
+        axis = Style(dim=True)
+        ticks = {0: self.y_max, plot_h // 2: self.y_max / 2} if plot_h >= 4 else {0: self.y_max}
+        for row in range(plot_h):
+            label = f"{tick_label(ticks[row]):>5}┤" if row in ticks else "     │"
+            segments = [Segment(label, axis)]
+            run, run_style = "", None
+            for col in range(plot_w):
+                ch = chr(0x2800 + cells[row][col]) if cells[row][col] else " "
+                style = styles[row][col]
+                if style is not run_style and run:
+                    segments.append(Segment(run, run_style))
+                    run = ""
+                run, run_style = run + ch, style
+            if run:
+                segments.append(Segment(run, run_style))
+            strips.append(Strip(segments, width))
+        strips.append(Strip([Segment("    0└" + "─" * plot_w, axis)], width))
+        strips.append(Strip([Segment(self._time_marks(plot_w), axis)], width))
+        return [s.extend_cell_length(width).crop(0, width) for s in strips]
+
+    def _text_strip(self, text: Text, width: int) -> Strip:
+        text = text.copy()
+        text.truncate(width, overflow="ellipsis")
+        segments = [s for s in text.render(self.app.console) if s.text != "\n"]
+        return Strip(segments or [Segment("")], text.cell_len)
+
+    def _time_marks(self, plot_w: int) -> str:
+        """Marks under the x axis: now (0) on the right, then every quarter of the span."""
+        out = [" "] * (AXIS_WIDTH + plot_w)
+        for i in range(5):
+            x = -self.x_span * i / 4
+            col = AXIS_WIDTH + round((plot_w - 1) * (1 - i / 4))
+            label = "0" if i == 0 else f"{x:.0f}s"
+            start = (
+                min(col - len(label) + 1, AXIS_WIDTH + plot_w - len(label))
+                if i == 0
+                else col - len(label) // 2
+            )
+            start = max(AXIS_WIDTH - 1, start)
+            if all(c == " " for c in out[max(0, start - 1) : start + len(label) + 1]):
+                out[start : start + len(label)] = label
+        return "".join(out)
+
+    def _raster(self, plot_w: int, plot_h: int) -> tuple[list[list[int]], list[list[Style | None]]]:
+        cells = [[0] * plot_w for _ in range(plot_h)]
+        styles: list[list[Style | None]] = [[None] * plot_w for _ in range(plot_h)]
+        dots_w, dots_h = 2 * plot_w, 4 * plot_h
+
+        def dot(dx: int, dy: int, style: Style) -> None:
+            if 0 <= dx < dots_w and 0 <= dy < dots_h:
+                row, col = dy // 4, dx // 2
+                cells[row][col] |= _DOTS[dx % 2][dy % 4]
+                styles[row][col] = style
+
+        for style_name, points in self.lines:
+            style = Style.parse(style_name)
+            prev: tuple[int, int] | None = None
+            for x, y in points:
+                if y is None or not math.isfinite(y):
+                    prev = None
+                    continue
+                dx = round((x + self.x_span) / self.x_span * (dots_w - 1))
+                dy = round((1 - min(max(y, 0.0), self.y_max) / self.y_max) * (dots_h - 1))
+                if prev is None:
+                    dot(dx, dy, style)
+                else:  # every dot on the way: no holes in steep lines
+                    steps = max(abs(dx - prev[0]), abs(dy - prev[1]), 1)
+                    for k in range(1, steps + 1):
+                        dot(
+                            prev[0] + round((dx - prev[0]) * k / steps),
+                            prev[1] + round((dy - prev[1]) * k / steps),
+                            style,
+                        )
+                prev = (dx, dy)
+        return cells, styles
