@@ -9,21 +9,58 @@ docs/DESIGN.md's contract table is the part users depend on; do not rename or dr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-MetricType = Literal["gauge", "counter"]
+MetricType = Literal["gauge", "counter", "histogram"]
+# Which snapshot object a bound series reads: EngineSample, LMCacheSample, GpuSample, HostSample.
+Owner = Literal["engine", "lmcache", "gpu", "host"]
 
-TARGET_LABELS: tuple[str, ...] = ("target", "model_name", "engine")
+TARGET_LABELS: tuple[str, ...] = ("target", "model_name", "engine", "engine_kind")
 GPU_LABELS: tuple[str, ...] = ("gpu", "uuid", "vendor")
-LMCACHE_LABELS: tuple[str, ...] = ("target", "model_name", "worker_id")
+LMCACHE_LABELS: tuple[str, ...] = ("target", "model_name", "worker_id", "engine_kind")
 
 
 @dataclass(frozen=True)
 class MetricSpec:
+    """One kvops_* family and, where it is bound, the snapshot field it carries.
+
+    The binding is the one table encoding (exporter), decoding (sources/kvops_exposition.py)
+    and rates read, as dcgm-exporter's counters file is for DCGM fields:
+    - `field` alone: one value per owner (labels = the owner's labels);
+    - `split`: the last label tells fields apart, ((label value, field), ...);
+    - `field` with `open_split`: the field is a dict keyed by the last label's value
+      (vLLM's `source`, `reason`: values kvops passes through, not a closed set).
+    - `field` with `info`: a string field carried as the last label's value (value 1).
+    Histogram fields hold a snapshot.Histogram (buckets, sum, count)."""
+
     name: str  # as exposed: counters end in _total
     type: MetricType
     help: str
     labels: tuple[str, ...] = ()
+    owner: Owner | None = None
+    field: str | None = None
+    split: tuple[tuple[str, str], ...] = ()
+    open_split: bool = False
+    info: bool = False  # the field is a string carried as the last label's value, value 1
+
+    @property
+    def split_label(self) -> str | None:
+        return self.labels[-1] if (self.split or self.open_split or self.info) else None
+
+    @property
+    def owner_labels(self) -> tuple[str, ...]:
+        """The labels that name the owner (all but the split label)."""
+        return self.labels[:-1] if self.split_label is not None else self.labels
+
+    @property
+    def sample_names(self) -> tuple[str, ...]:
+        """The names its samples are exposed under (a histogram's _bucket, _sum, _count)."""
+        if self.type == "histogram":
+            return (f"{self.name}_bucket", f"{self.name}_sum", f"{self.name}_count")
+        return (self.name,)
+
+    def fields(self) -> tuple[str, ...]:
+        return tuple(f for _, f in self.split) if self.split else ((self.field,) if self.field else ())
 
     @property
     def family_name(self) -> str:
@@ -33,13 +70,24 @@ class MetricSpec:
         return self.name
 
 
-def _g(name: str, help_: str, labels: tuple[str, ...] = ()) -> MetricSpec:
-    return MetricSpec(name, "gauge", help_, labels)
+def _g(name: str, help_: str, labels: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
+    return MetricSpec(name, "gauge", help_, labels, **bind)
 
 
-def _c(name: str, help_: str, labels: tuple[str, ...] = ()) -> MetricSpec:
+def _c(name: str, help_: str, labels: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
     assert name.endswith("_total"), name
-    return MetricSpec(name, "counter", help_, labels)
+    return MetricSpec(name, "counter", help_, labels, **bind)
+
+
+def _h(name: str, help_: str, labels: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
+    assert not name.endswith(("_total", "_bucket", "_sum", "_count")), name
+    return MetricSpec(name, "histogram", help_, labels, **bind)
+
+
+def _engine(kind: str, name: str, help_: str, extra: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
+    """A series of one engine (EngineSample), labelled target, model_name, engine, engine_kind."""
+    make = {"gauge": _g, "counter": _c, "histogram": _h}[kind]
+    return make(name, help_, (*TARGET_LABELS, *extra), owner="engine", **bind)
 
 
 # --- exporter self-observation -----------------------------------------------------------
@@ -54,42 +102,169 @@ TARGET_UP = _g("kvops_target_up", "1 if the last scrape of the target parsed.", 
 TARGET_SCRAPE_DURATION = _g(
     "kvops_target_scrape_duration_seconds", "Time spent fetching and parsing the target.", ("target",)
 )
-KV_CACHE_USAGE = _g(
+KV_CACHE_USAGE = _engine(
+    "gauge",
     "kvops_vllm_kv_cache_usage_ratio",
-    "GPU KV cache usage, 0-1 (vllm:kv_cache_usage_perc, vllm:gpu_cache_usage_perc before 0.12).",
-    TARGET_LABELS,
+    "GPU KV cache usage, 0-1 (vllm:kv_cache_usage_perc, vllm:gpu_cache_usage_perc before 0.12; "
+    "sglang:token_usage).",
+    field="kv_cache_usage",
 )
-PREFIX_QUERIES = _c(
+PREFIX_QUERIES = _engine(
+    "counter",
     "kvops_prefix_cache_queries_tokens_total",
     "Prefix-cache lookups in tokens; tier=local is GPU HBM, tier=external the KV connector "
     "(offload tier). As counted by vLLM: 0.11.x counts external queries over the whole prompt.",
-    (*TARGET_LABELS, "tier"),
+    ("tier",),
+    split=(("local", "local_queries"), ("external", "external_queries")),
 )
-PREFIX_HITS = _c(
+PREFIX_HITS = _engine(
+    "counter",
     "kvops_prefix_cache_hits_tokens_total",
     "Prefix-cache hits in tokens; tier=local is GPU HBM, tier=external the KV connector (offload tier).",
-    (*TARGET_LABELS, "tier"),
+    ("tier",),
+    split=(("local", "local_hits"), ("external", "external_hits")),
 )
-TRANSFER_BYTES = _c(
+TRANSFER_BYTES = _engine(
+    "counter",
     "kvops_offload_transfer_bytes_total",
     "Bytes moved by KV offloading, summed over workers; direction=store is GPU to offload tier, "
     "load is back to GPU.",
-    (*TARGET_LABELS, "direction"),
+    ("direction",),
+    split=(("store", "store_bytes"), ("load", "load_bytes")),
 )
-TRANSFER_SECONDS = _c(
+TRANSFER_SECONDS = _engine(
+    "counter",
     "kvops_offload_transfer_seconds_total",
     "Summed transfer time of KV offloading jobs over workers (not wall time): "
     "bytes/seconds is the DMA bandwidth while transferring.",
-    (*TARGET_LABELS, "direction"),
+    ("direction",),
+    split=(("store", "store_seconds"), ("load", "load_seconds")),
 )
-PREEMPTIONS = _c("kvops_vllm_preemptions_total", "Requests preempted by the vLLM scheduler.", TARGET_LABELS)
-REQUESTS_RUNNING = _g("kvops_vllm_requests_running", "Requests in model execution batches.", TARGET_LABELS)
-REQUESTS_WAITING = _g("kvops_vllm_requests_waiting", "Requests waiting to be scheduled.", TARGET_LABELS)
-CPU_TIER_BYTES = _g(
+PREEMPTIONS = _engine(
+    "counter", "kvops_vllm_preemptions_total", "Requests preempted by the scheduler.", field="preemptions"
+)
+REQUESTS_RUNNING = _engine(
+    "gauge", "kvops_vllm_requests_running", "Requests in model execution batches.", field="requests_running"
+)
+REQUESTS_WAITING = _engine(
+    "gauge", "kvops_vllm_requests_waiting", "Requests waiting to be scheduled.", field="requests_waiting"
+)
+CPU_TIER_BYTES = _engine(
+    "gauge",
     "kvops_offload_cpu_tier_bytes",
     "Configured size of the CPU offload tier in bytes (vllm:kv_offload_config_info, else "
     "vllm:cache_config_info kv_offloading_size).",
-    TARGET_LABELS,
+    field="cpu_tier_bytes",
+)
+OFFLOAD_TIER_INFO = _engine(
+    "gauge",
+    "kvops_offload_tier_info",
+    "The tier the engine's offload transfers go to (docs/tiers.md), value 1: host where the "
+    "exposition names the CPU, else external (a connector that does not say its medium).",
+    ("tier",),
+    field="offload_tier",
+    info=True,
+)
+# --- vLLM's offload surface (0.16-0.33; docs/research/vllm-metrics.md) -------------------
+PROMPT_TOKENS = _engine(
+    "counter",
+    "kvops_prompt_tokens_total",
+    "Prompt tokens by where they came from, as vLLM labels them (vllm:prompt_tokens_by_source, "
+    "0.16+): source=local_compute (prefilled), local_cache_hit (GPU prefix cache), "
+    "external_kv_transfer (KV connector / offload tier).",
+    ("source",),
+    field="prompt_tokens_by_source",
+    open_split=True,
+)
+PROMPT_TOKENS_CACHED = _engine(
+    "counter",
+    "kvops_prompt_tokens_cached_total",
+    "Prefix-cache hit tokens by the tier that served them (vllm:prompt_tokens_cached_by_source, "
+    "0.32+; sglang:cached_tokens_total): source=device|host|p2p|disk|external_unspecified "
+    "(SGLang: device|host|storage_<backend>).",
+    ("source",),
+    field="prompt_tokens_cached_by_source",
+    open_split=True,
+)
+STORES_SKIPPED = _engine(
+    "counter",
+    "kvops_offload_stores_skipped_total",
+    "Offload stores skipped because the store (reuse) threshold was not reached "
+    "(vllm:kv_offload_stores_skipped, registered only with store_threshold >= 2).",
+    field="stores_skipped",
+)
+ALLOCATION_FAILURES = _engine(
+    "counter",
+    "kvops_offload_allocation_failures_total",
+    "Offload store allocations that failed: the tier was full and the store was dropped "
+    "(vllm:kv_offload_allocation_failure, 0.26+; absent until the first failure).",
+    field="allocation_failures",
+)
+LOOKUP_DELAY = _engine(
+    "histogram",
+    "kvops_offload_lookup_delay_seconds",
+    "Offload lookup latency (vllm:kv_offload_lookup_{sync,async}_delay_seconds, 0.26+): mode=sync "
+    "is one lookup call, async the time from a deferred lookup to its resolution.",
+    ("mode",),
+    split=(("sync", "lookup_sync_delay"), ("async", "lookup_async_delay")),
+)
+TRANSFER_SIZE = _engine(
+    "histogram",
+    "kvops_offload_transfer_size_bytes",
+    "Size of one offload transfer job in bytes (vllm:kv_offload_{store,load}_size, "
+    "vllm:kv_offload_size{transfer_type} 0.16-0.23).",
+    ("direction",),
+    split=(("store", "store_size"), ("load", "load_size")),
+)
+CPU_ALLOCATION_CHUNKS = _engine(
+    "histogram",
+    "kvops_offload_cpu_allocation_chunks",
+    "CPU chunks requested by each offload store allocation (vllm:kv_offload_cpu_allocation_size, 0.26+).",
+    field="cpu_allocation_chunks",
+)
+CPU_IN_FLIGHT = _engine(
+    "gauge",
+    "kvops_offload_cpu_in_flight_ratio",
+    "Share of the CPU offload tier's chunks pinned by in-flight transfers, 0-1 "
+    "(vllm:kv_offload_cpu_cache_{,read_,write_}usage_perc): NOT how full the tier is; op=any|read|write.",
+    ("op",),
+    split=(("any", "cpu_in_flight"), ("read", "cpu_in_flight_read"), ("write", "cpu_in_flight_write")),
+)
+WAITING_BY_REASON = _engine(
+    "gauge",
+    "kvops_vllm_requests_waiting_by_reason",
+    "Waiting requests by why they wait (vllm:num_requests_waiting_by_reason, 0.20+): "
+    "reason=capacity (no KV space), deferred.",
+    ("reason",),
+    field="requests_waiting_by_reason",
+    open_split=True,
+)
+KV_FETCH_BY_STAGE = _engine(
+    "gauge",
+    "kvops_vllm_requests_kv_fetch_by_stage",
+    "Requests fetching KV from the connector, by stage (vllm:num_requests_kv_fetch_by_stage, 0.32+, "
+    "KV consumers only).",
+    ("stage",),
+    field="requests_kv_fetch_by_stage",
+    open_split=True,
+)
+KV_BLOCK_LIFETIME = _engine(
+    "histogram",
+    "kvops_vllm_kv_block_lifetime_seconds",
+    "GPU KV block lifetime, sampled (vllm:kv_block_lifetime_seconds, with --kv-cache-metrics).",
+    field="kv_block_lifetime",
+)
+KV_BLOCK_IDLE_BEFORE_EVICT = _engine(
+    "histogram",
+    "kvops_vllm_kv_block_idle_before_evict_seconds",
+    "Idle time of a GPU KV block before eviction, sampled (vllm:kv_block_idle_before_evict_seconds).",
+    field="kv_block_idle_before_evict",
+)
+KV_BLOCK_REUSE_GAP = _engine(
+    "histogram",
+    "kvops_vllm_kv_block_reuse_gap_seconds",
+    "Time between reuses of a GPU KV block, sampled (vllm:kv_block_reuse_gap_seconds).",
+    field="kv_block_reuse_gap",
 )
 PROCESS_MEMORY = _g(
     "kvops_vllm_process_memory_bytes",
@@ -107,88 +282,172 @@ LMCACHE_REQUESTED_TOKENS = _c(
     "kvops_lmcache_requested_tokens_total",
     "Tokens requested from LMCache (lmcache:num_requested_tokens).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="requested_tokens",
 )
 LMCACHE_HIT_TOKENS = _c(
-    "kvops_lmcache_hit_tokens_total", "Tokens found in LMCache (lmcache:num_hit_tokens).", LMCACHE_LABELS
+    "kvops_lmcache_hit_tokens_total",
+    "Tokens found in LMCache (lmcache:num_hit_tokens).",
+    LMCACHE_LABELS,
+    owner="lmcache",
+    field="hit_tokens",
 )
 LMCACHE_STORED_TOKENS = _c(
     "kvops_lmcache_stored_tokens_total",
     "Tokens stored into LMCache (lmcache:num_stored_tokens).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="stored_tokens",
 )
 LMCACHE_LOOKUP_TOKENS = _c(
     "kvops_lmcache_lookup_tokens_total",
     "Tokens looked up in LMCache (lmcache:num_lookup_tokens).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="lookup_tokens",
 )
 LMCACHE_LOOKUP_HITS = _c(
     "kvops_lmcache_lookup_hits_tokens_total",
     "Lookup hits in LMCache, tokens (lmcache:num_lookup_hits).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="lookup_hits",
 )
 LMCACHE_RETRIEVE_REQUESTS = _c(
-    "kvops_lmcache_retrieve_requests_total", "Retrieve requests sent to LMCache.", LMCACHE_LABELS
+    "kvops_lmcache_retrieve_requests_total",
+    "Retrieve requests sent to LMCache.",
+    LMCACHE_LABELS,
+    owner="lmcache",
+    field="retrieve_requests",
 )
 LMCACHE_STORE_REQUESTS = _c(
-    "kvops_lmcache_store_requests_total", "Store requests sent to LMCache.", LMCACHE_LABELS
+    "kvops_lmcache_store_requests_total",
+    "Store requests sent to LMCache.",
+    LMCACHE_LABELS,
+    owner="lmcache",
+    field="store_requests",
 )
 LMCACHE_LOOKUP_REQUESTS = _c(
-    "kvops_lmcache_lookup_requests_total", "Lookup requests sent to LMCache.", LMCACHE_LABELS
+    "kvops_lmcache_lookup_requests_total",
+    "Lookup requests sent to LMCache.",
+    LMCACHE_LABELS,
+    owner="lmcache",
+    field="lookup_requests",
 )
 LMCACHE_LOCAL_CACHE_USAGE = _g(
     "kvops_lmcache_local_cache_usage_bytes",
     "LMCache local cache usage (lmcache:local_cache_usage).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="local_cache_usage_bytes",
 )
 
 # --- GPUs (collectors/nvidia.py, collectors/amd.py) ----------------------------------------
 GPU_INFO = _g("kvops_gpu_info", "GPU identity (value 1).", (*GPU_LABELS, "name", "pci_bus_id"))
-GPU_MEMORY_USED = _g("kvops_gpu_memory_used_bytes", "GPU memory in use.", GPU_LABELS)
-GPU_MEMORY_TOTAL = _g("kvops_gpu_memory_total_bytes", "GPU memory installed.", GPU_LABELS)
+GPU_MEMORY_USED = _g(
+    "kvops_gpu_memory_used_bytes", "GPU memory in use.", GPU_LABELS, owner="gpu", field="memory_used_bytes"
+)
+GPU_MEMORY_TOTAL = _g(
+    "kvops_gpu_memory_total_bytes",
+    "GPU memory installed.",
+    GPU_LABELS,
+    owner="gpu",
+    field="memory_total_bytes",
+)
 GPU_UTILIZATION = _g(
-    "kvops_gpu_utilization_ratio", "GPU busy fraction over the driver's sample period.", GPU_LABELS
+    "kvops_gpu_utilization_ratio",
+    "GPU busy fraction over the driver's sample period.",
+    GPU_LABELS,
+    owner="gpu",
+    field="utilization",
 )
 GPU_PCIE_TX = _c(
-    "kvops_gpu_pcie_transmit_bytes_total", "Bytes the GPU sent over PCIe (device to host).", GPU_LABELS
+    "kvops_gpu_pcie_transmit_bytes_total",
+    "Bytes the GPU sent over PCIe (device to host).",
+    GPU_LABELS,
+    owner="gpu",
+    field="pcie_tx_bytes",
 )
 GPU_PCIE_RX = _c(
-    "kvops_gpu_pcie_receive_bytes_total", "Bytes the GPU received over PCIe (host to device).", GPU_LABELS
+    "kvops_gpu_pcie_receive_bytes_total",
+    "Bytes the GPU received over PCIe (host to device).",
+    GPU_LABELS,
+    owner="gpu",
+    field="pcie_rx_bytes",
 )
 GPU_PCIE_TX_RATE = _g(
     "kvops_gpu_pcie_transmit_bytes_per_second",
     "PCIe transmit throughput sampled by the driver, where the device has no byte counter.",
     GPU_LABELS,
+    owner="gpu",
+    field="pcie_tx_bytes_per_second",
 )
 GPU_PCIE_RX_RATE = _g(
     "kvops_gpu_pcie_receive_bytes_per_second",
     "PCIe receive throughput sampled by the driver, where the device has no byte counter.",
     GPU_LABELS,
+    owner="gpu",
+    field="pcie_rx_bytes_per_second",
 )
 GPU_PCIE_LINK_MAX = _g(
     "kvops_gpu_pcie_link_max_bytes_per_second",
     "Usable PCIe bandwidth per direction from the current link generation and width, after encoding.",
     GPU_LABELS,
+    owner="gpu",
+    field="pcie_link_max_bytes_per_second",
 )
-GPU_PCIE_REPLAYS = _c("kvops_gpu_pcie_replay_total", "PCIe replays (link-level retransmissions).", GPU_LABELS)
+GPU_PCIE_REPLAYS = _c(
+    "kvops_gpu_pcie_replay_total",
+    "PCIe replays (link-level retransmissions).",
+    GPU_LABELS,
+    owner="gpu",
+    field="pcie_replays",
+)
 GPU_NVLINK_TX = _c(
-    "kvops_gpu_nvlink_transmit_bytes_total", "Bytes sent over an NVLink link.", (*GPU_LABELS, "link")
+    "kvops_gpu_nvlink_transmit_bytes_total",
+    "Bytes sent over an NVLink link.",
+    (*GPU_LABELS, "link"),
+    owner="gpu",
+    field="nvlink_tx_bytes",
+    open_split=True,
 )
 GPU_NVLINK_RX = _c(
-    "kvops_gpu_nvlink_receive_bytes_total", "Bytes received over an NVLink link.", (*GPU_LABELS, "link")
+    "kvops_gpu_nvlink_receive_bytes_total",
+    "Bytes received over an NVLink link.",
+    (*GPU_LABELS, "link"),
+    owner="gpu",
+    field="nvlink_rx_bytes",
+    open_split=True,
 )
 GPU_XGMI_READ = _c(
-    "kvops_gpu_xgmi_read_bytes_total", "Bytes read over an AMD XGMI link.", (*GPU_LABELS, "link")
+    "kvops_gpu_xgmi_read_bytes_total",
+    "Bytes read over an AMD XGMI link.",
+    (*GPU_LABELS, "link"),
+    owner="gpu",
+    field="xgmi_read_bytes",
+    open_split=True,
 )
 GPU_XGMI_WRITE = _c(
-    "kvops_gpu_xgmi_write_bytes_total", "Bytes written over an AMD XGMI link.", (*GPU_LABELS, "link")
+    "kvops_gpu_xgmi_write_bytes_total",
+    "Bytes written over an AMD XGMI link.",
+    (*GPU_LABELS, "link"),
+    owner="gpu",
+    field="xgmi_write_bytes",
+    open_split=True,
 )
 GPU_PCIE_LINK_GENERATION = _g(
     "kvops_gpu_pcie_link_generation",
     "PCIe link generation; kind=current (drops at idle with power saving) or max (device and slot).",
     (*GPU_LABELS, "kind"),
+    owner="gpu",
+    split=(("current", "pcie_link_gen"), ("max", "pcie_link_gen_max")),
 )
 GPU_PCIE_LINK_WIDTH = _g(
-    "kvops_gpu_pcie_link_width_lanes", "PCIe link width in lanes; kind=current or max.", (*GPU_LABELS, "kind")
+    "kvops_gpu_pcie_link_width_lanes",
+    "PCIe link width in lanes; kind=current or max.",
+    (*GPU_LABELS, "kind"),
+    owner="gpu",
+    split=(("current", "pcie_link_width"), ("max", "pcie_link_width_max")),
 )
 GPU_GTT_USED = _g(
     "kvops_gpu_gtt_used_bytes", "AMD GTT in use: host memory mapped for the GPU (amdsmi).", GPU_LABELS
@@ -201,16 +460,35 @@ GPU_PROCESS_MEMORY = _g(
 )
 
 # --- host (collectors/host.py) ----------------------------------------------------------------
-HOST_MEM_TOTAL = _g("kvops_host_memory_total_bytes", "MemTotal from /proc/meminfo.")
-HOST_MEM_AVAILABLE = _g("kvops_host_memory_available_bytes", "MemAvailable from /proc/meminfo.")
-HOST_MEM_SHMEM = _g(
-    "kvops_host_memory_shmem_bytes", "Shmem from /proc/meminfo (tmpfs, /dev/shm, shared mmaps)."
+HOST_MEM_TOTAL = _g(
+    "kvops_host_memory_total_bytes", "MemTotal from /proc/meminfo.", owner="host", field="memory_total_bytes"
 )
-HOST_MEM_MLOCKED = _g("kvops_host_memory_mlocked_bytes", "Mlocked from /proc/meminfo.")
-HOST_SHM_FREE = _g("kvops_host_shm_free_bytes", "Free space in /dev/shm.")
-HOST_SHM_SIZE = _g("kvops_host_shm_size_bytes", "Size of the /dev/shm filesystem.")
+HOST_MEM_AVAILABLE = _g(
+    "kvops_host_memory_available_bytes",
+    "MemAvailable from /proc/meminfo.",
+    owner="host",
+    field="memory_available_bytes",
+)
+HOST_MEM_SHMEM = _g(
+    "kvops_host_memory_shmem_bytes",
+    "Shmem from /proc/meminfo (tmpfs, /dev/shm, shared mmaps).",
+    owner="host",
+    field="shmem_bytes",
+)
+HOST_MEM_MLOCKED = _g(
+    "kvops_host_memory_mlocked_bytes", "Mlocked from /proc/meminfo.", owner="host", field="mlocked_bytes"
+)
+HOST_SHM_FREE = _g(
+    "kvops_host_shm_free_bytes", "Free space in /dev/shm.", owner="host", field="shm_free_bytes"
+)
+HOST_SHM_SIZE = _g(
+    "kvops_host_shm_size_bytes", "Size of the /dev/shm filesystem.", owner="host", field="shm_total_bytes"
+)
 HOST_MEM_UNEVICTABLE = _g(
-    "kvops_host_memory_unevictable_bytes", "Unevictable from /proc/meminfo (mlocked, ramfs, ...)."
+    "kvops_host_memory_unevictable_bytes",
+    "Unevictable from /proc/meminfo (mlocked, ramfs, ...).",
+    owner="host",
+    field="unevictable_bytes",
 )
 HOST_HUGEPAGES = _g(
     "kvops_host_hugepages_bytes",
@@ -269,3 +547,8 @@ def all_specs() -> list[MetricSpec]:
 
 def by_name() -> dict[str, MetricSpec]:
     return {s.name: s for s in all_specs()}
+
+
+def bound(owner: Owner) -> list[MetricSpec]:
+    """The specs whose series carry a field of `owner`'s snapshot object, in definition order."""
+    return [s for s in all_specs() if s.owner == owner]

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kvops.snapshot import EngineSample, LMCacheSample, TargetSample
+from kvops.snapshot import EngineSample, Histogram, LMCacheSample, TargetSample
 from kvops.sources.exposition import Labels, ParseResult, families_of
+from kvops.sources.histograms import histograms, sample_names
 
 GIB = float(1 << 30)
 
@@ -34,7 +35,31 @@ _SCALARS: dict[str, tuple[str, ...]] = {
     "preemptions": ("vllm:num_preemptions_total",),
     "requests_running": ("vllm:num_requests_running",),
     "requests_waiting": ("vllm:num_requests_waiting",),
+    "stores_skipped": ("vllm:kv_offload_stores_skipped_total",),
+    "allocation_failures": ("vllm:kv_offload_allocation_failure_total",),
+    "cpu_in_flight": ("vllm:kv_offload_cpu_cache_usage_perc",),
+    "cpu_in_flight_read": ("vllm:kv_offload_cpu_cache_read_usage_perc",),
+    "cpu_in_flight_write": ("vllm:kv_offload_cpu_cache_write_usage_perc",),
 }
+# EngineSample dict field -> (sample name, the label whose values key the dict).
+_BY_LABEL: dict[str, tuple[str, str]] = {
+    "prompt_tokens_by_source": ("vllm:prompt_tokens_by_source_total", "source"),
+    "prompt_tokens_cached_by_source": ("vllm:prompt_tokens_cached_by_source_total", "source"),
+    "requests_waiting_by_reason": ("vllm:num_requests_waiting_by_reason", "reason"),
+    "requests_kv_fetch_by_stage": ("vllm:num_requests_kv_fetch_by_stage", "stage"),
+}
+# EngineSample Histogram field -> histogram family, passed through.
+_HISTOGRAMS: dict[str, str] = {
+    "lookup_sync_delay": "vllm:kv_offload_lookup_sync_delay_seconds",
+    "lookup_async_delay": "vllm:kv_offload_lookup_async_delay_seconds",
+    "store_size": "vllm:kv_offload_store_size",
+    "load_size": "vllm:kv_offload_load_size",
+    "cpu_allocation_chunks": "vllm:kv_offload_cpu_allocation_size",
+    "kv_block_lifetime": "vllm:kv_block_lifetime_seconds",
+    "kv_block_idle_before_evict": "vllm:kv_block_idle_before_evict_seconds",
+    "kv_block_reuse_gap": "vllm:kv_block_reuse_gap_seconds",
+}
+_TYPED_SIZE = "vllm:kv_offload_size"  # 0.16-0.23 (deprecated from 0.24): {transfer_type}
 _FLAT_TRANSFER = {
     "store": ("vllm:kv_offload_store_bytes_total", "vllm:kv_offload_store_time_total"),
     "load": ("vllm:kv_offload_load_bytes_total", "vllm:kv_offload_load_time_total"),
@@ -44,21 +69,23 @@ _TYPED_TIME = "vllm:kv_offload_total_time_total"
 _OFFLOAD_CONFIG = "vllm:kv_offload_config_info"
 _CACHE_CONFIG = "vllm:cache_config_info"
 
-# lmcache:* sample -> kvops metric name (names.py); LMCache's figures stay apart.
+# lmcache:* sample -> LMCacheSample field; LMCache's figures stay apart (snapshot.py says why).
 LMCACHE_COUNTERS: dict[str, str] = {
-    "lmcache:num_requested_tokens_total": "kvops_lmcache_requested_tokens_total",
-    "lmcache:num_hit_tokens_total": "kvops_lmcache_hit_tokens_total",
-    "lmcache:num_stored_tokens_total": "kvops_lmcache_stored_tokens_total",
-    "lmcache:num_lookup_tokens_total": "kvops_lmcache_lookup_tokens_total",
-    "lmcache:num_lookup_hits_total": "kvops_lmcache_lookup_hits_tokens_total",
-    "lmcache:num_retrieve_requests_total": "kvops_lmcache_retrieve_requests_total",
-    "lmcache:num_store_requests_total": "kvops_lmcache_store_requests_total",
-    "lmcache:num_lookup_requests_total": "kvops_lmcache_lookup_requests_total",
-    "lmcache:local_cache_usage": "kvops_lmcache_local_cache_usage_bytes",
+    "lmcache:num_requested_tokens_total": "requested_tokens",
+    "lmcache:num_hit_tokens_total": "hit_tokens",
+    "lmcache:num_stored_tokens_total": "stored_tokens",
+    "lmcache:num_lookup_tokens_total": "lookup_tokens",
+    "lmcache:num_lookup_hits_total": "lookup_hits",
+    "lmcache:num_retrieve_requests_total": "retrieve_requests",
+    "lmcache:num_store_requests_total": "store_requests",
+    "lmcache:num_lookup_requests_total": "lookup_requests",
+    "lmcache:local_cache_usage": "local_cache_usage_bytes",
 }
 
 WANTED: frozenset[str] = frozenset(
     [n for names in _SCALARS.values() for n in names]
+    + [name for name, _ in _BY_LABEL.values()]
+    + [n for family in [*_HISTOGRAMS.values(), _TYPED_SIZE] for n in sample_names(family)]
     + [n for pair in _FLAT_TRANSFER.values() for n in pair]
     + [_TYPED_BYTES, _TYPED_TIME, _OFFLOAD_CONFIG, _CACHE_CONFIG]
     + list(LMCACHE_COUNTERS)
@@ -77,6 +104,24 @@ def _by_engine(samples: Iterable[tuple[Labels, float]]) -> dict[_EngineKey, floa
     for labels, value in samples:
         key = _key(labels)
         out[key] = out.get(key, 0.0) + value
+    return out
+
+
+def _merge(a: Histogram | None, b: Histogram) -> Histogram:
+    """Two series of one engine's histogram (extra labels kvops does not split by) added up;
+    where their buckets differ, the first is kept rather than a made-up merge."""
+    if a is None:
+        return b
+    if [le for le, _ in a.buckets] != [le for le, _ in b.buckets]:
+        return a
+    buckets = tuple((le, x + y) for (le, x), (_, y) in zip(a.buckets, b.buckets, strict=True))
+    return Histogram(buckets, a.sum + b.sum, a.count + b.count)
+
+
+def _histograms_by_engine(result: ParseResult, family: str) -> dict[_EngineKey, Histogram]:
+    out: dict[_EngineKey, Histogram] = {}
+    for labels, hist in histograms(result, family):
+        out[_key(labels)] = _merge(out.get(_key(labels)), hist)
     return out
 
 
@@ -145,6 +190,26 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
             for key, value in _by_engine(result.get(name)).items():
                 setattr(engine(key), field_name, value)
 
+    for field_name, (name, label) in _BY_LABEL.items():
+        for labels, value in result.get(name):
+            by_label = getattr(engine(_key(labels)), field_name)
+            value_key = labels.get(label, "")
+            by_label[value_key] = by_label.get(value_key, 0.0) + value
+    for field_name, family in _HISTOGRAMS.items():
+        for key, hist in _histograms_by_engine(result, family).items():
+            setattr(engine(key), field_name, hist)
+    # Transfer sizes: the flat (0.24+) histogram where it has a series, else the transfer_type
+    # one (0.16-0.23; pre-created, so it may show 0 loads where the flat one has no series yet).
+    typed_sizes: dict[tuple[_EngineKey, str], Histogram] = {}
+    for labels, hist in histograms(result, _TYPED_SIZE):
+        direction = _direction(labels.get("transfer_type", ""))
+        if direction is not None:
+            slot = (_key(labels), f"{direction}_size")
+            typed_sizes[slot] = _merge(typed_sizes.get(slot), hist)
+    for (key, field_name), hist in typed_sizes.items():
+        if getattr(engine(key), field_name) is None:
+            setattr(engine(key), field_name, hist)
+
     # Transfers: the flat (0.24+) pair where it has a sample, else the transfer_type pair.
     typed: dict[tuple[_EngineKey, str], list[float]] = {}
     for index, name in enumerate((_TYPED_BYTES, _TYPED_TIME)):
@@ -157,11 +222,13 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
     for (key, direction), (nbytes, seconds) in typed.items():
         setattr(engine(key), f"{direction}_bytes", nbytes)
         setattr(engine(key), f"{direction}_seconds", seconds)
+        engine(key).offload_tier = "host"  # transfer_type names the medium: GPU <-> CPU
     for direction, (bytes_name, time_name) in _FLAT_TRANSFER.items():
         flat_bytes = _by_engine(result.get(bytes_name))
         flat_time = _by_engine(result.get(time_name))
         for key, nbytes in flat_bytes.items():
             sample = engine(key)
+            sample.offload_tier = "host"  # 0.24-0.33: the CPU offloading spec's counters
             setattr(sample, f"{direction}_bytes", nbytes)
             setattr(sample, f"{direction}_seconds", flat_time.get(key))
 
@@ -171,16 +238,18 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
     for sample in engines.values():
         if sample.cpu_tier_bytes is None:
             sample.cpu_tier_bytes = tier_by_engine.get(sample.engine)
+        if sample.cpu_tier_bytes is not None:
+            sample.offload_tier = "host"
 
     lmcache: dict[tuple[str, str], LMCacheSample] = {}
-    for source_name, kvops_name in LMCACHE_COUNTERS.items():
+    for source_name, field_name in LMCACHE_COUNTERS.items():
         for labels, value in result.get(source_name):
             model = labels.get("model_name", labels.get("served_model_name", ""))
             lkey = (model, labels.get("worker_id", "0"))
             item = lmcache.get(lkey)
             if item is None:
                 item = lmcache[lkey] = LMCacheSample(target=target, model_name=lkey[0], worker_id=lkey[1])
-            item.values[kvops_name] = item.values.get(kvops_name, 0.0) + value
+            setattr(item, field_name, (getattr(item, field_name) or 0.0) + value)
 
     up = result.has_prefixed_sample
     error = None if up else "no vllm: or lmcache: sample in the exposition"

@@ -69,7 +69,7 @@ class Board:
     def update(self, snap: Snapshot) -> None:
         # The first frame has no interval: an empty "before" leaves every rate None while
         # the current state (KV usage, running, waiting) shows at once.
-        doc = interval(self.prev if self.prev is not None else Snapshot(time=snap.time), snap)
+        doc = interval(self.prev if self.prev is not None else Snapshot(time=snap.time), snap).to_json()
         self.prev = snap
         self.doc = doc
         self.frames += 1

@@ -98,7 +98,7 @@ def print_once(source: Any, interval: float, as_json: bool) -> int:
         print(f"kvops top: {exc}", file=sys.stderr)
         return 1
     if as_json:
-        doc = rates_interval(first, second)
+        doc = rates_interval(first, second).to_json()
         sys.stdout.write(json.dumps(_finite(doc), allow_nan=False) + "\n")
         return 0
     from kvops.top.text import render
