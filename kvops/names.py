@@ -276,6 +276,83 @@ TARGET_GPU_INFO = _g(
     "kvops_target_gpu_info", "Joins a target to a GPU its processes use (value 1).", ("target", "gpu", "uuid")
 )
 
+# --- other engines' tiers (docs/tiers.md) ------------------------------------------------
+TRANSFER_TOKENS = _engine(
+    "counter",
+    "kvops_offload_transfer_tokens_total",
+    "Tokens copied by KV offloading, one rank's logical count (sglang:hicache_backup_tokens, "
+    "sglang:load_back_tokens): direction=store into the offload tier, load back to the GPU.",
+    ("direction",),
+    split=(("store", "store_tokens"), ("load", "load_tokens")),
+)
+DROPPED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_dropped_tokens_total",
+    "KV tokens destroyed without a copy in the tier below (sglang:hicache_dropped_tokens): the "
+    "offload tier could not take them.",
+    field="dropped_tokens",
+)
+TIER_USED_TOKENS = _engine(
+    "gauge",
+    "kvops_offload_tier_used_tokens",
+    "Tokens held by a tier (sglang:hicache_host_used_tokens); tier per docs/tiers.md.",
+    ("tier",),
+    field="tier_used_tokens",
+    open_split=True,
+)
+TIER_CAPACITY_TOKENS = _engine(
+    "gauge",
+    "kvops_offload_tier_capacity_tokens",
+    "Tokens a tier can hold (sglang:hicache_host_total_tokens).",
+    ("tier",),
+    field="tier_capacity_tokens",
+    open_split=True,
+)
+TIER_USED_BYTES = _engine(
+    "gauge",
+    "kvops_offload_tier_used_bytes",
+    "Bytes held by a tier (trtllm host KV cache, LMCache local and remote storage usage).",
+    ("tier",),
+    field="tier_used_bytes",
+    open_split=True,
+)
+TIER_CAPACITY_BYTES = _engine(
+    "gauge",
+    "kvops_offload_tier_capacity_bytes",
+    "Bytes a tier can hold, where the engine says.",
+    ("tier",),
+    field="tier_capacity_bytes",
+    open_split=True,
+)
+TRANSFER_BLOCKS = _engine(
+    "counter",
+    "kvops_offload_transfer_blocks_total",
+    "KV blocks moved between tiers, by edge (Dynamo KVBM: kvbm_offload_blocks_*, "
+    "kvbm_onboard_blocks_*), edge=<from>_to_<to> with tiers per docs/tiers.md. Blocks, not "
+    "bytes: the exposition does not give the block size.",
+    ("edge",),
+    field="transfer_blocks",
+    open_split=True,
+)
+TRANSFER_BYTES_BY_EDGE = _engine(
+    "counter",
+    "kvops_offload_edge_bytes_total",
+    "Bytes moved between tiers by edge, where the engine counts bytes per tier "
+    "(trtllm_kv_cache_{offload,onboard}_bytes, llm-d's vllm:kv_offload_total_bytes_{cpu,sharedstorage}).",
+    ("edge",),
+    field="transfer_bytes_by_edge",
+    open_split=True,
+)
+TIER_HIT_RATE = _engine(
+    "gauge",
+    "kvops_offload_tier_hit_rate_ratio",
+    "A tier's hit rate as the engine computes it, 0-1 (kvbm_host_cache_hit_rate, "
+    "kvbm_disk_cache_hit_rate): the engine's own window, not kvops's interval.",
+    ("tier",),
+    field="tier_hit_rate",
+    open_split=True,
+)
+
 # --- LMCache (kept apart from the prefix-cache tiers: vLLM already counts connector hits
 # as tier=external; adding these in would count them twice) ------------------------------
 LMCACHE_REQUESTED_TOKENS = _c(

@@ -22,8 +22,9 @@ from kvops.snapshot import EngineSample, GpuSample, Histogram, Snapshot
 SCHEMA_VERSION = 2  # raised on every change of the JSON's shape
 GB = 1e9
 
-# vLLM's prompt_tokens_cached_by_source values -> tier of docs/tiers.md.
-CACHED_SOURCE_TIER = {"device": "gpu", "host": "host", "disk": "disk", "p2p": "peer"}
+# Cached-token sources (vLLM prompt_tokens_cached_by_source, SGLang cache_source) -> tier of
+# docs/tiers.md; any other value is the "external" tier.
+CACHED_SOURCE_TIER = {"device": "gpu", "host": "host", "disk": "disk", "p2p": "peer", "storage": "storage"}
 EXTERNAL_SOURCE = "external_kv_transfer"  # vLLM's prompt_tokens_by_source for the connector
 
 

@@ -67,6 +67,17 @@ class EngineSample:
     kv_block_lifetime: Histogram | None = None
     kv_block_idle_before_evict: Histogram | None = None
     kv_block_reuse_gap: Histogram | None = None
+    # Other engines' tier figures (docs/tiers.md), absent where the engine does not count them.
+    store_tokens: float | None = None  # tokens copied into the offload tier (SGLang backup)
+    load_tokens: float | None = None  # tokens copied back to the GPU (SGLang load-back)
+    dropped_tokens: float | None = None  # KV destroyed without a copy in the tier below
+    tier_used_tokens: dict[str, float] = field(default_factory=dict)  # tier -> tokens held
+    tier_capacity_tokens: dict[str, float] = field(default_factory=dict)
+    tier_used_bytes: dict[str, float] = field(default_factory=dict)
+    tier_capacity_bytes: dict[str, float] = field(default_factory=dict)
+    transfer_blocks: dict[str, float] = field(default_factory=dict)  # edge -> blocks (KVBM)
+    transfer_bytes_by_edge: dict[str, float] = field(default_factory=dict)  # edge -> bytes
+    tier_hit_rate: dict[str, float] = field(default_factory=dict)  # engine's own gauge, 0-1
 
     @property
     def key(self) -> tuple[str, str, str]:

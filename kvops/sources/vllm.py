@@ -21,6 +21,7 @@ from collections.abc import Iterable
 
 from kvops.snapshot import EngineSample, Histogram, LMCacheSample, TargetSample
 from kvops.sources.exposition import Labels, ParseResult, families_of
+from kvops.sources import sglang
 from kvops.sources.histograms import histograms, sample_names
 
 GIB = float(1 << 30)
@@ -90,6 +91,11 @@ WANTED: frozenset[str] = frozenset(
     + [_TYPED_BYTES, _TYPED_TIME, _OFFLOAD_CONFIG, _CACHE_CONFIG]
     + list(LMCACHE_COUNTERS)
 )
+# Engines other than vLLM, each read by its own module (docs/tiers.md); kind from the page.
+OTHER_ENGINES = (sglang,)
+_OTHER_WANTED: frozenset[str] = frozenset().union(*(m.WANTED for m in OTHER_ENGINES))
+_VLLM_WANTED = WANTED
+WANTED = WANTED | _OTHER_WANTED
 WANTED_FAMILIES = families_of(WANTED)
 
 _EngineKey = tuple[str, str]  # (model_name, engine)
@@ -172,6 +178,8 @@ def detect_format(result: ParseResult) -> str:
         return "no offload transfer metrics"
     if any(name.startswith("lmcache:") for name in types):
         return "lmcache"
+    if any(name.startswith("sglang:") for name in result.types):
+        return "sglang"
     return "unknown"
 
 
@@ -251,13 +259,15 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
                 item = lmcache[lkey] = LMCacheSample(target=target, model_name=lkey[0], worker_id=lkey[1])
             setattr(item, field_name, (getattr(item, field_name) or 0.0) + value)
 
-    up = result.has_prefixed_sample
-    error = None if up else "no vllm: or lmcache: sample in the exposition"
+    others = [e for module in OTHER_ENGINES for e in module.normalise_into(result, target)]
+    # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed.
+    up = result.has_prefixed_sample or any(result.samples.get(name) for name in _OTHER_WANTED)
+    error = None if up else "no sample of an engine kvops reads (vLLM, LMCache, SGLang) in the exposition"
     return TargetSample(
         target=target,
         up=up,
         error=error,
-        engines=sorted(engines.values(), key=lambda e: (e.model_name, _engine_order(e.engine))),
+        engines=sorted(engines.values(), key=lambda e: (e.model_name, _engine_order(e.engine))) + others,
         lmcache=sorted(lmcache.values(), key=lambda s: s.key),
         vllm_format=detect_format(result),
         parse_errors=len(result.errors),
