@@ -343,6 +343,22 @@ TRANSFER_BYTES_BY_EDGE = _engine(
     field="transfer_bytes_by_edge",
     open_split=True,
 )
+TIER_UTILIZATION = _engine(
+    "gauge",
+    "kvops_offload_tier_usage_ratio",
+    "How full a tier is, 0-1, as the engine computes it (trtllm_kv_cache_host_utilization: "
+    "host pool used / max blocks).",
+    ("tier",),
+    field="tier_utilization",
+    open_split=True,
+)
+MATCHED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_matched_tokens_total",
+    "Tokens an offload manager found in its tiers (kvbm_matched_tokens). Inside vLLM these are "
+    "the connector's hits vLLM already counts as tier=external: never add the two.",
+    field="matched_tokens",
+)
 TIER_HIT_RATE = _engine(
     "gauge",
     "kvops_offload_tier_hit_rate_ratio",

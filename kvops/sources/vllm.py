@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from kvops.snapshot import EngineSample, Histogram, LMCacheSample, TargetSample
+from kvops.sources import kvbm, sglang, trtllm
 from kvops.sources.exposition import Labels, ParseResult, families_of
-from kvops.sources import sglang
 from kvops.sources.histograms import histograms, sample_names
 
 GIB = float(1 << 30)
@@ -92,9 +92,9 @@ WANTED: frozenset[str] = frozenset(
     + list(LMCACHE_COUNTERS)
 )
 # Engines other than vLLM, each read by its own module (docs/tiers.md); kind from the page.
-OTHER_ENGINES = (sglang,)
+OTHER_ENGINES = (sglang, kvbm, trtllm)
 _OTHER_WANTED: frozenset[str] = frozenset().union(*(m.WANTED for m in OTHER_ENGINES))
-_VLLM_WANTED = WANTED
+ENGINE_NAMES = "vLLM, LMCache, SGLang, KVBM, TensorRT-LLM"
 WANTED = WANTED | _OTHER_WANTED
 WANTED_FAMILIES = families_of(WANTED)
 
@@ -180,6 +180,10 @@ def detect_format(result: ParseResult) -> str:
         return "lmcache"
     if any(name.startswith("sglang:") for name in result.types):
         return "sglang"
+    if any(name.startswith("kvbm_") for name in result.types):
+        return "dynamo-kvbm"
+    if any(name.startswith("trtllm_") for name in result.types):
+        return "trtllm"
     return "unknown"
 
 
@@ -262,7 +266,7 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
     others = [e for module in OTHER_ENGINES for e in module.normalise_into(result, target)]
     # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed.
     up = result.has_prefixed_sample or any(result.samples.get(name) for name in _OTHER_WANTED)
-    error = None if up else "no sample of an engine kvops reads (vLLM, LMCache, SGLang) in the exposition"
+    error = None if up else f"no sample of an engine kvops reads ({ENGINE_NAMES}) in the exposition"
     return TargetSample(
         target=target,
         up=up,

@@ -79,3 +79,76 @@ def test_sglang_interval_per_tier_equals_truth():
     assert row.tiers["host"].store_bytes == approx(store)
     assert row.offload_tokens_saved_per_gb_moved == approx(host / ((store + load_) / GB))
     assert row.write_only_tier is False
+
+
+def _doc(engine: str) -> dict:
+    return json.loads((FIXTURES / engine / "truth.json").read_text())
+
+
+@pytest.mark.parametrize("dump", [0, 1])
+def test_kvbm_port_is_its_own_target_with_directions_from_kvbm_docs(dump: int):
+    d = _doc("dynamo-kvbm")["dumps"][dump]
+    c = d["counters"]
+    sample = load(FIXTURES / "dynamo-kvbm" / d["file"], "http://10.0.0.9:6880")
+    assert sample.up and sample.vllm_format == "dynamo-kvbm"
+    (eng,) = sample.engines
+    assert eng.engine_kind == "dynamo-kvbm"
+    # offload h2d is host -> disk and onboard d2d is disk -> device (KVBM's naming, not CUDA's)
+    assert eng.transfer_blocks == {
+        "gpu_to_host": c["offload_blocks_d2h"], "host_to_disk": c["offload_blocks_h2d"],
+        "gpu_to_disk": c["offload_blocks_d2d"], "gpu_to_storage": c["offload_blocks_d2o"],
+        "host_to_gpu": c["onboard_blocks_h2d"], "disk_to_gpu": c["onboard_blocks_d2d"],
+        "storage_to_gpu": c["onboard_blocks_o2d"],
+    }  # fmt: skip
+    assert eng.tier_hit_rate == {"host": 0.375, "disk": 0.125, "storage": 0.0}
+    assert eng.matched_tokens == c["matched_tokens"]
+    # blocks are not bytes, and no seconds: no byte or bandwidth figure is made up
+    assert eng.store_bytes is None and eng.load_bytes is None and eng.store_seconds is None
+    assert eng.external_hits is None  # matched tokens are not added to any engine's hits
+
+
+@pytest.mark.parametrize("dump", [0, 1])
+def test_trtllm_offload_bytes_and_host_pool(dump: int):
+    doc = _doc("trtllm")
+    d = doc["dumps"][dump]
+    fed = d["fed"]
+    sample = load(FIXTURES / "trtllm" / d["file"], "http://10.0.0.9:8000")
+    assert sample.up and sample.vllm_format == "trtllm"
+    (eng,) = sample.engines
+    assert eng.engine_kind == "trtllm" and eng.model_name == "meta-llama/Llama-3.1-70B-Instruct"
+    assert eng.store_bytes == fed["offload_bytes"]  # GPU -> host
+    assert eng.load_bytes == (fed["onboard_bytes"] or None)  # created on the first onboard
+    assert eng.store_seconds is None and eng.load_seconds is None  # no time exposed
+    assert eng.tier_utilization == {"host": approx(d["host_utilization"])}
+    tpb = doc["tokens_per_block"]
+    assert eng.local_hits == fed["reused_blocks"] * tpb
+    assert eng.local_queries == (fed["reused_blocks"] + fed["missed_blocks"]) * tpb
+    assert eng.kv_cache_usage == d["kv_cache_utilization"]
+
+
+def test_trtllm_interval_has_bytes_but_never_a_bandwidth():
+    doc = _doc("trtllm")
+    a, b = doc["dumps"]
+    prev = Snapshot(time=0.0, targets=[load(FIXTURES / "trtllm" / a["file"])])
+    cur = Snapshot(time=15.0, targets=[load(FIXTURES / "trtllm" / b["file"])])
+    (row,) = interval(prev, cur).targets
+    host = row.tiers["host"]
+    assert host.store_bytes == b["fed"]["offload_bytes"] - a["fed"]["offload_bytes"]
+    assert host.load_bytes == b["fed"]["onboard_bytes"] - a["fed"]["onboard_bytes"]
+    assert host.store_bandwidth_bytes_per_second is None and host.load_bandwidth_bytes_per_second is None
+    assert row.store_offered_bytes_per_second == approx(host.store_bytes / 15.0)
+
+
+def test_every_engine_page_goes_through_the_exporter_and_back():
+    """Encode each engine's sample as kvops_* and decode it again: one binding, no loss."""
+    from kvops.exporter.encode import encode
+    from kvops.exporter.families import target_families
+    from kvops.sources.kvops_exposition import EXPORTED, decode
+
+    for path in [FIXTURES / "sglang" / "hicache-t2.prom", FIXTURES / "dynamo-kvbm" / "kvbm-t2.prom",
+                 FIXTURES / "trtllm" / "trtllm-t2.prom"]:  # fmt: skip
+        sample = load(path)
+        page = encode(target_families([sample])).decode()
+        back = decode(parse(page, EXPORTED), 0.0)
+        (target,) = back.targets
+        assert target.engines == sample.engines, path
