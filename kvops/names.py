@@ -435,6 +435,76 @@ LMCACHE_LOCAL_CACHE_USAGE = _g(
     field="local_cache_usage_bytes",
 )
 
+
+def _lmcache(kind: str, name: str, help_: str, extra: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
+    make = {"gauge": _g, "counter": _c, "histogram": _h}[kind]
+    return make(name, help_, (*LMCACHE_LABELS, *extra), owner="lmcache", **bind)
+
+
+LMCACHE_VLLM_HIT_TOKENS = _lmcache(
+    "counter",
+    "kvops_lmcache_vllm_hit_tokens_total",
+    "Tokens vLLM's own GPU prefix cache already held, as LMCache saw them (lmcache:num_vllm_hit_tokens).",
+    field="vllm_hit_tokens",
+)
+LMCACHE_PROMPT_TOKENS = _lmcache(
+    "counter",
+    "kvops_lmcache_prompt_tokens_total",
+    "Prompt tokens LMCache handled (lmcache:num_prompt_tokens).",
+    field="prompt_tokens",
+)
+LMCACHE_REMOTE_BYTES = _lmcache(
+    "counter",
+    "kvops_lmcache_remote_bytes_total",
+    "Bytes LMCache moved to and from its remote backend (lmcache:num_remote_{read,write}_bytes): "
+    "direction=read (remote to local) or write.",
+    ("direction",),
+    split=(("read", "remote_read_bytes"), ("write", "remote_write_bytes")),
+)
+LMCACHE_EVICTIONS = _lmcache(
+    "counter",
+    "kvops_lmcache_evictions_total",
+    "Evictions from LMCache's local CPU cache (lmcache:local_cpu_evict_count).",
+    field="evictions",
+)
+LMCACHE_SLOW_RETRIEVALS = _lmcache(
+    "counter",
+    "kvops_lmcache_slow_retrievals_total",
+    "Retrievals LMCache flagged slow (lmcache:num_slow_retrieval_by_{time,speed}); by=time|speed.",
+    ("by",),
+    split=(("time", "slow_retrievals_by_time"), ("speed", "slow_retrievals_by_speed")),
+)
+LMCACHE_STORAGE_USAGE = _lmcache(
+    "gauge",
+    "kvops_lmcache_storage_usage_bytes",
+    "LMCache storage in use beyond the local CPU cache: tier=disk (lmcache:local_storage_usage), "
+    "storage (remote backend, lmcache:remote_cache_usage).",
+    ("tier",),
+    split=(("disk", "local_storage_usage_bytes"), ("storage", "remote_cache_usage_bytes")),
+)
+LMCACHE_OPERATION_SECONDS = _lmcache(
+    "histogram",
+    "kvops_lmcache_operation_seconds",
+    "Duration of LMCache operations in seconds: op=retrieve|store (lmcache:time_to_retrieve, "
+    "time_to_store, seconds), remote_get|remote_put (lmcache:remote_time_to_{get,put}, exposed in "
+    "milliseconds, converted).",
+    ("op",),
+    split=(
+        ("retrieve", "retrieve_seconds"),
+        ("store", "store_seconds"),
+        ("remote_get", "remote_get_seconds"),
+        ("remote_put", "remote_put_seconds"),
+    ),
+)
+LMCACHE_SPEED = _lmcache(
+    "histogram",
+    "kvops_lmcache_speed_tokens_per_second",
+    "LMCache retrieve and store speed in tokens per second (lmcache:{retrieve,store}_speed); "
+    "op=retrieve|store.",
+    ("op",),
+    split=(("retrieve", "retrieve_speed"), ("store", "store_speed")),
+)
+
 # --- GPUs (collectors/nvidia.py, collectors/amd.py) ----------------------------------------
 GPU_INFO = _g("kvops_gpu_info", "GPU identity (value 1).", (*GPU_LABELS, "name", "pci_bus_id"))
 GPU_MEMORY_USED = _g(

@@ -104,6 +104,22 @@ class LMCacheSample:
     store_requests: float | None = None
     lookup_requests: float | None = None
     local_cache_usage_bytes: float | None = None
+    # The rest of LMCache's legacy surface (lmcache/observability.py); seconds and bytes.
+    vllm_hit_tokens: float | None = None
+    prompt_tokens: float | None = None
+    remote_read_bytes: float | None = None
+    remote_write_bytes: float | None = None
+    evictions: float | None = None
+    slow_retrievals_by_time: float | None = None
+    slow_retrievals_by_speed: float | None = None
+    local_storage_usage_bytes: float | None = None
+    remote_cache_usage_bytes: float | None = None
+    retrieve_seconds: Histogram | None = None
+    store_seconds: Histogram | None = None
+    remote_get_seconds: Histogram | None = None  # LMCache counts milliseconds: converted
+    remote_put_seconds: Histogram | None = None
+    retrieve_speed: Histogram | None = None  # tokens per second
+    store_speed: Histogram | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:

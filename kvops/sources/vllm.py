@@ -81,6 +81,25 @@ LMCACHE_COUNTERS: dict[str, str] = {
     "lmcache:num_store_requests_total": "store_requests",
     "lmcache:num_lookup_requests_total": "lookup_requests",
     "lmcache:local_cache_usage": "local_cache_usage_bytes",
+    "lmcache:num_vllm_hit_tokens_total": "vllm_hit_tokens",
+    "lmcache:num_prompt_tokens_total": "prompt_tokens",
+    "lmcache:num_remote_read_bytes_total": "remote_read_bytes",
+    "lmcache:num_remote_write_bytes_total": "remote_write_bytes",
+    "lmcache:local_cpu_evict_count_total": "evictions",
+    "lmcache:num_slow_retrieval_by_time_total": "slow_retrievals_by_time",
+    "lmcache:num_slow_retrieval_by_speed_total": "slow_retrievals_by_speed",
+    "lmcache:local_storage_usage": "local_storage_usage_bytes",
+    "lmcache:remote_cache_usage": "remote_cache_usage_bytes",
+}
+# lmcache:* histogram -> (LMCacheSample field, factor to base units): LMCache's remote get/put
+# times are milliseconds, its retrieve/store times seconds, its speeds tokens per second.
+LMCACHE_HISTOGRAMS: dict[str, tuple[str, float]] = {
+    "lmcache:time_to_retrieve": ("retrieve_seconds", 1.0),
+    "lmcache:time_to_store": ("store_seconds", 1.0),
+    "lmcache:remote_time_to_get": ("remote_get_seconds", 1e-3),
+    "lmcache:remote_time_to_put": ("remote_put_seconds", 1e-3),
+    "lmcache:retrieve_speed": ("retrieve_speed", 1.0),
+    "lmcache:store_speed": ("store_speed", 1.0),
 }
 
 WANTED: frozenset[str] = frozenset(
@@ -90,6 +109,7 @@ WANTED: frozenset[str] = frozenset(
     + [n for pair in _FLAT_TRANSFER.values() for n in pair]
     + [_TYPED_BYTES, _TYPED_TIME, _OFFLOAD_CONFIG, _CACHE_CONFIG]
     + list(LMCACHE_COUNTERS)
+    + [n for family in LMCACHE_HISTOGRAMS for n in sample_names(family)]
 )
 # Engines other than vLLM, each read by its own module (docs/tiers.md); kind from the page.
 OTHER_ENGINES = (sglang, kvbm, trtllm)
@@ -122,6 +142,13 @@ def _merge(a: Histogram | None, b: Histogram) -> Histogram:
         return a
     buckets = tuple((le, x + y) for (le, x), (_, y) in zip(a.buckets, b.buckets, strict=True))
     return Histogram(buckets, a.sum + b.sum, a.count + b.count)
+
+
+def _scaled(hist: Histogram, factor: float) -> Histogram:
+    """A histogram in another unit: bounds and sum scaled, counts kept."""
+    if factor == 1.0:
+        return hist
+    return Histogram(tuple((le * factor, c) for le, c in hist.buckets), hist.sum * factor, hist.count)
 
 
 def _histograms_by_engine(result: ParseResult, family: str) -> dict[_EngineKey, Histogram]:
@@ -253,15 +280,7 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
         if sample.cpu_tier_bytes is not None:
             sample.offload_tier = "host"
 
-    lmcache: dict[tuple[str, str], LMCacheSample] = {}
-    for source_name, field_name in LMCACHE_COUNTERS.items():
-        for labels, value in result.get(source_name):
-            model = labels.get("model_name", labels.get("served_model_name", ""))
-            lkey = (model, labels.get("worker_id", "0"))
-            item = lmcache.get(lkey)
-            if item is None:
-                item = lmcache[lkey] = LMCacheSample(target=target, model_name=lkey[0], worker_id=lkey[1])
-            setattr(item, field_name, (getattr(item, field_name) or 0.0) + value)
+    lmcache = _lmcache_samples(result, target)
 
     others = [e for module in OTHER_ENGINES for e in module.normalise_into(result, target)]
     # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed.
@@ -272,10 +291,32 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
         up=up,
         error=error,
         engines=sorted(engines.values(), key=lambda e: (e.model_name, _engine_order(e.engine))) + others,
-        lmcache=sorted(lmcache.values(), key=lambda s: s.key),
+        lmcache=lmcache,
         vllm_format=detect_format(result),
         parse_errors=len(result.errors),
     )
+
+
+def _lmcache_samples(result: ParseResult, target: str) -> list[LMCacheSample]:
+    """LMCache's own figures per (model, worker), in base units (LMCACHE_HISTOGRAMS)."""
+    items: dict[tuple[str, str], LMCacheSample] = {}
+
+    def item(labels: Labels) -> LMCacheSample:
+        key = (labels.get("model_name", labels.get("served_model_name", "")), labels.get("worker_id", "0"))
+        found = items.get(key)
+        if found is None:
+            found = items[key] = LMCacheSample(target=target, model_name=key[0], worker_id=key[1])
+        return found
+
+    for source_name, field_name in LMCACHE_COUNTERS.items():
+        for labels, value in result.get(source_name):
+            sample = item(labels)
+            setattr(sample, field_name, (getattr(sample, field_name) or 0.0) + value)
+    for family, (field_name, factor) in LMCACHE_HISTOGRAMS.items():
+        for labels, hist in histograms(result, family):
+            sample = item(labels)
+            setattr(sample, field_name, _merge(getattr(sample, field_name), _scaled(hist, factor)))
+    return sorted(items.values(), key=lambda s: s.key)
 
 
 def _engine_order(engine: str) -> tuple[int, str]:

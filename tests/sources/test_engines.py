@@ -152,3 +152,49 @@ def test_every_engine_page_goes_through_the_exporter_and_back():
         back = decode(parse(page, EXPORTED), 0.0)
         (target,) = back.targets
         assert target.engines == sample.engines, path
+
+
+@pytest.mark.parametrize("dump", [0, 1])
+def test_lmcache_legacy_surface_equals_what_lmcache_was_fed(dump: int):
+    doc = _doc("lmcache")
+    d = doc["dumps"][dump]
+    sample = load(FIXTURES / "lmcache" / d["file"], "http://10.0.0.9:8000")
+    assert sample.up and sample.engines == []
+    assert [s.worker_id for s in sample.lmcache] == ["0", "1"]
+    for s in sample.lmcache:
+        fed = d["fed"][s.worker_id]
+        assert s.model_name == doc["model"] and s.engine_kind == "lmcache"
+        for field in ("requested_tokens", "hit_tokens", "stored_tokens", "lookup_tokens", "lookup_hits",
+                      "vllm_hit_tokens", "prompt_tokens", "retrieve_requests", "store_requests",
+                      "lookup_requests", "remote_read_bytes", "remote_write_bytes", "evictions"):  # fmt: skip
+            assert getattr(s, field) == fed[field], field
+        assert s.slow_retrievals_by_time == fed["slow_by_time"] and s.slow_retrievals_by_speed == 0
+        assert s.local_cache_usage_bytes == d["local_cache_usage_bytes"]
+        assert s.local_storage_usage_bytes == d["local_storage_usage_bytes"]
+        assert s.remote_cache_usage_bytes == d["remote_cache_usage_bytes"]
+        assert s.retrieve_seconds is not None and s.retrieve_seconds.count == fed["retrieve_count"]
+        assert s.retrieve_seconds.sum == approx(fed["retrieve_seconds_sum"])
+        # remote get times are milliseconds in LMCache: kvops exports seconds
+        assert s.remote_get_seconds is not None and s.remote_get_seconds.count == fed["remote_get_count"]
+        assert s.remote_get_seconds.sum == approx(fed["remote_get_ms_sum"] / 1000.0)
+        assert s.remote_get_seconds.buckets[0][0] == approx(0.001)  # LMCache's first bound: 1 ms
+
+
+def test_lmcache_inside_vllm_is_never_added_to_vllms_external_tier(vllm_fixtures: Path):
+    """One vLLM page with LMCache as its connector: LMCache's figures stay in kvops_lmcache_*,
+    vLLM's external counts are vLLM's alone (LMCache *is* that tier)."""
+    from kvops.exporter.encode import encode
+    from kvops.exporter.families import target_families
+
+    vllm_page = (vllm_fixtures / "0.33.0" / "offload-t2.prom").read_text()
+    both = vllm_page + (FIXTURES / "lmcache" / "lmcache-t2.prom").read_text()
+    alone = normalise(parse(vllm_page, WANTED), "http://v:8000")
+    mixed = normalise(parse(both, WANTED), "http://v:8000")
+    assert [e.engine_kind for e in mixed.engines] == ["vllm"]
+    assert mixed.engines[0].external_hits == alone.engines[0].external_hits
+    assert mixed.engines[0].prompt_tokens_cached_by_source == alone.engines[0].prompt_tokens_cached_by_source
+    page = encode(target_families([mixed])).decode()
+    external = [line for line in page.splitlines() if line.startswith("kvops_prefix_cache_hits_tokens_total")
+                and 'tier="external"' in line]  # fmt: skip
+    assert len(external) == 1 and 'engine_kind="vllm"' in external[0]
+    assert 'kvops_lmcache_hit_tokens_total{engine_kind="lmcache"' in page
