@@ -343,6 +343,16 @@ TRANSFER_BYTES_BY_EDGE = _engine(
     field="transfer_bytes_by_edge",
     open_split=True,
 )
+TRANSFER_SECONDS_BY_EDGE = _engine(
+    "counter",
+    "kvops_offload_edge_seconds_total",
+    "Summed transfer time by edge, where the engine counts it per tier (llm-d's "
+    "vllm:kv_offload_total_time_{cpu,sharedstorage}): with kvops_offload_edge_bytes_total, the "
+    "bandwidth of that edge while transferring.",
+    ("edge",),
+    field="transfer_seconds_by_edge",
+    open_split=True,
+)
 TIER_UTILIZATION = _engine(
     "gauge",
     "kvops_offload_tier_usage_ratio",

@@ -83,6 +83,12 @@ class TierInterval:
     load_bytes: float | None = None  # out of this tier, back to the GPU
     store_bandwidth_bytes_per_second: float | None = None  # while transferring
     load_bandwidth_bytes_per_second: float | None = None
+    store_blocks: float | None = None  # where the engine counts blocks only (KVBM)
+    load_blocks: float | None = None
+    engine_hit_rate: float | None = None  # the engine's own gauge (its window, not this interval)
+    used_tokens: float | None = None
+    capacity_tokens: float | None = None
+    usage_ratio: float | None = None
 
 
 @dataclass
@@ -249,7 +255,7 @@ def engine_interval(
     )
     out.prompt_tokens_by_source = by_source
     out.prompt_tokens = sum(by_source.values()) if by_source else None
-    _tiers(out, cur, d, cached, by_source)
+    _tiers(prev, out, cur, d, cached, by_source)
     for mode, name in (("sync", "lookup_sync_delay"), ("async", "lookup_async_delay")):
         hist = histogram_delta(getattr(prev, name) if prev else None, getattr(cur, name))
         if hist is not None:
@@ -257,7 +263,41 @@ def engine_interval(
     return out
 
 
+def _edges(out: EngineInterval, prev: EngineSample | None, cur: EngineSample) -> None:
+    """Per-edge counters (KVBM blocks, llm-d's per-tier bytes) and tier gauges onto the tiers:
+    an edge gpu_to_X stores into X, X_to_gpu loads from it; edges between lower tiers
+    (host_to_disk) move data no prefill uses directly and stay out of the per-tier figures."""
+
+    def edge_delta(name: str, edge: str) -> float | None:
+        before = getattr(prev, name).get(edge) if prev is not None else None
+        return counter_delta(before, getattr(cur, name).get(edge))
+
+    for name, kind in (("transfer_bytes_by_edge", "bytes"), ("transfer_blocks", "blocks")):
+        for edge in getattr(cur, name):
+            src, _, dst = edge.partition("_to_")
+            if "gpu" not in (src, dst):
+                continue
+            direction, tier_name = ("store", dst) if src == "gpu" else ("load", src)
+            tier = out.tiers.setdefault(tier_name, TierInterval())
+            setattr(tier, f"{direction}_{kind}", edge_delta(name, edge))
+            if kind == "bytes":
+                seconds = edge_delta("transfer_seconds_by_edge", edge)
+                moved = getattr(tier, f"{direction}_bytes")
+                setattr(tier, f"{direction}_bandwidth_bytes_per_second", ratio(moved, seconds))
+    for tier_name, rate in cur.tier_hit_rate.items():
+        out.tiers.setdefault(tier_name, TierInterval()).engine_hit_rate = rate
+    for tier_name, used in cur.tier_used_tokens.items():
+        out.tiers.setdefault(tier_name, TierInterval()).used_tokens = used
+    for tier_name, capacity in cur.tier_capacity_tokens.items():
+        tier = out.tiers.setdefault(tier_name, TierInterval())
+        tier.capacity_tokens = capacity
+        tier.usage_ratio = ratio(tier.used_tokens, capacity)
+    for tier_name, usage in cur.tier_utilization.items():
+        out.tiers.setdefault(tier_name, TierInterval()).usage_ratio = usage
+
+
 def _tiers(
+    prev: EngineSample | None,
     out: EngineInterval,
     cur: EngineSample,
     d: dict[str, float | None],
@@ -291,6 +331,7 @@ def _tiers(
                 saved_by_tier[offload_name] = external
     for name, tokens in saved_by_tier.items():
         out.tiers.setdefault(name, TierInterval()).tokens_saved = tokens
+    _edges(out, prev, cur)
     for tier in out.tiers.values():
         tier.prompt_share = ratio(tier.tokens_saved, prompt)
     offload_saved = (

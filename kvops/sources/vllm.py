@@ -60,6 +60,17 @@ _HISTOGRAMS: dict[str, str] = {
     "kv_block_idle_before_evict": "vllm:kv_block_idle_before_evict_seconds",
     "kv_block_reuse_gap": "vllm:kv_block_reuse_gap_seconds",
 }
+# llm-d's filesystem connector beside vLLM's CPU one (MultiConnector): the second
+# OffloadingConnector registers vLLM's 0.16-0.23 names with its spec's suffix
+# (llm-d-kv-cache-manager's install_offload_metric_suffix_patch). suffix -> tier.
+SUFFIXED_TIERS = {"cpu": "host", "sharedstorage": "storage"}
+_SUFFIXED = {
+    (
+        f"vllm:kv_offload_total_bytes_{suffix}_total",
+        f"vllm:kv_offload_total_time_{suffix}_total",
+    ): tier
+    for suffix, tier in SUFFIXED_TIERS.items()
+}
 _TYPED_SIZE = "vllm:kv_offload_size"  # 0.16-0.23 (deprecated from 0.24): {transfer_type}
 _FLAT_TRANSFER = {
     "store": ("vllm:kv_offload_store_bytes_total", "vllm:kv_offload_store_time_total"),
@@ -108,6 +119,7 @@ WANTED: frozenset[str] = frozenset(
     + [n for family in [*_HISTOGRAMS.values(), _TYPED_SIZE] for n in sample_names(family)]
     + [n for pair in _FLAT_TRANSFER.values() for n in pair]
     + [_TYPED_BYTES, _TYPED_TIME, _OFFLOAD_CONFIG, _CACHE_CONFIG]
+    + [n for pair in _SUFFIXED for n in pair]
     + list(LMCACHE_COUNTERS)
     + [n for family in LMCACHE_HISTOGRAMS for n in sample_names(family)]
 )
@@ -249,10 +261,26 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
         if getattr(engine(key), field_name) is None:
             setattr(engine(key), field_name, hist)
 
+    for (bytes_name, time_name), tier in _SUFFIXED.items():
+        for name, field_name in (
+            (bytes_name, "transfer_bytes_by_edge"),
+            (time_name, "transfer_seconds_by_edge"),
+        ):
+            for labels, value in result.get(name):
+                direction = _direction(labels.get("transfer_type", ""))
+                if direction is None:
+                    continue
+                edge = f"gpu_to_{tier}" if direction == "store" else f"{tier}_to_gpu"
+                by_edge = getattr(engine(_key(labels)), field_name)
+                by_edge[edge] = by_edge.get(edge, 0.0) + value
+
     # Transfers: the flat (0.24+) pair where it has a sample, else the transfer_type pair.
     typed: dict[tuple[_EngineKey, str], list[float]] = {}
+    cpu_named: set[_EngineKey] = set()
     for index, name in enumerate((_TYPED_BYTES, _TYPED_TIME)):
         for labels, value in result.get(name):
+            if "CPU" in labels.get("transfer_type", "").split("_to_"):
+                cpu_named.add(_key(labels))
             direction = _direction(labels.get("transfer_type", ""))
             if direction is None:
                 continue
@@ -261,7 +289,8 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
     for (key, direction), (nbytes, seconds) in typed.items():
         setattr(engine(key), f"{direction}_bytes", nbytes)
         setattr(engine(key), f"{direction}_seconds", seconds)
-        engine(key).offload_tier = "host"  # transfer_type names the medium: GPU <-> CPU
+        if key in cpu_named:  # transfer_type names the medium: GPU <-> CPU
+            engine(key).offload_tier = "host"
     for direction, (bytes_name, time_name) in _FLAT_TRANSFER.items():
         flat_bytes = _by_engine(result.get(bytes_name))
         flat_time = _by_engine(result.get(time_name))

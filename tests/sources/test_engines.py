@@ -198,3 +198,49 @@ def test_lmcache_inside_vllm_is_never_added_to_vllms_external_tier(vllm_fixtures
                 and 'tier="external"' in line]  # fmt: skip
     assert len(external) == 1 and 'engine_kind="vllm"' in external[0]
     assert 'kvops_lmcache_hit_tokens_total{engine_kind="lmcache"' in page
+
+
+def test_llmd_suffixed_series_are_per_tier_edges(vllm_fixtures: Path):
+    """llm-d's filesystem connector beside vLLM's CPU one: the second connector's series carry
+    its spec's suffix (WRITTEN FROM SOURCE: llm-d-kv-cache-manager's
+    install_offload_metric_suffix_patch renames vLLM's 0.16-0.23 families)."""
+    base = (vllm_fixtures / "0.20.0" / "offload-t2.prom").read_text()
+    extra = "\n".join(
+        line.replace("vllm:kv_offload_total_bytes_total", "vllm:kv_offload_total_bytes_sharedstorage_total")
+        .replace("vllm:kv_offload_total_time_total", "vllm:kv_offload_total_time_sharedstorage_total")
+        .replace("CPU", "SHARED_STORAGE")
+        for line in base.splitlines()
+        if line.startswith(("vllm:kv_offload_total_bytes_total", "vllm:kv_offload_total_time_total"))
+    )  # fmt: skip
+    sample = normalise(parse(base + extra + "\n", WANTED), "http://v:8000")
+    (eng,) = sample.engines
+    truth = json.loads((vllm_fixtures / "0.20.0" / "truth.json").read_text())["offload"]["dumps"][1][
+        "engines"
+    ]["0"]
+    # the CPU connector keeps vLLM's own names: host tier as before
+    assert eng.store_bytes == truth["store_bytes"] and eng.offload_tier == "host"
+    # the suffixed connector is its own tier, never added to the CPU one
+    assert eng.transfer_bytes_by_edge == {
+        "gpu_to_storage": truth["store_bytes"],
+        "storage_to_gpu": truth["load_bytes"],
+    }
+    assert eng.transfer_seconds_by_edge["gpu_to_storage"] == approx(truth["store_time"])
+
+
+def test_kvbm_interval_blocks_per_tier_and_no_bytes():
+    doc = _doc("dynamo-kvbm")
+    a, b = doc["dumps"]
+    ca, cb = a["counters"], b["counters"]
+    prev = Snapshot(time=0.0, targets=[load(FIXTURES / "dynamo-kvbm" / a["file"])])
+    cur = Snapshot(time=30.0, targets=[load(FIXTURES / "dynamo-kvbm" / b["file"])])
+    (row,) = interval(prev, cur).targets
+    host, disk = row.tiers["host"], row.tiers["disk"]
+    assert host.store_blocks == cb["offload_blocks_d2h"] - ca["offload_blocks_d2h"]
+    assert host.load_blocks == cb["onboard_blocks_h2d"] - ca["onboard_blocks_h2d"]
+    assert disk.load_blocks == cb["onboard_blocks_d2d"] - ca["onboard_blocks_d2d"]  # onboard d2d: disk -> GPU
+    assert (
+        disk.store_blocks == cb["offload_blocks_d2d"] - ca["offload_blocks_d2d"]
+    )  # offload d2d: GPU -> disk
+    assert host.engine_hit_rate == 0.375 and disk.engine_hit_rate == 0.125
+    assert host.store_bytes is None and host.load_bandwidth_bytes_per_second is None
+    assert row.offload_tokens_saved_per_gb_moved is None
