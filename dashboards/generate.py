@@ -113,7 +113,8 @@ def recording_rules(alerts_dir: Path = ALERTS_DIR) -> set[str]:
 
 def unknown_names(expr: str, recorded: set[str]) -> list[str]:
     """Problems with one expression: names nobody defines, labels a metric does not carry."""
-    specs = names.by_name()
+    # A histogram's samples are <name>_bucket{le}, _sum, _count: each is a name it exposes.
+    specs = {n: spec for spec in names.all_specs() for n in spec.sample_names}
     used = metric_names(expr)
     problems = [f"unknown metric {n!r}" for n in sorted(used - specs.keys() - recorded)]
     if not used:
@@ -122,7 +123,8 @@ def unknown_names(expr: str, recorded: set[str]) -> list[str]:
         spec = specs.get(name)
         if spec is None:
             continue
-        extra = labels - set(spec.labels) - set(SCRAPE_LABELS)
+        allowed = set(spec.labels) | ({"le"} if name.endswith("_bucket") else set())
+        extra = labels - allowed - set(SCRAPE_LABELS)
         problems += [f"{name} has no label {label!r}" for label in sorted(extra)]
     return problems
 
