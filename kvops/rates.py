@@ -121,6 +121,7 @@ class EngineInterval:
     write_only_tier: bool | None = None
     allocation_failures_per_second: float | None = None
     stores_skipped_per_second: float | None = None
+    dropped_tokens_per_second: float | None = None
     lookup_delay_p99_seconds: dict[str, float | None] = field(default_factory=dict)
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
     # current state
@@ -219,7 +220,7 @@ def engine_interval(
     d = {f: delta(f) for f in (
         "local_queries", "local_hits", "external_queries", "external_hits",
         "store_bytes", "store_seconds", "load_bytes", "load_seconds", "preemptions",
-        "allocation_failures", "stores_skipped",
+        "allocation_failures", "stores_skipped", "dropped_tokens",
     )}  # fmt: skip
     out = EngineInterval(
         target=cur.target,
@@ -243,6 +244,7 @@ def engine_interval(
         preemptions=d["preemptions"],
         allocation_failures_per_second=ratio(d["allocation_failures"], wall_seconds),
         stores_skipped_per_second=ratio(d["stores_skipped"], wall_seconds),
+        dropped_tokens_per_second=ratio(d["dropped_tokens"], wall_seconds),
         requests_running=cur.requests_running,
         requests_waiting=cur.requests_waiting,
         requests_waiting_by_reason=dict(cur.requests_waiting_by_reason),

@@ -26,6 +26,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="run the failing serve line, then the fixed one (needs GPU+vllm; else prints them)",
     )
     parser.add_argument("--timeout", type=float, default=900.0, help="seconds for each --repro server start")
+    parser.add_argument(
+        "--target",
+        metavar="URL",
+        help="read a running server's /metrics twice and report live offload signals with playbooks",
+    )
     parser.add_argument("--json", action="store_true", help="print only JSON on stdout")
 
 
@@ -36,6 +41,10 @@ def run(args: argparse.Namespace) -> int:
     from kvops.doctor.platform import probe
     from kvops.errors import UsageError
 
+    if args.target:
+        from kvops.doctor import live
+
+        return live.run(args.target, as_json=args.json, strict=args.strict)
     catalog = catalog_mod.load()
     if args.list_checks:
         print(report.list_checks(catalog, args.json))
