@@ -87,3 +87,45 @@ def test_gpu_without_counter_uses_driver_sample():
     g = GpuSample("1", "GPU-b", "nvidia", pcie_rx_bytes_per_second=3e9)
     (row,) = interval(snap(0, gpus=[g]), snap(1, gpus=[g])).gpus
     assert row.pcie_receive_bytes_per_second == 3e9 and row.pcie_transmit_bytes_per_second is None
+
+
+def test_pcie_cross_check_flags_each_way_and_needs_both_sides():
+    from kvops.rates import pcie_cross_check
+
+    gib = float(1 << 30)
+    assert pcie_cross_check(10 * gib, 4 * gib) == "counted_not_moved"
+    assert pcie_cross_check(0.0, 2 * gib) == "moved_not_counted"
+    assert pcie_cross_check(3 * gib, 3.1 * gib) == "consistent"
+    assert pcie_cross_check(None, 3 * gib) is None and pcie_cross_check(3 * gib, None) is None
+
+
+def test_cross_check_joins_the_targets_gpus_over_the_interval():
+    from kvops.snapshot import ProcessMemory
+
+    gib = float(1 << 30)
+
+    def at(t: float, load: float, rx: float) -> Snapshot:
+        s = snap(t, eng(load_bytes=load, load_seconds=1.0, store_bytes=1.0, store_seconds=1.0))
+        s.gpus = [GpuSample("0", "GPU-a", "nvidia", pcie_rx_bytes=rx)]
+        s.processes = [ProcessMemory(target=T, gpus=[("0", "GPU-a")])]
+        return s
+
+    (row,) = interval(at(0, 0.0, 0.0), at(1, 8 * gib, 2 * gib)).targets
+    assert row.pcie_cross_check == "counted_not_moved"
+    (row,) = interval(at(0, 0.0, 0.0), at(1, 2 * gib, 2.5 * gib)).targets
+    assert row.pcie_cross_check == "consistent"
+    (row,) = interval(snap(0, eng(load_bytes=0.0)), snap(1, eng(load_bytes=1.0))).targets
+    assert row.pcie_cross_check is None  # no GPU joined to the target: not checked
+
+
+def test_histogram_delta_and_quantile_over_an_interval():
+    from kvops.rates import histogram_delta, quantile
+    from kvops.snapshot import Histogram
+
+    inf = float("inf")
+    a = Histogram(((0.001, 10.0), (0.01, 10.0), (inf, 10.0)), 0.005, 10.0)
+    b = Histogram(((0.001, 10.0), (0.01, 20.0), (inf, 20.0)), 0.1, 20.0)
+    d = histogram_delta(a, b)
+    assert d is not None and d.count == 10 and d.buckets[0][1] == 0.0
+    assert quantile(0.5, d) == pytest.approx(0.001 + 0.009 * 0.5)
+    assert histogram_delta(b, a) == a  # went down: a restart, counts from 0
