@@ -23,11 +23,23 @@ def family(spec: MetricSpec) -> Metric:
     return cls[spec.type](spec.family_name, spec.help, labels=list(spec.labels))
 
 
+_LE_TEXT: dict[float, str] = {}  # bucket bound -> its exposition text (a few dozen bounds)
+
+
+def _le_text(bound: float) -> str:
+    text = _LE_TEXT.get(bound)
+    if text is None:
+        text = floatToGoString(bound)
+        if len(_LE_TEXT) < 4096:
+            _LE_TEXT[bound] = text
+    return text
+
+
 def add(metric: Metric, labels: Iterable[str], value: float | Histogram | None) -> None:
     if value is None:
         return
     if isinstance(value, Histogram):
-        buckets = [(floatToGoString(le), count) for le, count in value.buckets]
+        buckets = [(_le_text(le), count) for le, count in value.buckets]
         metric.add_metric(list(labels), buckets, value.sum)  # type: ignore[call-arg]
     else:
         metric.add_metric(list(labels), value)

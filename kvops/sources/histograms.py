@@ -10,11 +10,24 @@ def sample_names(family: str) -> tuple[str, str, str]:
     return (f"{family}_bucket", f"{family}_sum", f"{family}_count")
 
 
+_LE: dict[str, float | None] = {}  # bound text -> value: pages repeat a few dozen bounds
+
+
 def _le(raw: str | None) -> float | None:
-    try:
-        return float(raw) if raw is not None else None  # "+Inf" parses to inf
-    except ValueError:
+    if raw is None:
         return None
+    found = _LE.get(raw, False)
+    if found is not False:
+        return found  # type: ignore[return-value]
+    try:
+        value: float | None = float(raw)  # "+Inf" parses to inf
+    except ValueError:
+        value = None
+    if value is not None and value != value:  # NaN is no bound
+        value = None
+    if len(_LE) < 4096:
+        _LE[raw] = value
+    return value
 
 
 def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram]]:
@@ -22,21 +35,31 @@ def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram
     to be kept: a page cut in the middle of one drops it, not the page.
     Bucket counts, sum and count pass through as exposed."""
     bucket_name, sum_name, count_name = sample_names(family)
+    bucket_samples = result.get(bucket_name)
+    if not bucket_samples:
+        return []
+    # A series' labels come in the same order on every line of it (one writer, one label
+    # set): the (name, value) pairs in that order key it, without sorting per line.
     series: dict[tuple[tuple[str, str], ...], tuple[Labels, list[tuple[float, float]]]] = {}
-    for labels, value in result.get(bucket_name):
+    for labels, value in bucket_samples:
         le = _le(labels.get("le"))
-        if le is None or le != le:  # a bucket without a usable bound is not one
+        if le is None:  # a bucket without a usable bound is not one
             continue
-        rest = {k: v for k, v in labels.items() if k != "le"}
-        key = tuple(sorted(rest.items()))
-        series.setdefault(key, (rest, []))[1].append((le, value))
-    sums = {tuple(sorted(labels.items())): value for labels, value in result.get(sum_name)}
-    counts = {tuple(sorted(labels.items())): value for labels, value in result.get(count_name)}
+        key = tuple(item for item in labels.items() if item[0] != "le")
+        found = series.get(key)
+        if found is None:
+            found = series[key] = (dict(key), [])
+        found[1].append((le, value))
+    sums = {tuple(labels.items()): value for labels, value in result.get(sum_name)}
+    counts = {tuple(labels.items()): value for labels, value in result.get(count_name)}
     out: list[tuple[Labels, Histogram]] = []
     for key, (labels, buckets) in series.items():
         buckets.sort()
         total = sums.get(key)
+        if total is None:  # labels in another order on the _sum line: match as a set
+            total = next((v for k, v in sums.items() if sorted(k) == sorted(key)), None)
         if buckets[-1][0] != float("inf") or total is None:
             continue
-        out.append((labels, Histogram(tuple(buckets), total, counts.get(key, buckets[-1][1]))))
+        count = counts.get(key, buckets[-1][1])
+        out.append((labels, Histogram(tuple(buckets), total, count)))
     return out
