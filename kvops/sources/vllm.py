@@ -125,9 +125,9 @@ WANTED: frozenset[str] = frozenset(
 )
 # Engines other than vLLM, each read by its own module (docs/tiers.md); kind from the page.
 OTHER_ENGINES = (sglang, kvbm, trtllm)
-_OTHER_WANTED: frozenset[str] = frozenset().union(*(m.WANTED for m in OTHER_ENGINES))
-ENGINE_NAMES = "vLLM, LMCache, SGLang, KVBM, TensorRT-LLM"
-WANTED = WANTED | _OTHER_WANTED
+OTHER_ENGINE_NAMES: frozenset[str] = frozenset().union(*(m.WANTED for m in OTHER_ENGINES))
+ENGINE_NAMES = "SGLang, KVBM, TensorRT-LLM"
+WANTED = WANTED | OTHER_ENGINE_NAMES
 WANTED_FAMILIES = families_of(WANTED)
 
 _EngineKey = tuple[str, str]  # (model_name, engine)
@@ -313,8 +313,10 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
 
     others = [e for module in OTHER_ENGINES for e in module.normalise_into(result, target)]
     # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed.
-    up = result.has_prefixed_sample or any(result.samples.get(name) for name in _OTHER_WANTED)
-    error = None if up else f"no sample of an engine kvops reads ({ENGINE_NAMES}) in the exposition"
+    up = result.has_prefixed_sample or any(result.samples.get(name) for name in OTHER_ENGINE_NAMES)
+    error = (
+        None if up else f"no vllm: or lmcache: sample, nor one of another engine kvops reads ({ENGINE_NAMES})"
+    )
     return TargetSample(
         target=target,
         up=up,

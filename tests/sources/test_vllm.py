@@ -192,4 +192,4 @@ def test_lmcache_metrics_kept_apart_per_worker(vllm_fixtures: Path):
 
 def test_exposition_without_vllm_samples_is_down():
     sample = normalise(parse("python_info 1\n", WANTED), TARGET)
-    assert not sample.up and "no sample of an engine kvops reads" in (sample.error or "")
+    assert not sample.up and "no vllm: or lmcache: sample, nor one of another engine" in (sample.error or "")
