@@ -506,6 +506,22 @@ LMCACHE_OPERATION_SECONDS = _lmcache(
         ("remote_put", "remote_put_seconds"),
     ),
 )
+LMCACHE_HITS_BY_LEVEL = _lmcache(
+    "counter",
+    "kvops_lmcache_lookup_hits_by_level_tokens_total",
+    "Lookup hit tokens by the LMCache level that held them (multi-process mode, "
+    "lmcache_mp_lookup_hit_{l1,l2}_tokens): level=l1 (LMCache's memory) or l2 (its storage backends).",
+    ("level",),
+    split=(("l1", "l1_hit_tokens"), ("l2", "l2_hit_tokens")),
+)
+LMCACHE_L1_CHUNKS = _lmcache(
+    "counter",
+    "kvops_lmcache_l1_chunks_total",
+    "Chunks read from, written to and evicted from LMCache's L1 (multi-process mode, "
+    "lmcache_mp_l1_{read,write,evicted}_chunks); op=read|write|evict.",
+    ("op",),
+    split=(("read", "l1_read_chunks"), ("write", "l1_write_chunks"), ("evict", "l1_evicted_chunks")),
+)
 LMCACHE_SPEED = _lmcache(
     "histogram",
     "kvops_lmcache_speed_tokens_per_second",

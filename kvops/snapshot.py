@@ -121,6 +121,12 @@ class LMCacheSample:
     remote_put_seconds: Histogram | None = None
     retrieve_speed: Histogram | None = None  # tokens per second
     store_speed: Histogram | None = None
+    # Multi-process mode (lmcache_mp_*): the lookup hit split by cache level, L1 chunk traffic.
+    l1_hit_tokens: float | None = None
+    l2_hit_tokens: float | None = None
+    l1_read_chunks: float | None = None
+    l1_write_chunks: float | None = None
+    l1_evicted_chunks: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -102,6 +102,19 @@ LMCACHE_COUNTERS: dict[str, str] = {
     "lmcache:local_storage_usage": "local_storage_usage_bytes",
     "lmcache:remote_cache_usage": "remote_cache_usage_bytes",
 }
+# LMCache's multi-process mode, served through OpenTelemetry's Prometheus reader (LMCache
+# 0.5.x lmcache/v1/mp_observability/subscribers/metrics/): lookup series carry model_name,
+# L1 series no model (the page's one model is used); no worker_id.
+LMCACHE_MP_COUNTERS: dict[str, str] = {
+    "lmcache_mp_lookup_requested_tokens_total": "lookup_tokens",
+    "lmcache_mp_lookup_hit_tokens_total": "lookup_hits",
+    "lmcache_mp_lookups_requests_total": "lookup_requests",
+    "lmcache_mp_lookup_hit_l1_tokens_total": "l1_hit_tokens",
+    "lmcache_mp_lookup_hit_l2_tokens_total": "l2_hit_tokens",
+    "lmcache_mp_l1_read_chunks_total": "l1_read_chunks",
+    "lmcache_mp_l1_write_chunks_total": "l1_write_chunks",
+    "lmcache_mp_l1_evicted_chunks_total": "l1_evicted_chunks",
+}
 # lmcache:* histogram -> (LMCacheSample field, factor to base units): LMCache's remote get/put
 # times are milliseconds, its retrieve/store times seconds, its speeds tokens per second.
 LMCACHE_HISTOGRAMS: dict[str, tuple[str, float]] = {
@@ -121,11 +134,15 @@ WANTED: frozenset[str] = frozenset(
     + [_TYPED_BYTES, _TYPED_TIME, _OFFLOAD_CONFIG, _CACHE_CONFIG]
     + [n for pair in _SUFFIXED for n in pair]
     + list(LMCACHE_COUNTERS)
+    + list(LMCACHE_MP_COUNTERS)
     + [n for family in LMCACHE_HISTOGRAMS for n in sample_names(family)]
 )
 # Engines other than vLLM, each read by its own module (docs/tiers.md); kind from the page.
 OTHER_ENGINES = (sglang, kvbm, trtllm)
-OTHER_ENGINE_NAMES: frozenset[str] = frozenset().union(*(m.WANTED for m in OTHER_ENGINES))
+# Names whose one parsed sample makes a target up besides vllm:/lmcache: ones (docs/DESIGN.md).
+OTHER_ENGINE_NAMES: frozenset[str] = frozenset().union(
+    *(m.WANTED for m in OTHER_ENGINES), LMCACHE_MP_COUNTERS
+)
 ENGINE_NAMES = "SGLang, KVBM, TensorRT-LLM"
 WANTED = WANTED | OTHER_ENGINE_NAMES
 WANTED_FAMILIES = families_of(WANTED)
@@ -342,6 +359,13 @@ def _lmcache_samples(result: ParseResult, target: str) -> list[LMCacheSample]:
     for source_name, field_name in LMCACHE_COUNTERS.items():
         for labels, value in result.get(source_name):
             sample = item(labels)
+            setattr(sample, field_name, (getattr(sample, field_name) or 0.0) + value)
+    mp_models = {labels["model_name"] for name in LMCACHE_MP_COUNTERS for labels, _ in result.get(name)
+                 if "model_name" in labels}  # fmt: skip
+    only_model = next(iter(mp_models)) if len(mp_models) == 1 else ""
+    for source_name, field_name in LMCACHE_MP_COUNTERS.items():
+        for labels, value in result.get(source_name):
+            sample = item({"model_name": labels.get("model_name", only_model), "worker_id": "0"})
             setattr(sample, field_name, (getattr(sample, field_name) or 0.0) + value)
     for family, (field_name, factor) in LMCACHE_HISTOGRAMS.items():
         for labels, hist in histograms(result, family):

@@ -244,3 +244,19 @@ def test_kvbm_interval_blocks_per_tier_and_no_bytes():
     assert host.engine_hit_rate == 0.375 and disk.engine_hit_rate == 0.125
     assert host.store_bytes is None and host.load_bandwidth_bytes_per_second is None
     assert row.offload_tokens_saved_per_gb_moved is None
+
+
+@pytest.mark.parametrize("dump", [0, 1])
+def test_lmcache_multiprocess_mode_lookup_and_l1(dump: int):
+    doc = _doc("lmcache-mp")
+    d = doc["dumps"][dump]
+    fed = d["fed"]
+    sample = load(FIXTURES / "lmcache-mp" / d["file"], "http://10.0.0.9:9090")
+    assert sample.up and sample.engines == []
+    (s,) = sample.lmcache  # lookup series carry the model, L1 series none: one sample
+    assert s.model_name == doc["model"] and s.worker_id == "0"
+    assert s.lookup_tokens == fed["requested_tokens"] and s.lookup_hits == fed["hit_tokens"]
+    assert s.l1_hit_tokens == fed["l1_hit_tokens"] and s.l2_hit_tokens == fed["l2_hit_tokens"]
+    assert s.lookup_requests == fed["lookups"]
+    assert (s.l1_read_chunks, s.l1_write_chunks, s.l1_evicted_chunks) == (
+        fed["l1_read_chunks"], fed["l1_write_chunks"], fed["l1_evicted_chunks"])  # fmt: skip
