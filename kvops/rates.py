@@ -316,7 +316,8 @@ def _tiers(
     saved_by_tier: dict[str, float] = {}
     for source, tokens in (cached or {}).items():
         if source != "device":
-            tier = CACHED_SOURCE_TIER.get(source, "external")
+            # SGLang names L3 backends storage or storage_<backend>
+            tier = "storage" if source.startswith("storage") else CACHED_SOURCE_TIER.get(source, "external")
             saved_by_tier[tier] = saved_by_tier.get(tier, 0.0) + tokens
     has_offload = any(v is not None for v in (d["external_queries"], d["store_bytes"], d["load_bytes"]))
     if has_offload or saved_by_tier:
