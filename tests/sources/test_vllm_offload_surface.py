@@ -165,3 +165,30 @@ def test_quantile_matches_histogram_quantile_interpolation():
     assert quantile(0.5, hist) == pytest.approx(0.001)
     assert quantile(0.99, hist) == pytest.approx(0.01 + 0.09 * 9 / 10)
     assert quantile(0.99, Histogram(((1.0, 0.0), (float("inf"), 0.0)), 0.0, 0.0)) is None
+
+
+@pytest.mark.parametrize("dump", [0, 1])
+def test_020_earlier_forms_equal_what_vllm_was_fed(vllm_fixtures: Path, dump: int):
+    """0.20: transfer sizes only as vllm:kv_offload_size{transfer_type}, no per-tier cached
+    tokens, no lookup histograms, no in-flight ratio: those stay absent."""
+    doc = truth(vllm_fixtures, "0.20.0")
+    fed = doc["dumps"][dump]["engines"]["0"]
+    page = exported(load(vllm_fixtures / "0.20.0" / doc["dumps"][dump]["file"]))
+    approx = lambda v: pytest.approx(v, rel=REL, abs=1e-12)  # noqa: E731
+    assert sum(v for _, v in page["kvops_prompt_tokens_total"]) == approx(fed["prompt_tokens"])
+    size = "kvops_offload_transfer_size_bytes"
+    assert one(page, size + "_count", direction="store") == approx(fed["store_jobs"])
+    assert one(page, size + "_sum", direction="store") == approx(fed["store_bytes"])
+    # the CPU_to_GPU series is created on the first load: absent before it, never 0
+    loads = one(page, size + "_count", direction="load")
+    assert loads == (approx(fed["load_jobs"]) if fed["load_jobs"] else None)
+    waiting = sum(v for _, v in page.get("kvops_vllm_requests_waiting_by_reason", []))
+    assert waiting == approx(fed["num_waiting_reqs"])
+    absent = (
+        "kvops_prompt_tokens_cached_total",
+        "kvops_offload_lookup_delay_seconds_count",
+        "kvops_offload_cpu_in_flight_ratio",
+        "kvops_offload_allocation_failures_total",
+    )
+    assert [name for name in absent if name in page] == []
+    assert one(page, "kvops_offload_tier_info", tier="host") == 1.0
