@@ -260,3 +260,26 @@ def test_lmcache_multiprocess_mode_lookup_and_l1(dump: int):
     assert s.lookup_requests == fed["lookups"]
     assert (s.l1_read_chunks, s.l1_write_chunks, s.l1_evicted_chunks) == (
         fed["l1_read_chunks"], fed["l1_write_chunks"], fed["l1_evicted_chunks"])  # fmt: skip
+
+
+def test_the_exporter_serves_every_engine_kind_side_by_side(upstream, make_exporter):
+    """One exporter, a vLLM, an SGLang, a KVBM port and a TensorRT-LLM: each up, its kind from
+    its page (no flag), every engine series labelled with it."""
+    from support.exporter_harness import value
+    from support.upstream import body
+
+    pages = {
+        "vllm": Path(__file__).parents[1] / "fixtures" / "vllm" / "0.33.0" / "offload-t2.prom",
+        "sglang": FIXTURES / "sglang" / "hicache-t2.prom",
+        "dynamo-kvbm": FIXTURES / "dynamo-kvbm" / "kvbm-t2.prom",
+        "trtllm": FIXTURES / "trtllm" / "trtllm-t2.prom",
+    }
+    urls = {kind: upstream.route(kind, body(path.read_bytes())) for kind, path in pages.items()}
+    s = make_exporter(list(urls.values())).samples()
+    for kind, url in urls.items():
+        assert value(s, "kvops_target_up", target=url) == 1.0, kind
+        kinds = {dict(labels).get("engine_kind") for (_, labels) in s if dict(labels).get("target") == url}
+        assert kinds - {None} == {kind}, (kind, kinds)
+    kvbm = urls["dynamo-kvbm"]
+    assert value(s, "kvops_offload_transfer_blocks_total", target=kvbm, edge="disk_to_gpu") is not None
+    assert value(s, "kvops_offload_transfer_bytes_total", target=kvbm, direction="load") is None
