@@ -38,7 +38,7 @@ SCRAPE_LABELS = ("job", "instance")
 SEL = 'job=~"$job", instance=~"$instance"'
 SEL_MODEL = f'{SEL}, model_name=~"$model"'
 SEL_GPU = f'{SEL}, gpu=~"$gpu"'
-BY_ENGINE = "job, instance, target, model_name, engine"
+BY_ENGINE = "job, instance, target, model_name, engine, engine_kind"
 LEGEND_ENGINE = "{{model_name}} · engine {{engine}} · {{target}}"
 LEGEND_GPU = "GPU {{gpu}} · {{instance}}"
 
@@ -113,7 +113,8 @@ def recording_rules(alerts_dir: Path = ALERTS_DIR) -> set[str]:
 
 def unknown_names(expr: str, recorded: set[str]) -> list[str]:
     """Problems with one expression: names nobody defines, labels a metric does not carry."""
-    specs = names.by_name()
+    # A histogram's samples are <name>_bucket{le}, _sum, _count: each is a name it exposes.
+    specs = {n: spec for spec in names.all_specs() for n in spec.sample_names}
     used = metric_names(expr)
     problems = [f"unknown metric {n!r}" for n in sorted(used - specs.keys() - recorded)]
     if not used:
@@ -122,7 +123,8 @@ def unknown_names(expr: str, recorded: set[str]) -> list[str]:
         spec = specs.get(name)
         if spec is None:
             continue
-        extra = labels - set(spec.labels) - set(SCRAPE_LABELS)
+        allowed = set(spec.labels) | ({"le"} if name.endswith("_bucket") else set())
+        extra = labels - allowed - set(SCRAPE_LABELS)
         problems += [f"{name} has no label {label!r}" for label in sorted(extra)]
     return problems
 
@@ -488,6 +490,149 @@ def offload_overview() -> dict[str, Any]:
                     ],
                     "percentunit",
                     min=0,
+                ),
+            ],
+        ),
+        Row(
+            "Offload tiers (docs/tiers.md)",
+            [
+                Panel(
+                    "Prompt tokens by source",
+                    "Where each prompt token came from, per second: local_compute (prefilled), "
+                    "local_cache_hit (GPU prefix cache), external_kv_transfer (offload tier / connector); "
+                    "SGLang reports only source=total. Metric: `kvops_prompt_tokens_total`.",
+                    [
+                        Target(
+                            f"sum by ({BY_ENGINE}, source) ({rate('kvops_prompt_tokens_total')})",
+                            "{{source}} · " + LEGEND_ENGINE,
+                        )
+                    ],
+                    "short",
+                    min=0,
+                ),
+                Panel(
+                    "Prefill saved per tier (share of prompt tokens)",
+                    "Share of prompt tokens each tier served instead of prefill, 5m windows: device is the "
+                    "GPU prefix cache, host/disk/p2p/storage the offload tiers. "
+                    "Metric: `kvops:prompt_tokens_cached_share:rate5m`.",
+                    [
+                        Target(
+                            f"kvops:prompt_tokens_cached_share:rate5m{{{SEL_MODEL}}}",
+                            "{{source}} · " + LEGEND_ENGINE,
+                        )
+                    ],
+                    "percentunit",
+                    min=0,
+                    max=1,
+                ),
+                Panel(
+                    "Offload payoff (tokens saved per GB moved)",
+                    "Prompt tokens the offload tiers served per GB copied to and from them, 5m windows. "
+                    "Low with heavy traffic: the tier costs PCIe and saves little prefill. "
+                    "Metric: `kvops:offload_tokens_saved_per_gb_moved:rate5m`.",
+                    [Target(f"kvops:offload_tokens_saved_per_gb_moved:rate5m{{{SEL_MODEL}}}", LEGEND_ENGINE)],
+                    "short",
+                    min=0,
+                ),
+                Panel(
+                    "Tier pressure: failed and skipped stores",
+                    "Stores per second that found no room (allocation failures, vLLM 0.26+; SGLang's dropped "
+                    "tokens) or were skipped under the store threshold. Absent until the first event. "
+                    "Metrics: `kvops_offload_allocation_failures_total`, "
+                    "`kvops_offload_stores_skipped_total`, `kvops_offload_dropped_tokens_total`.",
+                    [
+                        Target(rate("kvops_offload_allocation_failures_total"), "failed · " + LEGEND_ENGINE),
+                        Target(rate("kvops_offload_stores_skipped_total"), "skipped · " + LEGEND_ENGINE),
+                        Target(
+                            rate("kvops_offload_dropped_tokens_total"), "dropped tokens · " + LEGEND_ENGINE
+                        ),
+                    ],
+                    "short",
+                    min=0,
+                ),
+                Panel(
+                    "Offload lookup delay p99",
+                    "p99 of one offload lookup (mode=sync, inside the scheduler step) and of a deferred "
+                    "lookup (mode=async), 5m windows. Sync over 10 ms fires KvopsOffloadLookupDelayHigh. "
+                    "Metric: `kvops:offload_lookup_delay_seconds:p99_rate5m`.",
+                    [
+                        Target(
+                            f"kvops:offload_lookup_delay_seconds:p99_rate5m{{{SEL_MODEL}}}",
+                            "{{mode}} · " + LEGEND_ENGINE,
+                        )
+                    ],
+                    "s",
+                    min=0,
+                    thresholds=[(0.01, "orange")],
+                ),
+                Panel(
+                    "CPU tier chunks pinned by transfers",
+                    "Share of the CPU tier's chunks held by in-flight transfers (op=any|read|write). This is "
+                    "NOT how full the tier is. Metric: `kvops_offload_cpu_in_flight_ratio`.",
+                    [
+                        Target(
+                            f"kvops_offload_cpu_in_flight_ratio{{{SEL_MODEL}}}", "{{op}} · " + LEGEND_ENGINE
+                        )
+                    ],
+                    "percentunit",
+                    min=0,
+                    max=1,
+                ),
+                Panel(
+                    "Loaded bytes: engine count vs GPU PCIe receive",
+                    "Bytes the engines say they loaded back to the GPU against bytes the GPUs their "
+                    "processes use received over PCIe (all traffic), per target. Loads above PCIe receive "
+                    "are counted but not moved over this link. "
+                    "Metrics: `kvops_offload_transfer_bytes_total`, `kvops_gpu_pcie_receive_bytes_total`.",
+                    [
+                        Target(
+                            "sum by (job, instance, target) "
+                            "(" + rate("kvops_offload_transfer_bytes_total", 'direction="load"') + ")",
+                            "engine loads · {{target}}",
+                        ),
+                        Target(
+                            "sum by (job, instance, target) (kvops_target_gpu_info{" + SEL + "} "
+                            "* on (job, instance, gpu, uuid) group_left () "
+                            f"rate(kvops_gpu_pcie_receive_bytes_total{{{SEL}}}[{RATE}]))",
+                            "PCIe receive · {{target}}",
+                        ),
+                    ],
+                    "Bps",
+                    min=0,
+                ),
+                Panel(
+                    "Blocks moved between tiers (KVBM)",
+                    "KV blocks per second by edge (<from>_to_<to>), where the engine counts blocks only "
+                    "(Dynamo KVBM; no block size on its page, so no bytes). "
+                    "Metric: `kvops_offload_transfer_blocks_total`.",
+                    [
+                        Target(
+                            f"sum by ({BY_ENGINE}, edge) ({rate('kvops_offload_transfer_blocks_total')})",
+                            "{{edge}} · " + LEGEND_ENGINE,
+                        )
+                    ],
+                    "short",
+                    min=0,
+                ),
+                Panel(
+                    "Tier fill",
+                    "How full each offload tier is where the engine says: used/capacity tokens (SGLang "
+                    "host pool) or the engine's own ratio (TensorRT-LLM host pool). "
+                    "Metrics: `kvops_offload_tier_used_tokens`, `kvops_offload_tier_capacity_tokens`, "
+                    "`kvops_offload_tier_usage_ratio`.",
+                    [
+                        Target(
+                            f"kvops_offload_tier_used_tokens{{{SEL_MODEL}}}"
+                            f" / kvops_offload_tier_capacity_tokens{{{SEL_MODEL}}}",
+                            "{{tier}} · " + LEGEND_ENGINE,
+                        ),
+                        Target(
+                            f"kvops_offload_tier_usage_ratio{{{SEL_MODEL}}}", "{{tier}} · " + LEGEND_ENGINE
+                        ),
+                    ],
+                    "percentunit",
+                    min=0,
+                    max=1,
                 ),
             ],
         ),

@@ -9,21 +9,58 @@ docs/DESIGN.md's contract table is the part users depend on; do not rename or dr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-MetricType = Literal["gauge", "counter"]
+MetricType = Literal["gauge", "counter", "histogram"]
+# Which snapshot object a bound series reads: EngineSample, LMCacheSample, GpuSample, HostSample.
+Owner = Literal["engine", "lmcache", "gpu", "host"]
 
-TARGET_LABELS: tuple[str, ...] = ("target", "model_name", "engine")
+TARGET_LABELS: tuple[str, ...] = ("target", "model_name", "engine", "engine_kind")
 GPU_LABELS: tuple[str, ...] = ("gpu", "uuid", "vendor")
-LMCACHE_LABELS: tuple[str, ...] = ("target", "model_name", "worker_id")
+LMCACHE_LABELS: tuple[str, ...] = ("target", "model_name", "worker_id", "engine_kind")
 
 
 @dataclass(frozen=True)
 class MetricSpec:
+    """One kvops_* family and, where it is bound, the snapshot field it carries.
+
+    The binding is the one table encoding (exporter), decoding (sources/kvops_exposition.py)
+    and rates read, as dcgm-exporter's counters file is for DCGM fields:
+    - `field` alone: one value per owner (labels = the owner's labels);
+    - `split`: the last label tells fields apart, ((label value, field), ...);
+    - `field` with `open_split`: the field is a dict keyed by the last label's value
+      (vLLM's `source`, `reason`: values kvops passes through, not a closed set).
+    - `field` with `info`: a string field carried as the last label's value (value 1).
+    Histogram fields hold a snapshot.Histogram (buckets, sum, count)."""
+
     name: str  # as exposed: counters end in _total
     type: MetricType
     help: str
     labels: tuple[str, ...] = ()
+    owner: Owner | None = None
+    field: str | None = None
+    split: tuple[tuple[str, str], ...] = ()
+    open_split: bool = False
+    info: bool = False  # the field is a string carried as the last label's value, value 1
+
+    @property
+    def split_label(self) -> str | None:
+        return self.labels[-1] if (self.split or self.open_split or self.info) else None
+
+    @property
+    def owner_labels(self) -> tuple[str, ...]:
+        """The labels that name the owner (all but the split label)."""
+        return self.labels[:-1] if self.split_label is not None else self.labels
+
+    @property
+    def sample_names(self) -> tuple[str, ...]:
+        """The names its samples are exposed under (a histogram's _bucket, _sum, _count)."""
+        if self.type == "histogram":
+            return (f"{self.name}_bucket", f"{self.name}_sum", f"{self.name}_count")
+        return (self.name,)
+
+    def fields(self) -> tuple[str, ...]:
+        return tuple(f for _, f in self.split) if self.split else ((self.field,) if self.field else ())
 
     @property
     def family_name(self) -> str:
@@ -33,13 +70,24 @@ class MetricSpec:
         return self.name
 
 
-def _g(name: str, help_: str, labels: tuple[str, ...] = ()) -> MetricSpec:
-    return MetricSpec(name, "gauge", help_, labels)
+def _g(name: str, help_: str, labels: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
+    return MetricSpec(name, "gauge", help_, labels, **bind)
 
 
-def _c(name: str, help_: str, labels: tuple[str, ...] = ()) -> MetricSpec:
+def _c(name: str, help_: str, labels: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
     assert name.endswith("_total"), name
-    return MetricSpec(name, "counter", help_, labels)
+    return MetricSpec(name, "counter", help_, labels, **bind)
+
+
+def _h(name: str, help_: str, labels: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
+    assert not name.endswith(("_total", "_bucket", "_sum", "_count")), name
+    return MetricSpec(name, "histogram", help_, labels, **bind)
+
+
+def _engine(kind: str, name: str, help_: str, extra: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
+    """A series of one engine (EngineSample), labelled target, model_name, engine, engine_kind."""
+    make = {"gauge": _g, "counter": _c, "histogram": _h}[kind]
+    return make(name, help_, (*TARGET_LABELS, *extra), owner="engine", **bind)
 
 
 # --- exporter self-observation -----------------------------------------------------------
@@ -54,42 +102,169 @@ TARGET_UP = _g("kvops_target_up", "1 if the last scrape of the target parsed.", 
 TARGET_SCRAPE_DURATION = _g(
     "kvops_target_scrape_duration_seconds", "Time spent fetching and parsing the target.", ("target",)
 )
-KV_CACHE_USAGE = _g(
+KV_CACHE_USAGE = _engine(
+    "gauge",
     "kvops_vllm_kv_cache_usage_ratio",
-    "GPU KV cache usage, 0-1 (vllm:kv_cache_usage_perc, vllm:gpu_cache_usage_perc before 0.12).",
-    TARGET_LABELS,
+    "GPU KV cache usage, 0-1 (vllm:kv_cache_usage_perc, vllm:gpu_cache_usage_perc before 0.12; "
+    "sglang:token_usage).",
+    field="kv_cache_usage",
 )
-PREFIX_QUERIES = _c(
+PREFIX_QUERIES = _engine(
+    "counter",
     "kvops_prefix_cache_queries_tokens_total",
     "Prefix-cache lookups in tokens; tier=local is GPU HBM, tier=external the KV connector "
     "(offload tier). As counted by vLLM: 0.11.x counts external queries over the whole prompt.",
-    (*TARGET_LABELS, "tier"),
+    ("tier",),
+    split=(("local", "local_queries"), ("external", "external_queries")),
 )
-PREFIX_HITS = _c(
+PREFIX_HITS = _engine(
+    "counter",
     "kvops_prefix_cache_hits_tokens_total",
     "Prefix-cache hits in tokens; tier=local is GPU HBM, tier=external the KV connector (offload tier).",
-    (*TARGET_LABELS, "tier"),
+    ("tier",),
+    split=(("local", "local_hits"), ("external", "external_hits")),
 )
-TRANSFER_BYTES = _c(
+TRANSFER_BYTES = _engine(
+    "counter",
     "kvops_offload_transfer_bytes_total",
     "Bytes moved by KV offloading, summed over workers; direction=store is GPU to offload tier, "
     "load is back to GPU.",
-    (*TARGET_LABELS, "direction"),
+    ("direction",),
+    split=(("store", "store_bytes"), ("load", "load_bytes")),
 )
-TRANSFER_SECONDS = _c(
+TRANSFER_SECONDS = _engine(
+    "counter",
     "kvops_offload_transfer_seconds_total",
     "Summed transfer time of KV offloading jobs over workers (not wall time): "
     "bytes/seconds is the DMA bandwidth while transferring.",
-    (*TARGET_LABELS, "direction"),
+    ("direction",),
+    split=(("store", "store_seconds"), ("load", "load_seconds")),
 )
-PREEMPTIONS = _c("kvops_vllm_preemptions_total", "Requests preempted by the vLLM scheduler.", TARGET_LABELS)
-REQUESTS_RUNNING = _g("kvops_vllm_requests_running", "Requests in model execution batches.", TARGET_LABELS)
-REQUESTS_WAITING = _g("kvops_vllm_requests_waiting", "Requests waiting to be scheduled.", TARGET_LABELS)
-CPU_TIER_BYTES = _g(
+PREEMPTIONS = _engine(
+    "counter", "kvops_vllm_preemptions_total", "Requests preempted by the scheduler.", field="preemptions"
+)
+REQUESTS_RUNNING = _engine(
+    "gauge", "kvops_vllm_requests_running", "Requests in model execution batches.", field="requests_running"
+)
+REQUESTS_WAITING = _engine(
+    "gauge", "kvops_vllm_requests_waiting", "Requests waiting to be scheduled.", field="requests_waiting"
+)
+CPU_TIER_BYTES = _engine(
+    "gauge",
     "kvops_offload_cpu_tier_bytes",
     "Configured size of the CPU offload tier in bytes (vllm:kv_offload_config_info, else "
     "vllm:cache_config_info kv_offloading_size).",
-    TARGET_LABELS,
+    field="cpu_tier_bytes",
+)
+OFFLOAD_TIER_INFO = _engine(
+    "gauge",
+    "kvops_offload_tier_info",
+    "The tier the engine's offload transfers go to (docs/tiers.md), value 1: host where the "
+    "exposition names the CPU, else external (a connector that does not say its medium).",
+    ("tier",),
+    field="offload_tier",
+    info=True,
+)
+# --- vLLM's offload surface (0.16-0.33; docs/research/vllm-metrics.md) -------------------
+PROMPT_TOKENS = _engine(
+    "counter",
+    "kvops_prompt_tokens_total",
+    "Prompt tokens by where they came from, as vLLM labels them (vllm:prompt_tokens_by_source, "
+    "0.16+): source=local_compute (prefilled), local_cache_hit (GPU prefix cache), "
+    "external_kv_transfer (KV connector / offload tier).",
+    ("source",),
+    field="prompt_tokens_by_source",
+    open_split=True,
+)
+PROMPT_TOKENS_CACHED = _engine(
+    "counter",
+    "kvops_prompt_tokens_cached_total",
+    "Prefix-cache hit tokens by the tier that served them (vllm:prompt_tokens_cached_by_source, "
+    "0.32+; sglang:cached_tokens_total): source=device|host|p2p|disk|external_unspecified "
+    "(SGLang: device|host|storage_<backend>).",
+    ("source",),
+    field="prompt_tokens_cached_by_source",
+    open_split=True,
+)
+STORES_SKIPPED = _engine(
+    "counter",
+    "kvops_offload_stores_skipped_total",
+    "Offload stores skipped because the store (reuse) threshold was not reached "
+    "(vllm:kv_offload_stores_skipped, registered only with store_threshold >= 2).",
+    field="stores_skipped",
+)
+ALLOCATION_FAILURES = _engine(
+    "counter",
+    "kvops_offload_allocation_failures_total",
+    "Offload store allocations that failed: the tier was full and the store was dropped "
+    "(vllm:kv_offload_allocation_failure, 0.26+; absent until the first failure).",
+    field="allocation_failures",
+)
+LOOKUP_DELAY = _engine(
+    "histogram",
+    "kvops_offload_lookup_delay_seconds",
+    "Offload lookup latency (vllm:kv_offload_lookup_{sync,async}_delay_seconds, 0.26+): mode=sync "
+    "is one lookup call, async the time from a deferred lookup to its resolution.",
+    ("mode",),
+    split=(("sync", "lookup_sync_delay"), ("async", "lookup_async_delay")),
+)
+TRANSFER_SIZE = _engine(
+    "histogram",
+    "kvops_offload_transfer_size_bytes",
+    "Size of one offload transfer job in bytes (vllm:kv_offload_{store,load}_size, "
+    "vllm:kv_offload_size{transfer_type} 0.16-0.23).",
+    ("direction",),
+    split=(("store", "store_size"), ("load", "load_size")),
+)
+CPU_ALLOCATION_CHUNKS = _engine(
+    "histogram",
+    "kvops_offload_cpu_allocation_chunks",
+    "CPU chunks requested by each offload store allocation (vllm:kv_offload_cpu_allocation_size, 0.26+).",
+    field="cpu_allocation_chunks",
+)
+CPU_IN_FLIGHT = _engine(
+    "gauge",
+    "kvops_offload_cpu_in_flight_ratio",
+    "Share of the CPU offload tier's chunks pinned by in-flight transfers, 0-1 "
+    "(vllm:kv_offload_cpu_cache_{,read_,write_}usage_perc): NOT how full the tier is; op=any|read|write.",
+    ("op",),
+    split=(("any", "cpu_in_flight"), ("read", "cpu_in_flight_read"), ("write", "cpu_in_flight_write")),
+)
+WAITING_BY_REASON = _engine(
+    "gauge",
+    "kvops_vllm_requests_waiting_by_reason",
+    "Waiting requests by why they wait (vllm:num_requests_waiting_by_reason, 0.20+): "
+    "reason=capacity (no KV space), deferred.",
+    ("reason",),
+    field="requests_waiting_by_reason",
+    open_split=True,
+)
+KV_FETCH_BY_STAGE = _engine(
+    "gauge",
+    "kvops_vllm_requests_kv_fetch_by_stage",
+    "Requests fetching KV from the connector, by stage (vllm:num_requests_kv_fetch_by_stage, 0.32+, "
+    "KV consumers only).",
+    ("stage",),
+    field="requests_kv_fetch_by_stage",
+    open_split=True,
+)
+KV_BLOCK_LIFETIME = _engine(
+    "histogram",
+    "kvops_vllm_kv_block_lifetime_seconds",
+    "GPU KV block lifetime, sampled (vllm:kv_block_lifetime_seconds, with --kv-cache-metrics).",
+    field="kv_block_lifetime",
+)
+KV_BLOCK_IDLE_BEFORE_EVICT = _engine(
+    "histogram",
+    "kvops_vllm_kv_block_idle_before_evict_seconds",
+    "Idle time of a GPU KV block before eviction, sampled (vllm:kv_block_idle_before_evict_seconds).",
+    field="kv_block_idle_before_evict",
+)
+KV_BLOCK_REUSE_GAP = _engine(
+    "histogram",
+    "kvops_vllm_kv_block_reuse_gap_seconds",
+    "Time between reuses of a GPU KV block, sampled (vllm:kv_block_reuse_gap_seconds).",
+    field="kv_block_reuse_gap",
 )
 PROCESS_MEMORY = _g(
     "kvops_vllm_process_memory_bytes",
@@ -101,94 +276,367 @@ TARGET_GPU_INFO = _g(
     "kvops_target_gpu_info", "Joins a target to a GPU its processes use (value 1).", ("target", "gpu", "uuid")
 )
 
+# --- other engines' tiers (docs/tiers.md) ------------------------------------------------
+TRANSFER_TOKENS = _engine(
+    "counter",
+    "kvops_offload_transfer_tokens_total",
+    "Tokens copied by KV offloading, one rank's logical count (sglang:hicache_backup_tokens, "
+    "sglang:load_back_tokens): direction=store into the offload tier, load back to the GPU.",
+    ("direction",),
+    split=(("store", "store_tokens"), ("load", "load_tokens")),
+)
+DROPPED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_dropped_tokens_total",
+    "KV tokens destroyed without a copy in the tier below (sglang:hicache_dropped_tokens): the "
+    "offload tier could not take them.",
+    field="dropped_tokens",
+)
+TIER_USED_TOKENS = _engine(
+    "gauge",
+    "kvops_offload_tier_used_tokens",
+    "Tokens held by a tier (sglang:hicache_host_used_tokens); tier per docs/tiers.md.",
+    ("tier",),
+    field="tier_used_tokens",
+    open_split=True,
+)
+TIER_CAPACITY_TOKENS = _engine(
+    "gauge",
+    "kvops_offload_tier_capacity_tokens",
+    "Tokens a tier can hold (sglang:hicache_host_total_tokens).",
+    ("tier",),
+    field="tier_capacity_tokens",
+    open_split=True,
+)
+TIER_USED_BYTES = _engine(
+    "gauge",
+    "kvops_offload_tier_used_bytes",
+    "Bytes held by a tier (trtllm host KV cache, LMCache local and remote storage usage).",
+    ("tier",),
+    field="tier_used_bytes",
+    open_split=True,
+)
+TIER_CAPACITY_BYTES = _engine(
+    "gauge",
+    "kvops_offload_tier_capacity_bytes",
+    "Bytes a tier can hold, where the engine says.",
+    ("tier",),
+    field="tier_capacity_bytes",
+    open_split=True,
+)
+TRANSFER_BLOCKS = _engine(
+    "counter",
+    "kvops_offload_transfer_blocks_total",
+    "KV blocks moved between tiers, by edge (Dynamo KVBM: kvbm_offload_blocks_*, "
+    "kvbm_onboard_blocks_*), edge=<from>_to_<to> with tiers per docs/tiers.md. Blocks, not "
+    "bytes: the exposition does not give the block size.",
+    ("edge",),
+    field="transfer_blocks",
+    open_split=True,
+)
+TRANSFER_BYTES_BY_EDGE = _engine(
+    "counter",
+    "kvops_offload_edge_bytes_total",
+    "Bytes moved between tiers by edge, where the engine counts bytes per tier "
+    "(trtllm_kv_cache_{offload,onboard}_bytes, llm-d's vllm:kv_offload_total_bytes_{cpu,sharedstorage}).",
+    ("edge",),
+    field="transfer_bytes_by_edge",
+    open_split=True,
+)
+TRANSFER_SECONDS_BY_EDGE = _engine(
+    "counter",
+    "kvops_offload_edge_seconds_total",
+    "Summed transfer time by edge, where the engine counts it per tier (llm-d's "
+    "vllm:kv_offload_total_time_{cpu,sharedstorage}): with kvops_offload_edge_bytes_total, the "
+    "bandwidth of that edge while transferring.",
+    ("edge",),
+    field="transfer_seconds_by_edge",
+    open_split=True,
+)
+TIER_UTILIZATION = _engine(
+    "gauge",
+    "kvops_offload_tier_usage_ratio",
+    "How full a tier is, 0-1, as the engine computes it (trtllm_kv_cache_host_utilization: "
+    "host pool used / max blocks).",
+    ("tier",),
+    field="tier_utilization",
+    open_split=True,
+)
+MATCHED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_matched_tokens_total",
+    "Tokens an offload manager found in its tiers (kvbm_matched_tokens). Inside vLLM these are "
+    "the connector's hits vLLM already counts as tier=external: never add the two.",
+    field="matched_tokens",
+)
+TIER_HIT_RATE = _engine(
+    "gauge",
+    "kvops_offload_tier_hit_rate_ratio",
+    "A tier's hit rate as the engine computes it, 0-1 (kvbm_host_cache_hit_rate, "
+    "kvbm_disk_cache_hit_rate): the engine's own window, not kvops's interval.",
+    ("tier",),
+    field="tier_hit_rate",
+    open_split=True,
+)
+
 # --- LMCache (kept apart from the prefix-cache tiers: vLLM already counts connector hits
 # as tier=external; adding these in would count them twice) ------------------------------
 LMCACHE_REQUESTED_TOKENS = _c(
     "kvops_lmcache_requested_tokens_total",
     "Tokens requested from LMCache (lmcache:num_requested_tokens).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="requested_tokens",
 )
 LMCACHE_HIT_TOKENS = _c(
-    "kvops_lmcache_hit_tokens_total", "Tokens found in LMCache (lmcache:num_hit_tokens).", LMCACHE_LABELS
+    "kvops_lmcache_hit_tokens_total",
+    "Tokens found in LMCache (lmcache:num_hit_tokens).",
+    LMCACHE_LABELS,
+    owner="lmcache",
+    field="hit_tokens",
 )
 LMCACHE_STORED_TOKENS = _c(
     "kvops_lmcache_stored_tokens_total",
     "Tokens stored into LMCache (lmcache:num_stored_tokens).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="stored_tokens",
 )
 LMCACHE_LOOKUP_TOKENS = _c(
     "kvops_lmcache_lookup_tokens_total",
     "Tokens looked up in LMCache (lmcache:num_lookup_tokens).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="lookup_tokens",
 )
 LMCACHE_LOOKUP_HITS = _c(
     "kvops_lmcache_lookup_hits_tokens_total",
     "Lookup hits in LMCache, tokens (lmcache:num_lookup_hits).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="lookup_hits",
 )
 LMCACHE_RETRIEVE_REQUESTS = _c(
-    "kvops_lmcache_retrieve_requests_total", "Retrieve requests sent to LMCache.", LMCACHE_LABELS
+    "kvops_lmcache_retrieve_requests_total",
+    "Retrieve requests sent to LMCache.",
+    LMCACHE_LABELS,
+    owner="lmcache",
+    field="retrieve_requests",
 )
 LMCACHE_STORE_REQUESTS = _c(
-    "kvops_lmcache_store_requests_total", "Store requests sent to LMCache.", LMCACHE_LABELS
+    "kvops_lmcache_store_requests_total",
+    "Store requests sent to LMCache.",
+    LMCACHE_LABELS,
+    owner="lmcache",
+    field="store_requests",
 )
 LMCACHE_LOOKUP_REQUESTS = _c(
-    "kvops_lmcache_lookup_requests_total", "Lookup requests sent to LMCache.", LMCACHE_LABELS
+    "kvops_lmcache_lookup_requests_total",
+    "Lookup requests sent to LMCache.",
+    LMCACHE_LABELS,
+    owner="lmcache",
+    field="lookup_requests",
 )
 LMCACHE_LOCAL_CACHE_USAGE = _g(
     "kvops_lmcache_local_cache_usage_bytes",
     "LMCache local cache usage (lmcache:local_cache_usage).",
     LMCACHE_LABELS,
+    owner="lmcache",
+    field="local_cache_usage_bytes",
+)
+
+
+def _lmcache(kind: str, name: str, help_: str, extra: tuple[str, ...] = (), **bind: Any) -> MetricSpec:
+    make = {"gauge": _g, "counter": _c, "histogram": _h}[kind]
+    return make(name, help_, (*LMCACHE_LABELS, *extra), owner="lmcache", **bind)
+
+
+LMCACHE_VLLM_HIT_TOKENS = _lmcache(
+    "counter",
+    "kvops_lmcache_vllm_hit_tokens_total",
+    "Tokens vLLM's own GPU prefix cache already held, as LMCache saw them (lmcache:num_vllm_hit_tokens).",
+    field="vllm_hit_tokens",
+)
+LMCACHE_PROMPT_TOKENS = _lmcache(
+    "counter",
+    "kvops_lmcache_prompt_tokens_total",
+    "Prompt tokens LMCache handled (lmcache:num_prompt_tokens).",
+    field="prompt_tokens",
+)
+LMCACHE_REMOTE_BYTES = _lmcache(
+    "counter",
+    "kvops_lmcache_remote_bytes_total",
+    "Bytes LMCache moved to and from its remote backend (lmcache:num_remote_{read,write}_bytes): "
+    "direction=read (remote to local) or write.",
+    ("direction",),
+    split=(("read", "remote_read_bytes"), ("write", "remote_write_bytes")),
+)
+LMCACHE_EVICTIONS = _lmcache(
+    "counter",
+    "kvops_lmcache_evictions_total",
+    "Evictions from LMCache's local CPU cache (lmcache:local_cpu_evict_count).",
+    field="evictions",
+)
+LMCACHE_SLOW_RETRIEVALS = _lmcache(
+    "counter",
+    "kvops_lmcache_slow_retrievals_total",
+    "Retrievals LMCache flagged slow (lmcache:num_slow_retrieval_by_{time,speed}); by=time|speed.",
+    ("by",),
+    split=(("time", "slow_retrievals_by_time"), ("speed", "slow_retrievals_by_speed")),
+)
+LMCACHE_STORAGE_USAGE = _lmcache(
+    "gauge",
+    "kvops_lmcache_storage_usage_bytes",
+    "LMCache storage in use beyond the local CPU cache: tier=disk (lmcache:local_storage_usage), "
+    "storage (remote backend, lmcache:remote_cache_usage).",
+    ("tier",),
+    split=(("disk", "local_storage_usage_bytes"), ("storage", "remote_cache_usage_bytes")),
+)
+LMCACHE_OPERATION_SECONDS = _lmcache(
+    "histogram",
+    "kvops_lmcache_operation_seconds",
+    "Duration of LMCache operations in seconds: op=retrieve|store (lmcache:time_to_retrieve, "
+    "time_to_store, seconds), remote_get|remote_put (lmcache:remote_time_to_{get,put}, exposed in "
+    "milliseconds, converted).",
+    ("op",),
+    split=(
+        ("retrieve", "retrieve_seconds"),
+        ("store", "store_seconds"),
+        ("remote_get", "remote_get_seconds"),
+        ("remote_put", "remote_put_seconds"),
+    ),
+)
+LMCACHE_HITS_BY_LEVEL = _lmcache(
+    "counter",
+    "kvops_lmcache_lookup_hits_by_level_tokens_total",
+    "Lookup hit tokens by the LMCache level that held them (multi-process mode, "
+    "lmcache_mp_lookup_hit_{l1,l2}_tokens): level=l1 (LMCache's memory) or l2 (its storage backends).",
+    ("level",),
+    split=(("l1", "l1_hit_tokens"), ("l2", "l2_hit_tokens")),
+)
+LMCACHE_L1_CHUNKS = _lmcache(
+    "counter",
+    "kvops_lmcache_l1_chunks_total",
+    "Chunks read from, written to and evicted from LMCache's L1 (multi-process mode, "
+    "lmcache_mp_l1_{read,write,evicted}_chunks); op=read|write|evict.",
+    ("op",),
+    split=(("read", "l1_read_chunks"), ("write", "l1_write_chunks"), ("evict", "l1_evicted_chunks")),
+)
+LMCACHE_SPEED = _lmcache(
+    "histogram",
+    "kvops_lmcache_speed_tokens_per_second",
+    "LMCache retrieve and store speed in tokens per second (lmcache:{retrieve,store}_speed); "
+    "op=retrieve|store.",
+    ("op",),
+    split=(("retrieve", "retrieve_speed"), ("store", "store_speed")),
 )
 
 # --- GPUs (collectors/nvidia.py, collectors/amd.py) ----------------------------------------
 GPU_INFO = _g("kvops_gpu_info", "GPU identity (value 1).", (*GPU_LABELS, "name", "pci_bus_id"))
-GPU_MEMORY_USED = _g("kvops_gpu_memory_used_bytes", "GPU memory in use.", GPU_LABELS)
-GPU_MEMORY_TOTAL = _g("kvops_gpu_memory_total_bytes", "GPU memory installed.", GPU_LABELS)
+GPU_MEMORY_USED = _g(
+    "kvops_gpu_memory_used_bytes", "GPU memory in use.", GPU_LABELS, owner="gpu", field="memory_used_bytes"
+)
+GPU_MEMORY_TOTAL = _g(
+    "kvops_gpu_memory_total_bytes",
+    "GPU memory installed.",
+    GPU_LABELS,
+    owner="gpu",
+    field="memory_total_bytes",
+)
 GPU_UTILIZATION = _g(
-    "kvops_gpu_utilization_ratio", "GPU busy fraction over the driver's sample period.", GPU_LABELS
+    "kvops_gpu_utilization_ratio",
+    "GPU busy fraction over the driver's sample period.",
+    GPU_LABELS,
+    owner="gpu",
+    field="utilization",
 )
 GPU_PCIE_TX = _c(
-    "kvops_gpu_pcie_transmit_bytes_total", "Bytes the GPU sent over PCIe (device to host).", GPU_LABELS
+    "kvops_gpu_pcie_transmit_bytes_total",
+    "Bytes the GPU sent over PCIe (device to host).",
+    GPU_LABELS,
+    owner="gpu",
+    field="pcie_tx_bytes",
 )
 GPU_PCIE_RX = _c(
-    "kvops_gpu_pcie_receive_bytes_total", "Bytes the GPU received over PCIe (host to device).", GPU_LABELS
+    "kvops_gpu_pcie_receive_bytes_total",
+    "Bytes the GPU received over PCIe (host to device).",
+    GPU_LABELS,
+    owner="gpu",
+    field="pcie_rx_bytes",
 )
 GPU_PCIE_TX_RATE = _g(
     "kvops_gpu_pcie_transmit_bytes_per_second",
     "PCIe transmit throughput sampled by the driver, where the device has no byte counter.",
     GPU_LABELS,
+    owner="gpu",
+    field="pcie_tx_bytes_per_second",
 )
 GPU_PCIE_RX_RATE = _g(
     "kvops_gpu_pcie_receive_bytes_per_second",
     "PCIe receive throughput sampled by the driver, where the device has no byte counter.",
     GPU_LABELS,
+    owner="gpu",
+    field="pcie_rx_bytes_per_second",
 )
 GPU_PCIE_LINK_MAX = _g(
     "kvops_gpu_pcie_link_max_bytes_per_second",
     "Usable PCIe bandwidth per direction from the current link generation and width, after encoding.",
     GPU_LABELS,
+    owner="gpu",
+    field="pcie_link_max_bytes_per_second",
 )
-GPU_PCIE_REPLAYS = _c("kvops_gpu_pcie_replay_total", "PCIe replays (link-level retransmissions).", GPU_LABELS)
+GPU_PCIE_REPLAYS = _c(
+    "kvops_gpu_pcie_replay_total",
+    "PCIe replays (link-level retransmissions).",
+    GPU_LABELS,
+    owner="gpu",
+    field="pcie_replays",
+)
 GPU_NVLINK_TX = _c(
-    "kvops_gpu_nvlink_transmit_bytes_total", "Bytes sent over an NVLink link.", (*GPU_LABELS, "link")
+    "kvops_gpu_nvlink_transmit_bytes_total",
+    "Bytes sent over an NVLink link.",
+    (*GPU_LABELS, "link"),
+    owner="gpu",
+    field="nvlink_tx_bytes",
+    open_split=True,
 )
 GPU_NVLINK_RX = _c(
-    "kvops_gpu_nvlink_receive_bytes_total", "Bytes received over an NVLink link.", (*GPU_LABELS, "link")
+    "kvops_gpu_nvlink_receive_bytes_total",
+    "Bytes received over an NVLink link.",
+    (*GPU_LABELS, "link"),
+    owner="gpu",
+    field="nvlink_rx_bytes",
+    open_split=True,
 )
 GPU_XGMI_READ = _c(
-    "kvops_gpu_xgmi_read_bytes_total", "Bytes read over an AMD XGMI link.", (*GPU_LABELS, "link")
+    "kvops_gpu_xgmi_read_bytes_total",
+    "Bytes read over an AMD XGMI link.",
+    (*GPU_LABELS, "link"),
+    owner="gpu",
+    field="xgmi_read_bytes",
+    open_split=True,
 )
 GPU_XGMI_WRITE = _c(
-    "kvops_gpu_xgmi_write_bytes_total", "Bytes written over an AMD XGMI link.", (*GPU_LABELS, "link")
+    "kvops_gpu_xgmi_write_bytes_total",
+    "Bytes written over an AMD XGMI link.",
+    (*GPU_LABELS, "link"),
+    owner="gpu",
+    field="xgmi_write_bytes",
+    open_split=True,
 )
 GPU_PCIE_LINK_GENERATION = _g(
     "kvops_gpu_pcie_link_generation",
     "PCIe link generation; kind=current (drops at idle with power saving) or max (device and slot).",
     (*GPU_LABELS, "kind"),
+    owner="gpu",
+    split=(("current", "pcie_link_gen"), ("max", "pcie_link_gen_max")),
 )
 GPU_PCIE_LINK_WIDTH = _g(
-    "kvops_gpu_pcie_link_width_lanes", "PCIe link width in lanes; kind=current or max.", (*GPU_LABELS, "kind")
+    "kvops_gpu_pcie_link_width_lanes",
+    "PCIe link width in lanes; kind=current or max.",
+    (*GPU_LABELS, "kind"),
+    owner="gpu",
+    split=(("current", "pcie_link_width"), ("max", "pcie_link_width_max")),
 )
 GPU_GTT_USED = _g(
     "kvops_gpu_gtt_used_bytes", "AMD GTT in use: host memory mapped for the GPU (amdsmi).", GPU_LABELS
@@ -201,16 +649,35 @@ GPU_PROCESS_MEMORY = _g(
 )
 
 # --- host (collectors/host.py) ----------------------------------------------------------------
-HOST_MEM_TOTAL = _g("kvops_host_memory_total_bytes", "MemTotal from /proc/meminfo.")
-HOST_MEM_AVAILABLE = _g("kvops_host_memory_available_bytes", "MemAvailable from /proc/meminfo.")
-HOST_MEM_SHMEM = _g(
-    "kvops_host_memory_shmem_bytes", "Shmem from /proc/meminfo (tmpfs, /dev/shm, shared mmaps)."
+HOST_MEM_TOTAL = _g(
+    "kvops_host_memory_total_bytes", "MemTotal from /proc/meminfo.", owner="host", field="memory_total_bytes"
 )
-HOST_MEM_MLOCKED = _g("kvops_host_memory_mlocked_bytes", "Mlocked from /proc/meminfo.")
-HOST_SHM_FREE = _g("kvops_host_shm_free_bytes", "Free space in /dev/shm.")
-HOST_SHM_SIZE = _g("kvops_host_shm_size_bytes", "Size of the /dev/shm filesystem.")
+HOST_MEM_AVAILABLE = _g(
+    "kvops_host_memory_available_bytes",
+    "MemAvailable from /proc/meminfo.",
+    owner="host",
+    field="memory_available_bytes",
+)
+HOST_MEM_SHMEM = _g(
+    "kvops_host_memory_shmem_bytes",
+    "Shmem from /proc/meminfo (tmpfs, /dev/shm, shared mmaps).",
+    owner="host",
+    field="shmem_bytes",
+)
+HOST_MEM_MLOCKED = _g(
+    "kvops_host_memory_mlocked_bytes", "Mlocked from /proc/meminfo.", owner="host", field="mlocked_bytes"
+)
+HOST_SHM_FREE = _g(
+    "kvops_host_shm_free_bytes", "Free space in /dev/shm.", owner="host", field="shm_free_bytes"
+)
+HOST_SHM_SIZE = _g(
+    "kvops_host_shm_size_bytes", "Size of the /dev/shm filesystem.", owner="host", field="shm_total_bytes"
+)
 HOST_MEM_UNEVICTABLE = _g(
-    "kvops_host_memory_unevictable_bytes", "Unevictable from /proc/meminfo (mlocked, ramfs, ...)."
+    "kvops_host_memory_unevictable_bytes",
+    "Unevictable from /proc/meminfo (mlocked, ramfs, ...).",
+    owner="host",
+    field="unevictable_bytes",
 )
 HOST_HUGEPAGES = _g(
     "kvops_host_hugepages_bytes",
@@ -269,3 +736,8 @@ def all_specs() -> list[MetricSpec]:
 
 def by_name() -> dict[str, MetricSpec]:
     return {s.name: s for s in all_specs()}
+
+
+def bound(owner: Owner) -> list[MetricSpec]:
+    """The specs whose series carry a field of `owner`'s snapshot object, in definition order."""
+    return [s for s in all_specs() if s.owner == owner]

@@ -5,13 +5,31 @@ Counter rules (docs/DESIGN.md, like Prometheus's rate()):
 - lower in the second than in the first: the source restarted, counts from 0;
 - absent in the second: unknown (None).
 So no figure is ever negative. A ratio with a zero or unknown denominator is None.
+
+interval() returns typed objects (Interval, EngineInterval, TierInterval, GpuInterval);
+their to_json() is the `kvops top --once --json` document (docs/DESIGN.md, docs/top.md).
+The tier model (docs/tiers.md) decides which tier each engine figure belongs to.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from kvops.snapshot import EngineSample, GpuSample, Snapshot
+from kvops.snapshot import EngineSample, GpuSample, Histogram, Snapshot
+
+# `kvops top --once --json`'s shape (docs/DESIGN.md), raised on every change of shape:
+# 1 (no field): the first release; 2: schema_version itself, per-tier figures and derived signals,
+# `groups` with --group-by, every engine from --prometheus (two branches that each said 2);
+# 3: both of those together.
+SCHEMA_VERSION = 3
+GB = 1e9
+
+# Cached-token sources (vLLM prompt_tokens_cached_by_source, SGLang cache_source) -> tier of
+# docs/tiers.md; any other value is the "external" tier.
+CACHED_SOURCE_TIER = {"device": "gpu", "host": "host", "disk": "disk", "p2p": "peer", "storage": "storage"}
+EXTERNAL_SOURCE = "external_kv_transfer"  # vLLM's prompt_tokens_by_source for the connector
 
 
 def counter_delta(prev: float | None, cur: float | None) -> float | None:
@@ -28,59 +46,313 @@ def ratio(num: float | None, den: float | None) -> float | None:
     return num / den
 
 
+def histogram_delta(prev: Histogram | None, cur: Histogram | None) -> Histogram | None:
+    """The observations made in the interval, by the counter rules applied to the whole
+    histogram (a reset or changed buckets count from 0)."""
+    if cur is None:
+        return None
+    if prev is None or prev.count > cur.count or [b for b, _ in prev.buckets] != [b for b, _ in cur.buckets]:
+        return cur
+    buckets = tuple((le, c - p) for (le, c), (_, p) in zip(cur.buckets, prev.buckets, strict=True))
+    return Histogram(buckets, cur.sum - prev.sum, cur.count - prev.count)
+
+
+def quantile(q: float, hist: Histogram | None) -> float | None:
+    """Prometheus's histogram_quantile(): linear within the bucket, the highest finite bound
+    when the rank falls in +Inf, None without observations."""
+    if hist is None or not hist.buckets or hist.buckets[-1][1] <= 0:
+        return None
+    rank = q * hist.buckets[-1][1]
+    lower_bound, lower_count = 0.0, 0.0
+    for bound, count in hist.buckets:
+        if count >= rank:
+            if math.isinf(bound):
+                finite = [b for b, _ in hist.buckets if not math.isinf(b)]
+                return finite[-1] if finite else None
+            if count == lower_count:
+                return bound
+            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
+        lower_bound, lower_count = bound, count
+    return None
+
+
+@dataclass
+class TierInterval:
+    """One tier of one engine over the interval (docs/tiers.md). None = not measured."""
+
+    hit_rate: float | None = None
+    tokens_saved: float | None = None  # prompt tokens this tier served instead of prefill
+    prompt_share: float | None = None  # tokens_saved / prompt tokens
+    store_bytes: float | None = None  # into this tier
+    load_bytes: float | None = None  # out of this tier, back to the GPU
+    store_bandwidth_bytes_per_second: float | None = None  # while transferring
+    load_bandwidth_bytes_per_second: float | None = None
+    store_blocks: float | None = None  # where the engine counts blocks only (KVBM)
+    load_blocks: float | None = None
+    engine_hit_rate: float | None = None  # the engine's own gauge (its window, not this interval)
+    used_tokens: float | None = None
+    capacity_tokens: float | None = None
+    usage_ratio: float | None = None
+
+
+@dataclass
+class EngineInterval:
+    target: str
+    model_name: str
+    engine: str
+    engine_kind: str = "vllm"
+    up: bool = True
+    kv_cache_usage: float | None = None
+    local_hit_rate: float | None = None
+    external_hit_rate: float | None = None
+    store_bandwidth_bytes_per_second: float | None = None
+    load_bandwidth_bytes_per_second: float | None = None
+    store_offered_bytes_per_second: float | None = None
+    load_offered_bytes_per_second: float | None = None
+    load_store_ratio: float | None = None
+    store_bytes: float | None = None
+    load_bytes: float | None = None
+    store_seconds: float | None = None
+    load_seconds: float | None = None
+    local_queries: float | None = None
+    external_queries: float | None = None
+    preemptions: float | None = None
+    # derived, docs/tiers.md
+    prompt_tokens: float | None = None
+    prompt_tokens_by_source: dict[str, float] | None = None
+    tiers: dict[str, TierInterval] = field(default_factory=dict)
+    offload_tokens_saved_per_gb_moved: float | None = None
+    write_only_tier: bool | None = None
+    allocation_failures_per_second: float | None = None
+    stores_skipped_per_second: float | None = None
+    dropped_tokens_per_second: float | None = None
+    lookup_delay_p99_seconds: dict[str, float | None] = field(default_factory=dict)
+    pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
+    # current state
+    requests_running: float | None = None
+    requests_waiting: float | None = None
+    requests_waiting_by_reason: dict[str, float] = field(default_factory=dict)
+    cpu_tier_bytes: float | None = None
+    cpu_in_flight: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def clear_interval(self) -> None:
+        """Nothing was known at the start: every interval figure unknown, the state kept."""
+        for name in INTERVAL_FIELDS:
+            setattr(self, name, None)
+        self.tiers = {}
+        self.lookup_delay_p99_seconds = {}
+
+
+# The fields of EngineInterval that describe the interval (the rest are the current state).
+INTERVAL_FIELDS = tuple(
+    f.name
+    for f in fields(EngineInterval)
+    if f.name not in {"target", "model_name", "engine", "engine_kind", "up", "kv_cache_usage", "tiers",
+                      "lookup_delay_p99_seconds", "requests_running", "requests_waiting",
+                      "requests_waiting_by_reason", "cpu_tier_bytes", "cpu_in_flight"}
+)  # fmt: skip
+
+
+@dataclass
+class DownTarget:
+    target: str
+    error: str | None
+    up: bool = False
+    model_name: None = None
+    engine: None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"target": self.target, "model_name": None, "engine": None, "up": False, "error": self.error}
+
+
+@dataclass
+class GpuInterval:
+    gpu: str
+    uuid: str
+    vendor: str
+    name: str | None
+    memory_used_bytes: float | None
+    memory_total_bytes: float | None
+    utilization: float | None
+    pcie_transmit_bytes_per_second: float | None
+    pcie_receive_bytes_per_second: float | None
+    pcie_link_max_bytes_per_second: float | None
+    pcie_transmit_link_fraction: float | None
+    pcie_receive_link_fraction: float | None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Interval:
+    interval_seconds: float | None
+    targets: list[EngineInterval | DownTarget]
+    gpus: list[GpuInterval]
+    host: dict[str, float | None]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema_version": SCHEMA_VERSION,
+            "interval_seconds": self.interval_seconds,
+            "targets": [t.to_json() for t in self.targets],
+            "gpus": [g.to_json() for g in self.gpus],
+            "host": self.host,
+        }
+
+
+def _dict_delta(prev: dict[str, float] | None, cur: dict[str, float]) -> dict[str, float] | None:
+    if not cur:
+        return None
+    before = prev or {}
+    out = {k: counter_delta(before.get(k), v) for k, v in cur.items()}
+    return {k: v for k, v in out.items() if v is not None}
+
+
 def engine_interval(
     prev: EngineSample | None, cur: EngineSample, wall_seconds: float | None
-) -> dict[str, Any]:
+) -> EngineInterval:
     """Figures for one engine. `prev` is None when the engine had no sample before although
     its target was up: every counter was created in between and counts from 0."""
 
-    def delta(field: str) -> float | None:
-        return counter_delta(getattr(prev, field) if prev is not None else None, getattr(cur, field))
+    def delta(name: str) -> float | None:
+        return counter_delta(getattr(prev, name) if prev is not None else None, getattr(cur, name))
 
     d = {f: delta(f) for f in (
         "local_queries", "local_hits", "external_queries", "external_hits",
         "store_bytes", "store_seconds", "load_bytes", "load_seconds", "preemptions",
+        "allocation_failures", "stores_skipped", "dropped_tokens",
     )}  # fmt: skip
-    return {
-        "target": cur.target,
-        "model_name": cur.model_name,
-        "engine": cur.engine,
-        "up": True,
-        "kv_cache_usage": cur.kv_cache_usage,
-        "local_hit_rate": ratio(d["local_hits"], d["local_queries"]),
-        "external_hit_rate": ratio(d["external_hits"], d["external_queries"]),
-        "store_bandwidth_bytes_per_second": ratio(d["store_bytes"], d["store_seconds"]),
-        "load_bandwidth_bytes_per_second": ratio(d["load_bytes"], d["load_seconds"]),
-        "store_offered_bytes_per_second": ratio(d["store_bytes"], wall_seconds),
-        "load_offered_bytes_per_second": ratio(d["load_bytes"], wall_seconds),
-        "load_store_ratio": ratio(d["load_bytes"], d["store_bytes"]),
-        "store_bytes": d["store_bytes"],
-        "load_bytes": d["load_bytes"],
-        "store_seconds": d["store_seconds"],
-        "load_seconds": d["load_seconds"],
-        "local_queries": d["local_queries"],
-        "external_queries": d["external_queries"],
-        "preemptions": d["preemptions"],
-        "requests_running": cur.requests_running,
-        "requests_waiting": cur.requests_waiting,
-        "cpu_tier_bytes": cur.cpu_tier_bytes,
-    }
+    out = EngineInterval(
+        target=cur.target,
+        model_name=cur.model_name,
+        engine=cur.engine,
+        engine_kind=cur.engine_kind,
+        kv_cache_usage=cur.kv_cache_usage,
+        local_hit_rate=ratio(d["local_hits"], d["local_queries"]),
+        external_hit_rate=ratio(d["external_hits"], d["external_queries"]),
+        store_bandwidth_bytes_per_second=ratio(d["store_bytes"], d["store_seconds"]),
+        load_bandwidth_bytes_per_second=ratio(d["load_bytes"], d["load_seconds"]),
+        store_offered_bytes_per_second=ratio(d["store_bytes"], wall_seconds),
+        load_offered_bytes_per_second=ratio(d["load_bytes"], wall_seconds),
+        load_store_ratio=ratio(d["load_bytes"], d["store_bytes"]),
+        store_bytes=d["store_bytes"],
+        load_bytes=d["load_bytes"],
+        store_seconds=d["store_seconds"],
+        load_seconds=d["load_seconds"],
+        local_queries=d["local_queries"],
+        external_queries=d["external_queries"],
+        preemptions=d["preemptions"],
+        allocation_failures_per_second=ratio(d["allocation_failures"], wall_seconds),
+        stores_skipped_per_second=ratio(d["stores_skipped"], wall_seconds),
+        dropped_tokens_per_second=ratio(d["dropped_tokens"], wall_seconds),
+        requests_running=cur.requests_running,
+        requests_waiting=cur.requests_waiting,
+        requests_waiting_by_reason=dict(cur.requests_waiting_by_reason),
+        cpu_tier_bytes=cur.cpu_tier_bytes,
+        cpu_in_flight=cur.cpu_in_flight,
+    )
+    by_source = _dict_delta(prev.prompt_tokens_by_source if prev else None, cur.prompt_tokens_by_source)
+    cached = _dict_delta(
+        prev.prompt_tokens_cached_by_source if prev else None, cur.prompt_tokens_cached_by_source
+    )
+    out.prompt_tokens_by_source = by_source
+    out.prompt_tokens = sum(by_source.values()) if by_source else None
+    _tiers(prev, out, cur, d, cached, by_source)
+    for mode, name in (("sync", "lookup_sync_delay"), ("async", "lookup_async_delay")):
+        hist = histogram_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+        if hist is not None:
+            out.lookup_delay_p99_seconds[mode] = quantile(0.99, hist)
+    return out
 
 
-# Keys of engine_interval() that describe the interval (the rest are the current state).
-INTERVAL_FIELDS = (
-    "local_hit_rate", "external_hit_rate", "store_bandwidth_bytes_per_second",
-    "load_bandwidth_bytes_per_second", "store_offered_bytes_per_second",
-    "load_offered_bytes_per_second", "load_store_ratio", "store_bytes", "load_bytes",
-    "store_seconds", "load_seconds", "local_queries", "external_queries", "preemptions",
-)  # fmt: skip
+def _edges(out: EngineInterval, prev: EngineSample | None, cur: EngineSample) -> None:
+    """Per-edge counters (KVBM blocks, llm-d's per-tier bytes) and tier gauges onto the tiers:
+    an edge gpu_to_X stores into X, X_to_gpu loads from it; edges between lower tiers
+    (host_to_disk) move data no prefill uses directly and stay out of the per-tier figures."""
+
+    def edge_delta(name: str, edge: str) -> float | None:
+        before = getattr(prev, name).get(edge) if prev is not None else None
+        return counter_delta(before, getattr(cur, name).get(edge))
+
+    for name, kind in (("transfer_bytes_by_edge", "bytes"), ("transfer_blocks", "blocks")):
+        for edge in getattr(cur, name):
+            src, _, dst = edge.partition("_to_")
+            if "gpu" not in (src, dst):
+                continue
+            direction, tier_name = ("store", dst) if src == "gpu" else ("load", src)
+            tier = out.tiers.setdefault(tier_name, TierInterval())
+            setattr(tier, f"{direction}_{kind}", edge_delta(name, edge))
+            if kind == "bytes":
+                seconds = edge_delta("transfer_seconds_by_edge", edge)
+                moved = getattr(tier, f"{direction}_bytes")
+                setattr(tier, f"{direction}_bandwidth_bytes_per_second", ratio(moved, seconds))
+    for tier_name, rate in cur.tier_hit_rate.items():
+        out.tiers.setdefault(tier_name, TierInterval()).engine_hit_rate = rate
+    for tier_name, used in cur.tier_used_tokens.items():
+        out.tiers.setdefault(tier_name, TierInterval()).used_tokens = used
+    for tier_name, capacity in cur.tier_capacity_tokens.items():
+        tier = out.tiers.setdefault(tier_name, TierInterval())
+        tier.capacity_tokens = capacity
+        tier.usage_ratio = ratio(tier.used_tokens, capacity)
+    for tier_name, usage in cur.tier_utilization.items():
+        out.tiers.setdefault(tier_name, TierInterval()).usage_ratio = usage
 
 
-def _down_entry(target: str, error: str | None) -> dict[str, Any]:
-    return {"target": target, "model_name": None, "engine": None, "up": False, "error": error}
+def _tiers(
+    prev: EngineSample | None,
+    out: EngineInterval,
+    cur: EngineSample,
+    d: dict[str, float | None],
+    cached: dict[str, float] | None,
+    by_source: dict[str, float] | None,
+) -> None:
+    """Per-tier figures (docs/tiers.md): tokens each tier served, their share of the prompt
+    tokens, and the offload tier's hit rate, bytes and bandwidth."""
+    prompt = out.prompt_tokens
+    gpu = TierInterval(hit_rate=out.local_hit_rate)
+    gpu.tokens_saved = (cached or {}).get("device", d["local_hits"])
+    out.tiers["gpu"] = gpu
+    offload_name = cur.offload_tier
+    saved_by_tier: dict[str, float] = {}
+    for source, tokens in (cached or {}).items():
+        if source != "device":
+            # SGLang names L3 backends storage or storage_<backend>
+            tier = "storage" if source.startswith("storage") else CACHED_SOURCE_TIER.get(source, "external")
+            saved_by_tier[tier] = saved_by_tier.get(tier, 0.0) + tokens
+    has_offload = any(v is not None for v in (d["external_queries"], d["store_bytes"], d["load_bytes"]))
+    if has_offload or saved_by_tier:
+        tier = out.tiers.setdefault(offload_name, TierInterval())
+        tier.hit_rate = out.external_hit_rate
+        tier.store_bytes, tier.load_bytes = d["store_bytes"], d["load_bytes"]
+        tier.store_bandwidth_bytes_per_second = out.store_bandwidth_bytes_per_second
+        tier.load_bandwidth_bytes_per_second = out.load_bandwidth_bytes_per_second
+        if not saved_by_tier:
+            # No per-tier split: the connector's tokens are the offload tier's (vLLM's own
+            # external_kv_transfer count where it exists, else its external hits).
+            external = (by_source or {}).get(EXTERNAL_SOURCE, d["external_hits"])
+            if external is not None:
+                saved_by_tier[offload_name] = external
+    for name, tokens in saved_by_tier.items():
+        out.tiers.setdefault(name, TierInterval()).tokens_saved = tokens
+    _edges(out, prev, cur)
+    for tier in out.tiers.values():
+        tier.prompt_share = ratio(tier.tokens_saved, prompt)
+    offload_saved = (
+        sum(t.tokens_saved or 0.0 for n, t in out.tiers.items() if n != "gpu") if saved_by_tier else None
+    )
+    moved = (d["store_bytes"] or 0.0) + (d["load_bytes"] or 0.0)
+    if d["store_bytes"] is not None or d["load_bytes"] is not None:
+        out.offload_tokens_saved_per_gb_moved = ratio(offload_saved, moved / GB)
+    if d["store_bytes"] is not None:
+        # Stores flowing while nothing was ever loaded back (the cumulative load count).
+        out.write_only_tier = d["store_bytes"] > 0 and not cur.load_bytes
 
 
-def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | None) -> dict[str, Any]:
+def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | None) -> GpuInterval:
     def per_second(counter: str, gauge: str) -> float | None:
         if getattr(cur, counter) is not None and prev is not None and getattr(prev, counter) is not None:
             return ratio(counter_delta(getattr(prev, counter), getattr(cur, counter)), wall_seconds)
@@ -89,43 +361,84 @@ def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | N
     tx = per_second("pcie_tx_bytes", "pcie_tx_bytes_per_second")
     rx = per_second("pcie_rx_bytes", "pcie_rx_bytes_per_second")
     link = cur.pcie_link_max_bytes_per_second
-    return {
-        "gpu": cur.index,
-        "uuid": cur.uuid,
-        "vendor": cur.vendor,
-        "name": cur.name,
-        "memory_used_bytes": cur.memory_used_bytes,
-        "memory_total_bytes": cur.memory_total_bytes,
-        "utilization": cur.utilization,
-        "pcie_transmit_bytes_per_second": tx,
-        "pcie_receive_bytes_per_second": rx,
-        "pcie_link_max_bytes_per_second": link,
-        "pcie_transmit_link_fraction": ratio(tx, link),
-        "pcie_receive_link_fraction": ratio(rx, link),
-    }
+    return GpuInterval(
+        gpu=cur.index,
+        uuid=cur.uuid,
+        vendor=cur.vendor,
+        name=cur.name,
+        memory_used_bytes=cur.memory_used_bytes,
+        memory_total_bytes=cur.memory_total_bytes,
+        utilization=cur.utilization,
+        pcie_transmit_bytes_per_second=tx,
+        pcie_receive_bytes_per_second=rx,
+        pcie_link_max_bytes_per_second=link,
+        pcie_transmit_link_fraction=ratio(tx, link),
+        pcie_receive_link_fraction=ratio(rx, link),
+    )
 
 
-def interval(prev: Snapshot, cur: Snapshot) -> dict[str, Any]:
-    """The `kvops top --once --json` document (docs/DESIGN.md) for the interval prev -> cur."""
+# Cross-check slack: PCIe counters also carry inputs, weights and other processes' traffic,
+# and drivers sample them; only a clear gap is flagged.
+CROSS_CHECK_SLACK_BYTES = 64 * (1 << 20)
+CROSS_CHECK_MIN_MOVED_BYTES = float(1 << 30)
+
+
+def pcie_cross_check(engine_load_bytes: float | None, pcie_rx_bytes: float | None) -> str | None:
+    """Bytes the engine says it loaded (host -> GPU) against what the GPUs' PCIe receive
+    counters moved in the same interval. None where either side is not measured."""
+    if engine_load_bytes is None or pcie_rx_bytes is None:
+        return None
+    if engine_load_bytes > pcie_rx_bytes * 1.05 + CROSS_CHECK_SLACK_BYTES:
+        return "counted_not_moved"  # more loaded than the bus carried: not over this PCIe
+    if engine_load_bytes == 0 and pcie_rx_bytes >= CROSS_CHECK_MIN_MOVED_BYTES:
+        return "moved_not_counted"  # the bus moved GBs while the engine counted no load
+    return "consistent"
+
+
+def _pcie_rx_by_target(prev: Snapshot, cur: Snapshot) -> dict[str, float]:
+    """Δ PCIe receive bytes over the GPUs each target's processes use (collectors/procs.py)."""
+    prev_gpus = {g.uuid: g for g in prev.gpus}
+    cur_gpus = {g.uuid: g for g in cur.gpus}
+    out: dict[str, float] = {}
+    for proc in cur.processes:
+        total: float | None = 0.0
+        for _, uuid in proc.gpus:
+            before, after = prev_gpus.get(uuid), cur_gpus.get(uuid)
+            moved = counter_delta(
+                before.pcie_rx_bytes if before else None, after.pcie_rx_bytes if after else None
+            )
+            if moved is None or before is None or before.pcie_rx_bytes is None or total is None:
+                total = None
+                continue
+            total += moved
+        if proc.gpus and total is not None:
+            out[proc.target] = out.get(proc.target, 0.0) + total
+    return out
+
+
+def interval(prev: Snapshot, cur: Snapshot) -> Interval:
+    """The figures for the interval prev -> cur (to_json(): `kvops top --once --json`)."""
     wall = cur.time - prev.time if cur.time > prev.time else None
     prev_targets = {t.target: t for t in prev.targets}
     prev_engines = {e.key: e for e in prev.engines()}
-    targets: list[dict[str, Any]] = []
+    pcie_rx = _pcie_rx_by_target(prev, cur)
+    targets: list[EngineInterval | DownTarget] = []
     for target in cur.targets:
         if not target.up:
-            targets.append(_down_entry(target.target, target.error))
+            targets.append(DownTarget(target.target, target.error))
             continue
         before = prev_targets.get(target.target)
         start_known = before is not None and before.up
         for eng in target.engines:
             entry = engine_interval(prev_engines.get(eng.key), eng, wall)
             if not start_known:
-                # Nothing was known at the start of the interval: no interval figures.
-                entry.update(dict.fromkeys(INTERVAL_FIELDS))
+                entry.clear_interval()
+            elif len(target.engines) == 1:  # PCIe is per GPU set, not per data-parallel rank
+                entry.pcie_cross_check = pcie_cross_check(entry.load_bytes, pcie_rx.get(target.target))
             targets.append(entry)
     prev_gpus = {g.uuid: g for g in prev.gpus}
     gpus = [gpu_interval(prev_gpus.get(g.uuid), g, wall) for g in cur.gpus]
-    host: dict[str, Any] = {}
+    host: dict[str, float | None] = {}
     if cur.host is not None:
         h = cur.host
         host = {
@@ -136,4 +449,4 @@ def interval(prev: Snapshot, cur: Snapshot) -> dict[str, Any]:
             "shm_total_bytes": h.shm_total_bytes,
             "shm_free_bytes": h.shm_free_bytes,
         }
-    return {"interval_seconds": wall, "targets": targets, "gpus": gpus, "host": host}
+    return Interval(wall, targets, gpus, host)

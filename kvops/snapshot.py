@@ -10,17 +10,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 
+@dataclass(frozen=True)
+class Histogram:
+    """A Prometheus histogram as exposed: cumulative bucket counts by upper bound (ascending,
+    +Inf last), sum and count. Passed through, never re-bucketed."""
+
+    buckets: tuple[tuple[float, float], ...]
+    sum: float
+    count: float
+
+
 @dataclass
 class EngineSample:
-    """One vLLM engine (data-parallel rank) of one target, as normalised from its exposition.
+    """One engine (data-parallel rank) of one target, as normalised from its exposition.
 
-    Counters are cumulative as vLLM counted them; tokens for the prefix cache, bytes and
-    seconds (summed transfer time over workers) for offloading.
+    Counters are cumulative as the engine counted them; tokens for the prefix cache, bytes and
+    seconds (summed transfer time over workers) for offloading. Which kvops_* series carries
+    which field is written once, in kvops/names.py (MetricSpec.field / split).
     """
 
     target: str
     model_name: str
     engine: str = "0"
+    engine_kind: str = "vllm"  # vllm | sglang | dynamo-kvbm | trtllm (docs/tiers.md)
     kv_cache_usage: float | None = None  # 0-1
     local_queries: float | None = None
     local_hits: float | None = None
@@ -34,6 +46,41 @@ class EngineSample:
     requests_running: float | None = None
     requests_waiting: float | None = None
     cpu_tier_bytes: float | None = None  # configured offload tier size
+    # The tier the offload transfers go to (docs/tiers.md): "host" where the exposition names
+    # the CPU (vLLM's CPU offloading), else "external" (a connector whose medium is not said).
+    offload_tier: str = "external"
+    # Tier breakdowns keyed by the engine's own label value (vLLM's `source`, ...); {} = absent.
+    prompt_tokens_by_source: dict[str, float] = field(default_factory=dict)
+    prompt_tokens_cached_by_source: dict[str, float] = field(default_factory=dict)
+    stores_skipped: float | None = None
+    allocation_failures: float | None = None
+    lookup_sync_delay: Histogram | None = None
+    lookup_async_delay: Histogram | None = None
+    store_size: Histogram | None = None
+    load_size: Histogram | None = None
+    cpu_allocation_chunks: Histogram | None = None
+    cpu_in_flight: float | None = None  # 0-1, chunks pinned by transfers, not fullness
+    cpu_in_flight_read: float | None = None
+    cpu_in_flight_write: float | None = None
+    requests_waiting_by_reason: dict[str, float] = field(default_factory=dict)
+    requests_kv_fetch_by_stage: dict[str, float] = field(default_factory=dict)
+    kv_block_lifetime: Histogram | None = None
+    kv_block_idle_before_evict: Histogram | None = None
+    kv_block_reuse_gap: Histogram | None = None
+    # Other engines' tier figures (docs/tiers.md), absent where the engine does not count them.
+    store_tokens: float | None = None  # tokens copied into the offload tier (SGLang backup)
+    load_tokens: float | None = None  # tokens copied back to the GPU (SGLang load-back)
+    dropped_tokens: float | None = None  # KV destroyed without a copy in the tier below
+    tier_used_tokens: dict[str, float] = field(default_factory=dict)  # tier -> tokens held
+    tier_capacity_tokens: dict[str, float] = field(default_factory=dict)
+    tier_used_bytes: dict[str, float] = field(default_factory=dict)
+    tier_capacity_bytes: dict[str, float] = field(default_factory=dict)
+    transfer_blocks: dict[str, float] = field(default_factory=dict)  # edge -> blocks (KVBM)
+    transfer_bytes_by_edge: dict[str, float] = field(default_factory=dict)  # edge -> bytes
+    transfer_seconds_by_edge: dict[str, float] = field(default_factory=dict)  # edge -> seconds
+    tier_hit_rate: dict[str, float] = field(default_factory=dict)  # engine's own gauge, 0-1
+    matched_tokens: float | None = None  # an offload manager's own hit tokens (KVBM)
+    tier_utilization: dict[str, float] = field(default_factory=dict)  # tier -> used/capacity 0-1
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -42,12 +89,44 @@ class EngineSample:
 
 @dataclass
 class LMCacheSample:
-    """LMCache's own counters for one worker, kept apart from the prefix-cache tiers."""
+    """LMCache's own counters for one worker, kept apart from the prefix-cache tiers: inside
+    vLLM, LMCache *is* vLLM's external tier, so adding these to it would count twice."""
 
     target: str
     model_name: str
     worker_id: str
-    values: dict[str, float] = field(default_factory=dict)  # kvops metric name -> value
+    engine_kind: str = "lmcache"
+    requested_tokens: float | None = None
+    hit_tokens: float | None = None
+    stored_tokens: float | None = None
+    lookup_tokens: float | None = None
+    lookup_hits: float | None = None
+    retrieve_requests: float | None = None
+    store_requests: float | None = None
+    lookup_requests: float | None = None
+    local_cache_usage_bytes: float | None = None
+    # The rest of LMCache's legacy surface (lmcache/observability.py); seconds and bytes.
+    vllm_hit_tokens: float | None = None
+    prompt_tokens: float | None = None
+    remote_read_bytes: float | None = None
+    remote_write_bytes: float | None = None
+    evictions: float | None = None
+    slow_retrievals_by_time: float | None = None
+    slow_retrievals_by_speed: float | None = None
+    local_storage_usage_bytes: float | None = None
+    remote_cache_usage_bytes: float | None = None
+    retrieve_seconds: Histogram | None = None
+    store_seconds: Histogram | None = None
+    remote_get_seconds: Histogram | None = None  # LMCache counts milliseconds: converted
+    remote_put_seconds: Histogram | None = None
+    retrieve_speed: Histogram | None = None  # tokens per second
+    store_speed: Histogram | None = None
+    # Multi-process mode (lmcache_mp_*): the lookup hit split by cache level, L1 chunk traffic.
+    l1_hit_tokens: float | None = None
+    l2_hit_tokens: float | None = None
+    l1_read_chunks: float | None = None
+    l1_write_chunks: float | None = None
+    l1_evicted_chunks: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -47,6 +47,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="seconds to wait for each --repro server start (default 900)",
     )
+    parser.add_argument(
+        "--target",
+        metavar="URL",
+        help="read a running server's /metrics twice and report live offload signals with playbooks",
+    )
     parser.add_argument("--json", action="store_true", help="print only JSON on stdout")
 
 
@@ -80,6 +85,10 @@ def _run(args: argparse.Namespace) -> int:
     from kvops.doctor.platform import probe
     from kvops.errors import UsageError
 
+    if args.target:
+        from kvops.doctor import live
+
+        return live.run(args.target, as_json=args.json, strict=args.strict)
     catalog = catalog_mod.load()
     if args.list_checks:
         print(report.list_checks(catalog, args.json))

@@ -1,75 +1,74 @@
-"""Snapshot -> prometheus_client metric families, for the vLLM/LMCache and self-observation parts.
+"""Snapshot -> prometheus_client metric families, for the engine/LMCache and self-observation parts.
 
 Families are built fresh on each scrape (client_python's custom-collector pattern), so a
-target or engine that disappears leaves no series behind. A None value is no sample.
+target or engine that disappears leaves no series behind. A None value is no sample. Which
+field feeds which family is the spec's binding (kvops/names.py), read by kvops.series.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.utils import floatToGoString
 
-from kvops import __version__, names
-from kvops.names import MetricSpec
-from kvops.snapshot import CollectorStatus, EngineSample, TargetSample
-
-
-def family(spec: MetricSpec) -> GaugeMetricFamily | CounterMetricFamily:
-    cls = CounterMetricFamily if spec.type == "counter" else GaugeMetricFamily
-    return cls(spec.family_name, spec.help, labels=list(spec.labels))
+from kvops import __version__, names, series
+from kvops.names import MetricSpec, Owner
+from kvops.snapshot import CollectorStatus, Histogram, TargetSample
 
 
-def add(metric: Metric, labels: Iterable[str], value: float | None) -> None:
-    if value is not None:
+def family(spec: MetricSpec) -> Metric:
+    cls = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}
+    return cls[spec.type](spec.family_name, spec.help, labels=list(spec.labels))
+
+
+_LE_TEXT: dict[float, str] = {}  # bucket bound -> its exposition text (a few dozen bounds)
+
+
+def _le_text(bound: float) -> str:
+    text = _LE_TEXT.get(bound)
+    if text is None:
+        text = floatToGoString(bound)
+        if len(_LE_TEXT) < 4096:
+            _LE_TEXT[bound] = text
+    return text
+
+
+def add(metric: Metric, labels: Iterable[str], value: float | Histogram | None) -> None:
+    if value is None:
+        return
+    if isinstance(value, Histogram):
+        buckets = [(_le_text(le), count) for le, count in value.buckets]
+        metric.add_metric(list(labels), buckets, value.sum)  # type: ignore[call-arg]
+    else:
         metric.add_metric(list(labels), value)
+
+
+def bound_families(owner: Owner, samples: Sequence[Any]) -> list[Metric]:
+    """One family per spec bound to `owner`, with every present value of every sample."""
+    out: list[Metric] = []
+    for spec in names.bound(owner):
+        metric = family(spec)
+        for sample in samples:
+            base = series.owner_label_values(owner, sample)
+            for split_value, value in series.values(spec, sample):
+                add(metric, base if split_value is None else [*base, split_value], value)
+        out.append(metric)
+    return out
 
 
 def target_families(targets: list[TargetSample]) -> list[Metric]:
     up = family(names.TARGET_UP)
     duration = family(names.TARGET_SCRAPE_DURATION)
-    usage = family(names.KV_CACHE_USAGE)
-    queries = family(names.PREFIX_QUERIES)
-    hits = family(names.PREFIX_HITS)
-    tbytes = family(names.TRANSFER_BYTES)
-    tseconds = family(names.TRANSFER_SECONDS)
-    preempt = family(names.PREEMPTIONS)
-    running = family(names.REQUESTS_RUNNING)
-    waiting = family(names.REQUESTS_WAITING)
-    tier = family(names.CPU_TIER_BYTES)
-    lmcache: dict[str, Metric] = {}
-    specs = names.by_name()
-
     for t in targets:
         add(up, [t.target], 1.0 if t.up else 0.0)
         add(duration, [t.target], t.scrape_seconds)
-        for e in t.engines:
-            base = _engine_labels(e)
-            add(usage, base, e.kv_cache_usage)
-            add(queries, [*base, "local"], e.local_queries)
-            add(queries, [*base, "external"], e.external_queries)
-            add(hits, [*base, "local"], e.local_hits)
-            add(hits, [*base, "external"], e.external_hits)
-            add(tbytes, [*base, "store"], e.store_bytes)
-            add(tbytes, [*base, "load"], e.load_bytes)
-            add(tseconds, [*base, "store"], e.store_seconds)
-            add(tseconds, [*base, "load"], e.load_seconds)
-            add(preempt, base, e.preemptions)
-            add(running, base, e.requests_running)
-            add(waiting, base, e.requests_waiting)
-            add(tier, base, e.cpu_tier_bytes)
-        for s in t.lmcache:
-            for name, value in s.values.items():
-                metric = lmcache.get(name)
-                if metric is None:
-                    metric = lmcache[name] = family(specs[name])
-                add(metric, [s.target, s.model_name, s.worker_id], value)
-    return [up, duration, usage, queries, hits, tbytes, tseconds, preempt, running, waiting, tier,
-            *lmcache.values()]  # fmt: skip
-
-
-def _engine_labels(e: EngineSample) -> list[str]:
-    return [e.target, e.model_name, e.engine]
+    engines = [e for t in targets for e in t.engines]
+    lmcache = [s for t in targets for s in t.lmcache]
+    # LMCache families only where an LMCache was seen: no empty HELP/TYPE for every vLLM.
+    cache = [m for m in bound_families("lmcache", lmcache) if m.samples]
+    return [up, duration, *bound_families("engine", engines), *cache]
 
 
 def self_families(statuses: list[CollectorStatus]) -> list[Metric]:

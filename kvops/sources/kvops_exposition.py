@@ -8,58 +8,39 @@ An absent series stays None, as in the exporter.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
-from kvops import names
-from kvops.snapshot import EngineSample, GpuSample, HostSample, Snapshot, TargetSample
+from kvops import names, series
+from kvops.names import MetricSpec, Owner
+from kvops.snapshot import EngineSample, GpuSample, HostSample, LMCacheSample, Snapshot, TargetSample
 from kvops.sources.exposition import Labels, ParseResult
+from kvops.sources.histograms import histograms
 
 # Only the exporter's own names: other kvops_* series (the simulator's kvops_sim_info) do
 # not make an exposition an exporter's.
-EXPORTED: frozenset[str] = frozenset(spec.name for spec in names.all_specs())
+EXPORTED: frozenset[str] = frozenset(name for spec in names.all_specs() for name in spec.sample_names)
 
-_ENGINE_SCALARS: dict[str, str] = {
-    names.KV_CACHE_USAGE.name: "kv_cache_usage",
-    names.PREEMPTIONS.name: "preemptions",
-    names.REQUESTS_RUNNING.name: "requests_running",
-    names.REQUESTS_WAITING.name: "requests_waiting",
-    names.CPU_TIER_BYTES.name: "cpu_tier_bytes",
-}
-# (name, label, label value) -> EngineSample field
-_ENGINE_SPLIT: dict[tuple[str, str, str], str] = {
-    (names.PREFIX_QUERIES.name, "tier", "local"): "local_queries",
-    (names.PREFIX_QUERIES.name, "tier", "external"): "external_queries",
-    (names.PREFIX_HITS.name, "tier", "local"): "local_hits",
-    (names.PREFIX_HITS.name, "tier", "external"): "external_hits",
-    (names.TRANSFER_BYTES.name, "direction", "store"): "store_bytes",
-    (names.TRANSFER_BYTES.name, "direction", "load"): "load_bytes",
-    (names.TRANSFER_SECONDS.name, "direction", "store"): "store_seconds",
-    (names.TRANSFER_SECONDS.name, "direction", "load"): "load_seconds",
-}
-_GPU_SCALARS: dict[str, str] = {
-    names.GPU_MEMORY_USED.name: "memory_used_bytes",
-    names.GPU_MEMORY_TOTAL.name: "memory_total_bytes",
-    names.GPU_UTILIZATION.name: "utilization",
-    names.GPU_PCIE_TX.name: "pcie_tx_bytes",
-    names.GPU_PCIE_RX.name: "pcie_rx_bytes",
-    names.GPU_PCIE_TX_RATE.name: "pcie_tx_bytes_per_second",
-    names.GPU_PCIE_RX_RATE.name: "pcie_rx_bytes_per_second",
-    names.GPU_PCIE_LINK_MAX.name: "pcie_link_max_bytes_per_second",
-    names.GPU_PCIE_REPLAYS.name: "pcie_replays",
-}
-_HOST_SCALARS: dict[str, str] = {
-    names.HOST_MEM_TOTAL.name: "memory_total_bytes",
-    names.HOST_MEM_AVAILABLE.name: "memory_available_bytes",
-    names.HOST_MEM_SHMEM.name: "shmem_bytes",
-    names.HOST_MEM_MLOCKED.name: "mlocked_bytes",
-    names.HOST_MEM_UNEVICTABLE.name: "unevictable_bytes",
-    names.HOST_SHM_SIZE.name: "shm_total_bytes",
-    names.HOST_SHM_FREE.name: "shm_free_bytes",
-}
+# Fields the snapshot types as int (the exposition carries floats).
+_INT_FIELDS = frozenset({"pcie_link_gen", "pcie_link_gen_max", "pcie_link_width", "pcie_link_width_max"})
 
 
-def is_kvops_name(name: str) -> bool:
-    return name in EXPORTED
+def _bound_values(result: ParseResult, spec: MetricSpec) -> Iterator[tuple[Labels, Any]]:
+    """(labels, value) of one bound family: floats, or Histograms for histogram families."""
+    if spec.type == "histogram":
+        yield from histograms(result, spec.name)
+    else:
+        yield from result.get(spec.name)
+
+
+def _decode_bound(result: ParseResult, owner: Owner, find: Callable[[Labels], Any]) -> None:
+    """Every family bound to `owner` into the object `find` returns for a series' labels."""
+    for spec in names.bound(owner):
+        label = spec.split_label
+        as_int = any(f in _INT_FIELDS for f in spec.fields())
+        for labels, value in _bound_values(result, spec):
+            split_value = labels.get(label) if label else None
+            series.assign(spec, find(labels), split_value, int(value) if as_int else value)
 
 
 def has_kvops_samples(result: ParseResult) -> bool:
@@ -89,20 +70,32 @@ def decode(result: ParseResult, time: float, target_of: Callable[[Labels], str] 
         key = (t, labels.get("model_name", ""), labels.get("engine", "0"))
         found = engines.get(key)
         if found is None:
-            found = engines[key] = EngineSample(target=t, model_name=key[1], engine=key[2])
+            found = engines[key] = EngineSample(
+                target=t, model_name=key[1], engine=key[2], engine_kind=labels.get("engine_kind", "vllm")
+            )
             owner = targets.get(t)
             if owner is None:  # an engine series without its kvops_target_up: still up
                 owner = targets[t] = TargetSample(t, up=True)
             owner.engines.append(found)
         return found
 
-    for name, field_name in _ENGINE_SCALARS.items():
-        for labels, value in result.get(name):
-            setattr(engine(labels), field_name, value)
-    for (name, label, label_value), field_name in _ENGINE_SPLIT.items():
-        for labels, value in result.get(name):
-            if labels.get(label) == label_value:
-                setattr(engine(labels), field_name, value)
+    _decode_bound(result, "engine", engine)
+
+    caches: dict[tuple[str, str, str], LMCacheSample] = {}
+
+    def cache(labels: Labels) -> LMCacheSample:
+        t = target_of(labels)
+        key = (t, labels.get("model_name", ""), labels.get("worker_id", "0"))
+        found = caches.get(key)
+        if found is None:
+            found = caches[key] = LMCacheSample(target=t, model_name=key[1], worker_id=key[2])
+            owner = targets.get(t)
+            if owner is None:
+                owner = targets[t] = TargetSample(t, up=True)
+            owner.lmcache.append(found)
+        return found
+
+    _decode_bound(result, "lmcache", cache)
     snap.targets = list(targets.values())
     snap.gpus = _gpus(result)
     snap.host = _host(result)
@@ -125,14 +118,7 @@ def _gpus(result: ParseResult) -> list[GpuSample]:
         g = gpu(labels)
         g.name = labels.get("name") or None
         g.pci_bus_id = labels.get("pci_bus_id") or None
-    for name, field_name in _GPU_SCALARS.items():
-        for labels, value in result.get(name):
-            setattr(gpu(labels), field_name, value)
-    for name, prefix in ((names.GPU_PCIE_LINK_GENERATION.name, "pcie_link_gen"),
-                         (names.GPU_PCIE_LINK_WIDTH.name, "pcie_link_width")):  # fmt: skip
-        for labels, value in result.get(name):
-            suffix = "_max" if labels.get("kind") == "max" else ""
-            setattr(gpu(labels), prefix + suffix, int(value))
+    _decode_bound(result, "gpu", gpu)
     return list(gpus.values())
 
 
@@ -140,11 +126,12 @@ def _host(result: ParseResult) -> HostSample | None:
     """One host: the first one's series. Through Prometheus several exporters' hosts arrive
     together, told apart by their scrape labels (instance); their fields must not mix."""
     host = HostSample()
-    first: Labels | None = None
-    for name, field_name in _HOST_SCALARS.items():
-        for labels, value in result.get(name):
-            if first is None:
-                first = labels
-            if labels == first:
-                setattr(host, field_name, value)
-    return host if first is not None else None
+    first: list[Labels] = []
+
+    def same_host(labels: Labels) -> HostSample:
+        if not first:
+            first.append(labels)
+        return host if labels == first[0] else HostSample()  # another host's: dropped
+
+    _decode_bound(result, "host", same_host)
+    return host if first else None

@@ -38,9 +38,13 @@ def load_frame(path: Path, time: float) -> Snapshot:
     result = parse(text, _WANTED)
     if kvops_exposition.has_kvops_samples(result):
         return kvops_exposition.decode(result, time)
-    if not result.has_prefixed_sample:
-        raise UsageError(f"--replay {path}: no vllm:, lmcache: or kvops_ sample in it")
-    return Snapshot(time=time, targets=[vllm.normalise(result, REPLAY_TARGET)])
+    sample = vllm.normalise(result, REPLAY_TARGET)
+    if not sample.up:  # the up rule: a sample of a family kvops reads for some engine kind
+        raise UsageError(
+            f"--replay {path}: no vllm:, lmcache: or kvops_ sample in it, "
+            "nor one of another engine kvops reads"
+        )
+    return Snapshot(time=time, targets=[sample])
 
 
 class ReplaySource:

@@ -107,7 +107,7 @@ class Board:
             # the current state (KV usage, running, waiting) shows at once.
             start = self.prev if self.prev is not None else Snapshot(time=snap.time)
             self.has_interval = self.prev is not None
-        doc = interval(start, snap)
+        doc = interval(start, snap).to_json()
         self.prev = snap if before is None else None
         self.doc = doc
         self.frames += 1

@@ -9,9 +9,6 @@ from typing import Any
 
 DEFAULT_URL = "http://localhost:8000"  # vllm serve's default port
 MAX_SCRAPE_TIMEOUT = 5.0
-# `--once --json`'s shape (docs/DESIGN.md); raised on every change of shape.
-# 2: schema_version itself, `groups` with --group-by, every engine from --prometheus.
-SCHEMA_VERSION = 2
 # --sort KEY -> the board's sort (kvops.top.board.SORTS)
 SORT_KEYS = ("target", "local-hit", "external-hit", "store", "load", "kv", "requests", "preemptions")
 WINDOWS = {"1s": 1.0, "10s": 10.0, "1m": 60.0}  # chart smoothing
@@ -200,7 +197,9 @@ def print_once(source: Any, interval: float, as_json: bool, view: View | None = 
         doc["targets"] = sorted((e for e in doc["targets"] if key(e) in order), key=lambda e: order[key(e)])
         if view.group_by:
             doc["groups"] = fleet.group(doc, view.group_by)
-        out = {"schema_version": SCHEMA_VERSION, **doc}
+        from kvops.rates import SCHEMA_VERSION
+
+        out = {**doc, "schema_version": SCHEMA_VERSION}
         sys.stdout.write(json.dumps(_finite(out), allow_nan=False) + "\n")
         return 0
     from kvops.top.text import render

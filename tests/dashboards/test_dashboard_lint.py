@@ -16,7 +16,7 @@ UIDS = {
     "kvops-offload-overview.json": "kvops-offload-overview",
     "kvops-gpu-host-memory.json": "kvops-gpu-host-memory",
 }
-UNITS = {"percentunit", "bytes", "Bps", "reqps", "short", "none"}
+UNITS = {"percentunit", "bytes", "Bps", "reqps", "short", "none", "s"}
 DATASOURCE_UID = "${datasource}"
 
 # What each dashboard must query (issue 6, "What to build").
@@ -121,6 +121,8 @@ def test_units_match_what_is_measured(dashboards: dict[str, dict[str, Any]], gen
                 assert unit == "percentunit", panel["title"]
             if all(n.endswith("_bytes") or n.endswith("bytes:sum") for n in used):
                 assert unit == "bytes", panel["title"]
+            if used and all(n.endswith(("_seconds", "_seconds:p99_rate5m")) for n in used):
+                assert unit == "s", panel["title"]
             if any("bytes_per_second" in n for n in used) or any(
                 n.endswith("_bytes_total") and "rate(" in t["expr"] for t in panel["targets"] for n in used
             ):

@@ -22,8 +22,18 @@ pytestmark = pytest.mark.slow
 DASHBOARDS = sorted((ROOT / "dashboards").glob("*.json"))
 RULE_FILES = sorted((ROOT / "alerts").glob("*.yml"))
 
-# No panel is exempt: the NVML and AMD SMI stubs give the GPU panels (NVLink and XGMI
-# included) data, so every query of every dashboard is checked.
+# The NVML and AMD SMI stubs give the GPU panels (NVLink and XGMI included) data. Queries of
+# series that exist only after an event the simulated vLLM never has (a full tier, a store
+# threshold) or only on another engine (SGLang, KVBM, TensorRT-LLM) must parse and evaluate;
+# their data is checked by the engine fixtures (tests/sources/test_engines.py) instead.
+NOT_FROM_THE_SIM = {
+    ("Tier pressure: failed and skipped stores", "A"),  # allocation failures: the tier never fills
+    ("Tier pressure: failed and skipped stores", "B"),  # stores skipped: no store threshold
+    ("Tier pressure: failed and skipped stores", "C"),  # dropped tokens: SGLang
+    ("Blocks moved between tiers (KVBM)", "A"),
+    ("Tier fill", "A"),  # SGLang host pool
+    ("Tier fill", "B"),  # TensorRT-LLM host pool
+}
 
 
 def panel_targets() -> list[tuple[str, str, str, str]]:
@@ -55,7 +65,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusStack]
 def test_panel_query_returns_series(
     stack: PrometheusStack, file_name: str, title: str, ref: str, expr: str
 ) -> None:
-    result = stack.query(substitute(expr))
+    result = stack.query(substitute(expr))  # raises if Prometheus cannot parse or evaluate it
+    if (title, ref) in NOT_FROM_THE_SIM:
+        return
     assert result, f"{file_name} / {title} / {ref}: no series for {substitute(expr)}"
 
 

@@ -177,10 +177,10 @@ def test_target_restart_counters_back_to_zero(upstream, make_exporter):
     assert engines_of(restarted, target) == {("meta-llama/Llama-3.1-8B-Instruct", "0"),
                                              ("meta-llama/Llama-3.1-8B-Instruct", "1")}  # fmt: skip
     # kvops top over the same restart: the down interval marks it, the restart counts from 0
-    down_doc = rates.interval(top_first, top_down)
+    down_doc = rates.interval(top_first, top_down).to_json()
     assert [r["up"] for r in down_doc["targets"] if r["target"] == top.scrapers[0].target] == [False]
-    assert_interval_sane(rates.interval(top_first, top_restarted))
-    doc = rates.interval(top_down, top_restarted)
+    assert_interval_sane(rates.interval(top_first, top_restarted).to_json())
+    doc = rates.interval(top_down, top_restarted).to_json()
     assert_interval_sane(doc)
     rows = [r for r in doc["targets"] if r["target"] == top.scrapers[0].target]
     assert len(rows) == 2 and all(r["up"] for r in rows)
@@ -201,7 +201,7 @@ def test_counter_reset_between_two_top_samples_never_goes_negative(upstream):
         top.close()
     (e1,), (e2,) = first.targets[0].engines, second.targets[0].engines
     assert e2.store_bytes is not None and e1.store_bytes is not None and e2.store_bytes < e1.store_bytes
-    doc = rates.interval(first, second)
+    doc = rates.interval(first, second).to_json()
     assert_interval_sane(doc)
     (row,) = doc["targets"]
     assert row["store_bytes"] == e2.store_bytes  # counted from zero since the restart
@@ -247,7 +247,7 @@ def test_vllm_version_changes_between_scrapes(upstream, make_exporter):
     finally:
         top.close()
     for a, b in itertools.pairwise(snaps):
-        assert_interval_sane(rates.interval(a, b))
+        assert_interval_sane(rates.interval(a, b).to_json())
 
 
 def test_engines_added_and_dropped(upstream, make_exporter):
@@ -268,7 +268,7 @@ def test_engines_added_and_dropped(upstream, make_exporter):
             route.sim = sim_at("0.33.0", 20.0, data_parallel_size=dp, model_name=name)
             snap = top.next()
             if prev is not None:
-                doc = rates.interval(prev, snap)
+                doc = rates.interval(prev, snap).to_json()
                 assert_interval_sane(doc)
                 assert {(r["model_name"], r["engine"]) for r in doc["targets"]} == {
                     (name, str(i)) for i in range(dp)

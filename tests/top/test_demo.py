@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from kvops.cli import main
+from kvops.rates import SCHEMA_VERSION
 
 
 def test_demo_once_json_shows_the_simulated_vllm_up_with_figures():
@@ -21,7 +22,7 @@ def test_demo_once_json_shows_the_simulated_vllm_up_with_figures():
     assert row["model_name"] and 0 <= row["kv_cache_usage"] <= 1
     assert 0 <= row["local_hit_rate"] <= 1  # the simulated workload looks prefixes up
     assert doc["interval_seconds"] >= 0.5
-    assert doc["schema_version"] == 2
+    assert doc["schema_version"] == SCHEMA_VERSION == 3
     # The simulator's host and GPU, not this machine's: a simulated tier against real RAM
     # would flag a problem that is not there.
     assert doc["host"]["memory_total_bytes"] == 512 * 2**30

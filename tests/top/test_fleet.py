@@ -14,6 +14,7 @@ import time
 import pytest
 
 from kvops.cli import main
+from kvops.rates import SCHEMA_VERSION
 from kvops.top.fleet import hits
 
 from .stores import BackfilledPrometheus, VictoriaMetrics, fleet, history_lines
@@ -68,7 +69,7 @@ def test_both_stores_give_every_engine_its_true_figures(stores, capsys):
                 break
             time.sleep(0.2)
         docs[store.name] = doc
-        assert doc["schema_version"] == 2
+        assert doc["schema_version"] == SCHEMA_VERSION == 3
         assert len(doc["targets"]) == N  # every engine, no cut
         assert doc["interval_seconds"] == pytest.approx(2 * STEP)  # the window spans two scrapes
         for row in doc["targets"]:

@@ -1,0 +1,127 @@
+"""`kvops doctor --target URL`: read a running server's /metrics twice and report the live
+offload signals the alerts watch, as findings with their playbooks.
+
+The figures are kvops.rates' (the same as `kvops top --once --json`), over one interval of
+INTERVAL_SECONDS; the thresholds are the alerts' (alerts/kvops-alerts.yml), applied to that
+interval instead of their 15-30 minute windows, so a finding here is a symptom to confirm,
+not a fired alert. Works for every engine kind kvops reads (docs/tiers.md).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+
+from kvops.errors import UsageError, one_line
+from kvops.playbooks_path import playbooks_dir
+from kvops.rates import EngineInterval, interval
+from kvops.snapshot import Snapshot, TargetSample
+from kvops.sources.target import TargetScraper
+from kvops.termsafe import visible
+
+INTERVAL_SECONDS = 10.0
+FETCH_TIMEOUT_SECONDS = 10.0
+HIT_RATE_LOW = 0.5  # KvopsOffloadHitRateLow
+LOOKUP_P99_HIGH_SECONDS = 0.01  # KvopsOffloadLookupDelayHigh
+
+
+@dataclass
+class LiveFinding:
+    id: str  # the alert's name: its playbook is playbooks/<id>.md
+    severity: str
+    target: str
+    model_name: str
+    engine: str
+    engine_kind: str
+    evidence: str
+    playbook: str
+
+
+def _read(scraper: TargetScraper) -> TargetSample:
+    sample = scraper.scrape(time.monotonic() + FETCH_TIMEOUT_SECONDS)
+    if not sample.up:
+        raise UsageError(f"cannot read {scraper.url}: {one_line(sample.error)}")
+    return sample
+
+
+def findings_for(row: EngineInterval) -> list[tuple[str, str]]:
+    """(alert id, evidence) for the signals this interval shows."""
+    out: list[tuple[str, str]] = []
+    failures = row.allocation_failures_per_second
+    if failures:
+        out.append(("KvopsOffloadAllocationFailuresSustained", f"{failures:.3g} failed stores/s"))
+    elif row.dropped_tokens_per_second:
+        dropped = row.dropped_tokens_per_second
+        out.append(
+            ("KvopsOffloadAllocationFailuresSustained", f"{dropped:.3g} KV tokens/s dropped without a copy")
+        )
+    if row.write_only_tier:
+        out.append(
+            ("KvopsOffloadWriteOnlyTier", f"{row.store_bytes or 0:.3g} B stored, nothing ever loaded back")
+        )
+    p99 = row.lookup_delay_p99_seconds.get("sync")
+    if p99 is not None and p99 > LOOKUP_P99_HIGH_SECONDS:
+        out.append(("KvopsOffloadLookupDelayHigh", f"sync lookup p99 {p99 * 1000:.3g} ms"))
+    if row.external_hit_rate is not None and row.external_hit_rate < HIT_RATE_LOW:
+        out.append(("KvopsOffloadHitRateLow", f"offload tier hit rate {row.external_hit_rate:.1%}"))
+    if row.preemptions:
+        out.append(("KvopsPreemptionsSustained", f"{row.preemptions:.0f} preemptions in the interval"))
+    return out
+
+
+def diagnose(url: str, interval_seconds: float = INTERVAL_SECONDS) -> tuple[list[LiveFinding], list[dict]]:
+    """Findings and the interval's per-engine figures (JSON-ready)."""
+    scraper = TargetScraper(url)
+    try:
+        first = Snapshot(time=time.monotonic(), targets=[_read(scraper)])
+        time.sleep(interval_seconds)
+        second = Snapshot(time=time.monotonic(), targets=[_read(scraper)])
+    finally:
+        scraper.close()
+    doc = interval(first, second)
+    found: list[LiveFinding] = []
+    engines: list[dict] = []
+    for row in doc.targets:
+        if not isinstance(row, EngineInterval):
+            continue
+        engines.append(row.to_json())
+        for alert, evidence in findings_for(row):
+            playbook = str(playbooks_dir() / f"{alert}.md")
+            found.append(
+                LiveFinding(
+                    alert,
+                    "warning",
+                    row.target,
+                    row.model_name,
+                    row.engine,
+                    row.engine_kind,
+                    evidence,
+                    playbook,
+                )
+            )
+    return found, engines
+
+
+def run(url: str, as_json: bool, strict: bool, interval_seconds: float | None = None) -> int:
+    if interval_seconds is None:
+        interval_seconds = INTERVAL_SECONDS
+    found, engines = diagnose(url, interval_seconds)
+    if as_json:
+        doc = {"target": url, "interval_seconds": interval_seconds,
+               "findings": [asdict(f) for f in found], "engines": engines}  # fmt: skip
+        print(json.dumps(doc, allow_nan=False))
+    else:
+        print(_text(url, found, engines, interval_seconds))
+    return 1 if (strict and found) else 0
+
+
+def _text(url: str, found: list[LiveFinding], engines: list[dict], seconds: float) -> str:
+    lines = [f"kvops doctor --target {visible(url)}: {len(engines)} engine(s), {seconds:g} s interval"]
+    if not found:
+        lines.append("  no live offload signal in the interval")
+    for f in found:
+        where = f"{visible(f.model_name)} engine {visible(f.engine)} ({f.engine_kind})"
+        lines.append(f"  {f.severity:<8} {f.id:<42} {where}: {visible(f.evidence)}")
+        lines.append(f"           playbook: {f.playbook}")
+    return "\n".join(lines)
