@@ -133,6 +133,17 @@ def _run(args: argparse.Namespace) -> int:
             # the log stays the evidence; only the command rebuilt from it is given up
             cmd, unread_args = None, str(exc)
         from_log = cmd is not None
+    model_note = None
+    if model is None and cmd is not None:
+        from kvops.doctor.known_models import shipped_config_for
+        from kvops.termsafe import visible
+
+        model = shipped_config_for(cmd.served_model())
+        if model is not None:
+            model_note = (
+                f"model read from its name {visible(cmd.served_model())!r}: the architecture of its "
+                "published config.json, shipped with kvops; pass --model DIR|config.json for yours"
+            )
     version, source = resolve_version(args.vllm_version, scan)
     host_ram = _size_arg("--host-ram", args.host_ram)
     shm = _size_arg("--shm", args.shm)
@@ -160,6 +171,8 @@ def _run(args: argparse.Namespace) -> int:
     )
     if cmd_note:
         result.notes.insert(0, cmd_note)
+    if model_note:
+        result.notes.append(model_note)
     if from_log:
         result.notes.append("no --cmd: the serve command was rebuilt from the log's non-default args line")
     if unread_args:
