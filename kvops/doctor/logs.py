@@ -61,7 +61,9 @@ FACTS: dict[str, re.Pattern[str]] = {
     "lmcache": re.compile(r"lmcache", re.I),
     "rocm": re.compile(
         r"\brocm|\bhip\b|gfx9\d\d|gfx1[01]\d\d|\bmi[23]\d\dx?\b|aiter|composable_kernel|ck_moe|ck_tile"
-        r"|vllm_rocm_|\bamd\b|radeon|/dev/kfd|vllm-openai-rocm",
+        r"|vllm_rocm_|\bamd\b|radeon|/dev/kfd|vllm-openai-rocm"
+        # Composable Kernel's own words: CK is AMD's kernel library, built for ROCm only
+        r"|wrong! device_gemm|device_gemm with the specified compilation",
         re.I,
     ),
     "fp8_kv": re.compile(
