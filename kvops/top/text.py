@@ -31,7 +31,7 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
             continue
         rows.append((
             visible(row.target),
-            visible(row.model or "(no vLLM engine)"),
+            visible(row.model or row.kind or units.UNKNOWN),  # KVBM names no model: its kind
             visible(row.engine),
             units.pct(row.get("kv_cache_usage")),
             units.pct(row.get("local_hit_rate")),
