@@ -57,19 +57,22 @@ CHARTS: tuple[Chart, ...] = (
     Chart("saved", "Tokens saved", "k tok/s", ()),
 )  # fmt: skip
 
-TIER_LABELS = {"gpu": "GPU cache", "host": "host RAM", "disk": "disk", "storage": "storage",
-               "peer": "peer", "external": "connector"}  # fmt: skip
+TIER_LABELS = {"gpu": "GPU", "host": "host", "disk": "disk", "storage": "storage", "peer": "peer",
+               "external": "connector"}  # fmt: skip
 TIER_STYLES = {"gpu": "green", "host": "cyan", "disk": "yellow", "storage": "magenta", "peer": "blue",
                "external": "cyan"}  # fmt: skip
 
 
 def saved_lines(trend: Trend) -> tuple[Line, ...]:
-    """The "tokens saved" chart's lines: one per tier whose tokens_saved the trend holds
-    (rates' per-tier figures; the GPU cache and offload tier hits where an engine has no split)."""
+    """The "tokens saved" chart's lines: the GPU cache, and each other tier whose tokens_saved
+    the trend holds (rates' per-tier figures; the connector's hits where an engine has no
+    split) and that served a token in its history: a tier that served none stays a 0 in the
+    detail view rather than a flat line and a legend entry here."""
+    rings = trend.deltas
     return tuple(
         Line(TIER_LABELS[tier], f"saved_{tier}", None, 1000.0, TIER_STYLES[tier])
         for tier in TIERS
-        if f"saved_{tier}" in trend.deltas
+        if f"saved_{tier}" in rings and (tier == "gpu" or any(rings[f"saved_{tier}"]))
     )
 
 
