@@ -94,7 +94,8 @@ async def test_detail_view_lists_vllm_0_33s_tiers_as_the_truth_says():
         host = tier_line(screen, "host")  # vLLM's CPU offloading: the host tier
         assert host[1] == f"{iv['external_prefix_cache_hit_rate'] * 100:.1f}"
         assert host[3] == str(delta["external_prefix_cache_hits"])
-        assert host[6] == f"{delta['store_bytes'] / 1e9:.2f}" and host[8] == f"{delta['load_bytes'] / 1e9:.2f}"
+        assert host[6] == f"{delta['store_bytes'] / 1e9:.2f}"
+        assert host[8] == f"{delta['load_bytes'] / 1e9:.2f}"
         assert host[10] == f"{iv['store_bandwidth_bytes_per_transfer_second'] / 1e9:.2f}"
         assert host[11] == f"{iv['load_bandwidth_bytes_per_transfer_second'] / 1e9:.2f}"
         for tier in ("disk", "peer"):  # counted by prompt_tokens_cached_by_source: served none
