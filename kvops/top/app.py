@@ -150,7 +150,7 @@ HELP_TEXT = """\
 [b]Keys[/b]
   q          quit (from any screen)
   ?          this help (Esc closes it)
-  /          filter targets by URL or model (Enter keeps it, Esc clears)
+  /          filter targets by URL, model or engine kind (Enter keeps it, Esc clears)
   q, Ctrl-C  quit (from any screen)
   s          sort: target, local hit, external hit, store, load, KV usage,
              requests (running + waiting), preemptions
@@ -159,7 +159,8 @@ HELP_TEXT = """\
   p          pause / resume scraping
   ↑ ↓        pick a target (PgUp PgDn Home End)
   ← →        scroll sideways when the terminal is narrower than the table
-  Enter      detail view of the target (Esc goes back)
+  Enter      detail view of the target: every figure, each tier, the derived
+             signals (Esc goes back)
 
 [b]Columns[/b] (over the last interval)
   KV %         GPU KV cache in use now
@@ -169,6 +170,8 @@ HELP_TEXT = """\
                (store = GPU → offload tier, load = back to GPU)
   Load:Store   bytes loaded per byte stored
   Stored/s, Loaded/s  sparklines of bytes moved per wall-clock second
+  Kind         the engine kind, when the page mixes kinds
+  Host, Disk, Stor., Peer, Conn. hit %  further tiers' hit rates (where wide enough)
 
 [b]Units[/b]  GB/s = 10⁹ bytes per second · memory in GiB = 2³⁰ bytes · ratios in %.
 "-" means unknown: the target does not expose it, or nothing moved.
