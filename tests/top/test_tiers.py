@@ -305,3 +305,19 @@ async def test_a_page_of_mixed_kinds_names_each_rows_kind():
                              "kvbm": "dynamo-kvbm", "trtllm": "trtllm"}  # fmt: skip
             await pilot.press("slash", *"dynamo", "enter")  # the filter matches kinds too
             await wait_until(pilot, lambda: len(cells(app)) == 1)
+
+
+def test_once_text_names_each_rows_kind_on_a_mixed_page(capsys):
+    with engines() as urls:
+        source = LiveSource(urls, timeout=2.0, hardware=False)
+        try:
+            assert print_once(source, 0.2, False, View()) == 0
+        finally:
+            source.close()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[:4] == ["TARGET", "MODEL", "ENG", "KIND"]
+    kinds = {line.split()[0].rsplit("/", 1)[1]: line.split()[3] for line in lines[1:6]}
+    assert kinds == {"vllm-a": "vllm", "vllm-b": "vllm", "sglang": "sglang",
+                     "kvbm": "dynamo-kvbm", "trtllm": "trtllm"}  # fmt: skip
+    kvbm = next(line.split() for line in lines if line.split()[0].endswith("/kvbm"))
+    assert kvbm[1] == "dynamo-kvbm"  # no model on its page: its kind in the model column
