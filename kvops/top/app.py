@@ -14,6 +14,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -25,11 +26,12 @@ from textual.widgets import Footer, Input, Static
 
 from kvops.snapshot import Snapshot
 from kvops.termsafe import visible
-from kvops.top import units
+from kvops.top import fleet, units
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
 from kvops.top.command import View
 from kvops.top.table import TargetTable
+from kvops.top.tiers_view import signals_table, tiers_table
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +52,24 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("store_trend", "Stored\nper s"),
     ("load_trend", "Loaded\nper s"),
 )
-NUMERIC_COLUMNS = frozenset(
-    ("kv", "local", "external", "store", "load", "ratio", "running", "waiting", "preempt")
+# Shown only where the page needs them: the engine kind when the page mixes kinds, and the
+# hit rate of each tier beyond the GPU cache and the offload tier ("Ext") that some engine has.
+KIND_COLUMN = ("kind", "Kind")
+TIER_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("host", "hit_host", "Host\nhit %"),
+    ("disk", "hit_disk", "Disk\nhit %"),
+    ("storage", "hit_storage", "Stor.\nhit %"),
+    ("peer", "hit_peer", "Peer\nhit %"),
+    ("external", "hit_external", "Conn.\nhit %"),
 )
+NUMERIC_COLUMNS = frozenset(
+    ("kv", "local", "external", "store", "load", "ratio", "running", "waiting", "preempt",
+     *(key for _, key, _ in TIER_COLUMNS))
+)  # fmt: skip
 # Left out first when the terminal is narrow (the detail view and the charts still have
 # them); target, model, KV % and the two hit rates always stay.
 DROP_ORDER = (
+    *(key for _, key, _ in reversed(TIER_COLUMNS)),
     "load_trend",
     "store_trend",
     "engine",
@@ -65,7 +79,54 @@ DROP_ORDER = (
     "waiting",
     "load",
     "store",
+    "kind",
 )
+
+# `--group-by`: one row per group, figures summed as kvops.top.fleet.group() sums them.
+GROUP_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("group", "Group"),
+    ("engines", "Engines"),
+    ("down", "Down"),
+    ("local", "Local\nhit %"),
+    ("external", "Ext\nhit %"),
+    ("store", "Store\nGB/s"),
+    ("load", "Load\nGB/s"),
+    ("stored", "Stored/s\nGB"),
+    ("loaded", "Loaded/s\nGB"),
+    ("running", "Run"),
+    ("waiting", "Wait"),
+    ("preempt", "Pre-\nempt"),
+)
+GROUP_NUMERIC = frozenset(key for key, _ in GROUP_COLUMNS if key != "group")
+GROUP_DROP_ORDER = ("loaded", "stored", "preempt", "waiting", "running", "load", "store", "down")
+
+
+def tier_hit_rate(row: Row, tier: str) -> float | None:
+    """A tier's hit rate over the interval, else the engine's own gauge for it (KVBM's,
+    over its own window); None where the engine has neither."""
+    figures = ((row.get("tiers") or {}).get(tier)) or {}
+    rate = figures.get("hit_rate")
+    return rate if rate is not None else figures.get("engine_hit_rate")
+
+
+def columns_for(rows: list[Row]) -> tuple[tuple[str, str], ...]:
+    """The main table's columns for these rows: the kind where kinds are mixed, and the
+    tiers whose hit rate some row has beyond what its Ext column already shows."""
+    kinds = {row.kind for row in rows if row.kind}
+    tiers = [
+        (key, label)
+        for tier, key, label in TIER_COLUMNS
+        if any(
+            (rate := tier_hit_rate(row, tier)) is not None and rate != row.get("external_hit_rate")
+            for row in rows
+        )
+    ]
+    out = list(COLUMNS)
+    if len(kinds) > 1:
+        out.insert(3, KIND_COLUMN)
+    at = next(i for i, (key, _) in enumerate(out) if key == "external") + 1
+    out[at:at] = tiers
+    return tuple(out)
 
 
 class Source(Protocol):
@@ -89,7 +150,7 @@ HELP_TEXT = """\
 [b]Keys[/b]
   q          quit (from any screen)
   ?          this help (Esc closes it)
-  /          filter targets by URL or model (Enter keeps it, Esc clears)
+  /          filter targets by URL, model or engine kind (Enter keeps it, Esc clears)
   q, Ctrl-C  quit (from any screen)
   s          sort: target, local hit, external hit, store, load, KV usage,
              requests (running + waiting), preemptions
@@ -98,7 +159,8 @@ HELP_TEXT = """\
   p          pause / resume scraping
   ↑ ↓        pick a target (PgUp PgDn Home End)
   ← →        scroll sideways when the terminal is narrower than the table
-  Enter      detail view of the target (Esc goes back)
+  Enter      detail view of the target: every figure, each tier, the derived
+             signals (Esc goes back)
 
 [b]Columns[/b] (over the last interval)
   KV %         GPU KV cache in use now
@@ -108,6 +170,8 @@ HELP_TEXT = """\
                (store = GPU → offload tier, load = back to GPU)
   Load:Store   bytes loaded per byte stored
   Stored/s, Loaded/s  sparklines of bytes moved per wall-clock second
+  Kind         the engine kind, when the page mixes kinds
+  Host, Disk, Stor., Peer, Conn. hit %  further tiers' hit rates (where wide enough)
 
 [b]Units[/b]  GB/s = 10⁹ bytes per second · memory in GiB = 2³⁰ bytes · ratios in %.
 "-" means unknown: the target does not expose it, or nothing moved.
@@ -193,13 +257,16 @@ class DetailScreen(Screen[None]):
         table.add_row("target", Text(visible(row.target)))
         table.add_row("model", Text(visible(row.model or units.UNKNOWN)))
         table.add_row("engine", Text(visible(row.engine or units.UNKNOWN)))
+        table.add_row("engine kind", Text(visible(row.kind or units.UNKNOWN)))
         table.add_row(
             "state",
             Text("up", style="green") if row.up else Text(f"down: {visible(row.error)}", "bold red"),
         )
         for label, name, fmt in _DETAIL_FIELDS:
             table.add_row(label, fmt(row.get(name)))
-        self.query_one("#detail-figures", Static).update(table)
+        layout = Table.grid(padding=(0, 4))
+        layout.add_row(table, signals_table(row))
+        self.query_one("#detail-figures", Static).update(Group(layout, tiers_table(row)))
         window = getattr(self.app, "window", 10.0)
         subject = f"{_short_target(row.target)} {_short_model(row.model)}"
         self.query_one("#detail-charts", ChartPanel).draw(row.trend, subject, window, None, self.board.frames)
@@ -219,35 +286,76 @@ def _short_target(target: str) -> str:
     return visible(target.removeprefix("http://"))
 
 
-def _row_cells(row: Row) -> list[Text]:
+def _model_cell(row: Row) -> Text:
+    """The model, else the engine kind (KVBM's page names no model, LMCache's is per worker)."""
+    if row.model:
+        return Text(_short_model(row.model))
+    return Text(visible(row.kind) or units.UNKNOWN, style="dim")
+
+
+def _row_cells(row: Row) -> dict[str, Text]:
     if not row.up:
-        down = Text("down", style="bold red")
-        return [Text(_short_target(row.target), style="red"), Text(_short_model(row.model)),
-                Text(visible(row.engine)), down, *[Text(units.UNKNOWN) for _ in range(8)],
-                Text(units.sparkline(list(row.store_history), SPARK_WIDTH)),
-                Text(units.sparkline(list(row.load_history), SPARK_WIDTH))]  # fmt: skip
+        cells = {key: Text(units.UNKNOWN) for key, _ in COLUMNS}
+        cells.update({key: Text(units.UNKNOWN) for _, key, _ in TIER_COLUMNS})
+        cells.update(
+            target=Text(_short_target(row.target), style="red"), model=_model_cell(row),
+            engine=Text(visible(row.engine)), kv=Text("down", style="bold red"),
+            kind=Text(visible(row.kind)),
+            store_trend=Text(units.sparkline(list(row.store_history), SPARK_WIDTH)),
+            load_trend=Text(units.sparkline(list(row.load_history), SPARK_WIDTH)),
+        )  # fmt: skip
+        return cells
     kv = row.get("kv_cache_usage")
     local, external = row.get("local_hit_rate"), row.get("external_hit_rate")
 
     def num(value: float | None, scale: float, digits: int) -> str:
         return units.UNKNOWN if value is None else f"{value / scale:.{digits}f}"
 
-    return [
-        Text(_short_target(row.target)),
-        Text(_short_model(row.model)) if row.model else Text("no vLLM engine", style="dim"),
-        Text(visible(row.engine)),
-        Text(num(kv, 0.01, 1), style=units.usage_style(kv)),
-        Text(num(local, 0.01, 1), style=units.hit_rate_style(local)),
-        Text(num(external, 0.01, 1), style=units.hit_rate_style(external)),
-        Text(num(row.get("store_bandwidth_bytes_per_second"), units.GB, 2)),
-        Text(num(row.get("load_bandwidth_bytes_per_second"), units.GB, 2)),
-        Text(units.ratio(row.get("load_store_ratio"))),
-        Text(units.count(row.get("requests_running"))),
-        Text(units.count(row.get("requests_waiting"))),
-        Text(units.count(row.get("preemptions"))),
-        Text(units.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
-        Text(units.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
-    ]
+    cells = {
+        "target": Text(_short_target(row.target)),
+        "model": _model_cell(row),
+        "engine": Text(visible(row.engine)),
+        "kind": Text(visible(row.kind)),
+        "kv": Text(num(kv, 0.01, 1), style=units.usage_style(kv)),
+        "local": Text(num(local, 0.01, 1), style=units.hit_rate_style(local)),
+        "external": Text(num(external, 0.01, 1), style=units.hit_rate_style(external)),
+        "store": Text(num(row.get("store_bandwidth_bytes_per_second"), units.GB, 2)),
+        "load": Text(num(row.get("load_bandwidth_bytes_per_second"), units.GB, 2)),
+        "ratio": Text(units.ratio(row.get("load_store_ratio"))),
+        "running": Text(units.count(row.get("requests_running"))),
+        "waiting": Text(units.count(row.get("requests_waiting"))),
+        "preempt": Text(units.count(row.get("preemptions"))),
+        "store_trend": Text(units.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
+        "load_trend": Text(units.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
+    }
+    for tier, key, _ in TIER_COLUMNS:
+        rate = tier_hit_rate(row, tier)
+        cells[key] = Text(num(rate, 0.01, 1), style=units.hit_rate_style(rate))
+    return cells
+
+
+def _group_cells(group: dict[str, Any]) -> dict[str, Text]:
+    """One --group-by row, the figures kvops.top.fleet.group() summed."""
+
+    def num(name: str, scale: float, digits: int) -> Text:
+        value = group.get(name)
+        style = units.hit_rate_style(value) if name.endswith("hit_rate") else ""
+        return Text(units.UNKNOWN if value is None else f"{value / scale:.{digits}f}", style=style)
+
+    return {
+        "group": Text(visible(group["group"]) or units.UNKNOWN),
+        "engines": Text(str(group["engines"])),
+        "down": Text(str(group["engines_down"]), style="bold red" if group["engines_down"] else ""),
+        "local": num("local_hit_rate", 0.01, 1),
+        "external": num("external_hit_rate", 0.01, 1),
+        "store": num("store_bandwidth_bytes_per_second", units.GB, 2),
+        "load": num("load_bandwidth_bytes_per_second", units.GB, 2),
+        "stored": num("store_offered_bytes_per_second", units.GB, 2),
+        "loaded": num("load_offered_bytes_per_second", units.GB, 2),
+        "running": Text(units.count(group.get("requests_running"))),
+        "waiting": Text(units.count(group.get("requests_waiting"))),
+        "preempt": Text(units.count(group.get("preemptions"))),
+    }
 
 
 def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
@@ -337,6 +445,7 @@ class TopApp(App[int]):
         self.text_filter = view.text_filter
         self.top = view.top
         self.window = view.window
+        self.group_by = view.group_by  # rows are groups of engines (model, instance or kind)
         self.charts_follow_cursor = False  # False: the fleet summed
         self.ended = False  # a replay played its last frame
         self._scraping = False
@@ -371,7 +480,9 @@ class TopApp(App[int]):
             # target order; a sort on a figure needs every engine's figures.
             table = self.query_one("#targets", TargetTable)
             room = max(1, int(self.size.height * 0.6) - 2, table.size.height - 2)
-            set_page(room if self.sort_index == 0 else None, self.text_filter)
+            # Groups sum every engine.
+            whole = self.sort_index != 0 or self.group_by is not None
+            set_page(None if whole else room, "" if self.group_by else self.text_filter)
         # A daemon thread rather than a Textual thread worker: those run on asyncio's default
         # executor, which the process waits for at exit, so `q` during a hung scrape would
         # hang for the whole scrape timeout.
@@ -457,6 +568,8 @@ class TopApp(App[int]):
             parts.append((f"{down} down", "bold red"))
         if self.board.rows_cut:
             parts.append((f"{self.board.rows_cut} more engine(s) not kept (row cap)", "bold yellow"))
+        if self.group_by:
+            parts.append((f"grouped by {self.group_by}", "bold"))
         parts.append((f"sort: {SORTS[self.sort_index][0]}", ""))
         if self.charts_follow_cursor:  # else the charts are the fleet's, the usual case
             parts.append((f"charts: {visible(self.query_one('#charts', ChartPanel).subject)}", ""))
@@ -476,10 +589,45 @@ class TopApp(App[int]):
         self._update("#status", repr(status), lambda: status)
 
     def _render_table(self) -> None:
+        table = self.query_one("#targets", TargetTable)
+        if self.group_by:
+            self._render_groups(table, self.group_by)
+            return
         rows = self.board.visible(self.text_filter, self.sort_index)
-        self.query_one("#targets", TargetTable).set_rows(
-            [row.key for row in rows], lambda i: _row_cells(rows[i])
-        )
+        columns = columns_for(rows)
+        table.set_columns(columns, NUMERIC_COLUMNS, DROP_ORDER)
+        keys = [key for key, _ in columns]
+
+        def cells_of(i: int) -> list[Text]:
+            cells = _row_cells(rows[i])
+            return [cells[key] for key in keys]
+
+        table.set_rows([row.key for row in rows], cells_of)
+
+    def _render_groups(self, table: TargetTable, by: str) -> None:
+        """One row per group: what `--once --group-by` prints, from the same fleet.group()."""
+        groups = fleet.group(fleet.filtered(self.board.doc or {}, self.text_filter), by)
+        _, figure, worst_first_low = SORTS[self.sort_index % len(SORTS)]
+        if figure is not None:
+
+            def value(g: dict[str, Any]) -> float | None:
+                if figure == "requests":
+                    running, waiting = g.get("requests_running"), g.get("requests_waiting")
+                    return None if running is None and waiting is None else (running or 0) + (waiting or 0)
+                return g.get(figure)
+
+            known = sorted((g for g in groups if value(g) is not None), key=lambda g: (value(g), g["group"]),
+                           reverse=not worst_first_low)  # fmt: skip
+            groups = known + [g for g in groups if value(g) is None]
+        columns = (("group", by.capitalize()), *GROUP_COLUMNS[1:])
+        table.set_columns(columns, GROUP_NUMERIC, GROUP_DROP_ORDER)
+        keys = [key for key, _ in columns]
+
+        def cells_of(i: int) -> list[Text]:
+            cells = _group_cells(groups[i])
+            return [cells[key] for key in keys]
+
+        table.set_rows([(f"--group-by {by}", g["group"], "") for g in groups], cells_of)
 
     # --- actions ----------------------------------------------------------------------------
     def action_help(self) -> None:
@@ -531,7 +679,8 @@ class TopApp(App[int]):
             event.stop()
 
     def on_target_table_selected(self, event: TargetTable.Selected) -> None:
-        self.push_screen(DetailScreen(self.board, event.key))
+        if event.key in self.board.rows:  # a --group-by row has no detail of its own
+            self.push_screen(DetailScreen(self.board, event.key))
 
     def on_unmount(self) -> None:
         self.source.close()

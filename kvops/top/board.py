@@ -52,6 +52,11 @@ class Row:
     def engine(self) -> str:
         return self.key[2]
 
+    @property
+    def kind(self) -> str:
+        """The engine kind (vllm, sglang, dynamo-kvbm, trtllm, lmcache); "" while never seen up."""
+        return str(self.figures.get("engine_kind") or "")
+
     def get(self, name: str) -> Any:
         """A figure, or None while the row is down (stale numbers must not look live)."""
         if not self.up:
@@ -123,8 +128,9 @@ class Board:
             else:
                 seen.update(self._update_down(entry["target"], entry.get("error")))
         for target in snap.targets:
-            if target.up and not target.engines:  # up, but no vLLM engine (LMCache only)
-                seen.add(self._update_engineless(target.target))
+            if target.up and not target.engines:  # up, but no engine rates cover (LMCache only)
+                kind = target.lmcache[0].engine_kind if target.lmcache else ""
+                seen.add(self._update_engineless(target.target, kind))
         self.fleet_engines = None if fleet is None else fleet[1]
         for key, row in list(self.rows.items()):
             if key not in seen and fleet is not None:  # off the page: not shown, not down
@@ -180,12 +186,12 @@ class Board:
         row.trend.append(self._end, self._seconds, deltas_of(entry) if self._seconds else None)
         return key
 
-    def _update_engineless(self, target: str) -> RowKey:
+    def _update_engineless(self, target: str, kind: str) -> RowKey:
         key: RowKey = (target, "", "")
         row = self.rows.get(key)
         if row is None:
             row = self.rows[key] = Row(key)
-        row.figures = {}
+        row.figures = {"engine_kind": kind} if kind else {}
         row.up = True
         row.error = None
         row.down_frames = 0
@@ -213,9 +219,10 @@ class Board:
         row.trend.append(self._end, self._seconds, None)
 
     def visible(self, text_filter: str = "", sort: int = 0) -> list[Row]:
-        """Rows whose target or model contains the filter (case-insensitive), sorted."""
+        """Rows whose target, model or engine kind contains the filter (case-insensitive), sorted."""
         needle = text_filter.lower()
-        rows = [r for r in self.rows.values() if needle in r.target.lower() or needle in r.model.lower()]
+        rows = [r for r in self.rows.values()
+                if needle in r.target.lower() or needle in r.model.lower() or needle in r.kind]  # fmt: skip
         _, figure, worst_first_low = SORTS[sort % len(SORTS)]
         if figure is None:
             return sorted(rows, key=lambda r: r.key)
@@ -223,6 +230,10 @@ class Board:
         unknown = [r for r in rows if r.get(figure) is None]
         known.sort(key=lambda r: (r.get(figure), r.key), reverse=not worst_first_low)
         return known + sorted(unknown, key=lambda r: r.key)
+
+    def kinds(self) -> set[str]:
+        """The engine kinds of the rows up (more than one: the table names each row's kind)."""
+        return {r.kind for r in self.rows.values() if r.up and r.kind}
 
     def offload_tier_bytes(self) -> float | None:
         """The largest configured offload tier among the engines up: what /dev/shm must hold

@@ -1,5 +1,5 @@
 """The main screen's time-series charts: hit rate per tier, transfer bandwidth, prefill tokens
-saved per second, each smoothed over a window the user picks (`w`: 1 s / 10 s / 1 min).
+saved per second by each tier, each smoothed over a window the user picks (`w`: 1 s / 10 s / 1 min).
 
 Drawn by linechart.LineChart (braille lines, a y axis with ticks, time marks; why not a kept
 charting widget: see there). The charts are for the whole fleet (every engine summed) or for
@@ -21,7 +21,7 @@ from textual.containers import Horizontal
 
 from kvops.top import units
 from kvops.top.linechart import AXIS_WIDTH, LineChart, nice_ceiling
-from kvops.top.series import Trend
+from kvops.top.series import TIERS, Trend
 
 Points = list[tuple[float, float | None]]  # (seconds before now, value)
 
@@ -53,11 +53,27 @@ CHARTS: tuple[Chart, ...] = (
         Line("stored", "store_bytes", None, units.GB, "magenta"),
         Line("loaded", "load_bytes", None, units.GB, "yellow"),
     )),
-    Chart("saved", "Tokens saved", "k tok/s", (
-        Line("GPU cache", "local_hits", None, 1000.0, "green"),
-        Line("offload tier", "external_hits", None, 1000.0, "cyan"),
-    )),
+    # Lines per tier the trend has (saved_lines): prompt tokens each tier served per second.
+    Chart("saved", "Tokens saved", "k tok/s", ()),
 )  # fmt: skip
+
+TIER_LABELS = {"gpu": "GPU", "host": "host", "disk": "disk", "storage": "storage", "peer": "peer",
+               "external": "connector"}  # fmt: skip
+TIER_STYLES = {"gpu": "green", "host": "cyan", "disk": "yellow", "storage": "magenta", "peer": "blue",
+               "external": "cyan"}  # fmt: skip
+
+
+def saved_lines(trend: Trend) -> tuple[Line, ...]:
+    """The "tokens saved" chart's lines: the GPU cache, and each other tier whose tokens_saved
+    the trend holds (rates' per-tier figures; the connector's hits where an engine has no
+    split) and that served a token in its history: a tier that served none stays a 0 in the
+    detail view rather than a flat line and a legend entry here."""
+    rings = trend.deltas
+    return tuple(
+        Line(TIER_LABELS[tier], f"saved_{tier}", None, 1000.0, TIER_STYLES[tier])
+        for tier in TIERS
+        if f"saved_{tier}" in rings and (tier == "gpu" or any(rings[f"saved_{tier}"]))
+    )
 
 
 def span_for(window: float) -> float:
@@ -126,14 +142,15 @@ class ChartPanel(Horizontal):
         widget = self.query_one(f"#chart-{chart.key}", LineChart)
         # The legend is the title's second line (a legend box inside a small chart hides data).
         title = Text(f"{chart.title} ({chart.unit}) · {_window_text(window)} window\n", style="bold")
-        for line in chart.lines:
+        lines = saved_lines(trend) if chart.key == "saved" else chart.lines
+        for line in lines:
             title.append("━ ", style=line.style).append(f"{line.label}  ")
         span = span_for(window)
         pixels = 2 * max(1, widget.size.width - AXIS_WIDTH)  # braille: two dots a cell
         drawn: dict[str, Points] = {}
         plotted: list[tuple[str, Points]] = []
         top = 0.0
-        for line in chart.lines:
+        for line in lines:
             points = series(trend, line, window, span)
             drawn[line.label] = points
             top = max([top, *(y for _, y in points if y is not None)])

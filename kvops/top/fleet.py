@@ -41,6 +41,19 @@ def hits(entry: dict[str, Any], tier: str) -> float | None:
     return None if rate is None or queries is None else rate * queries
 
 
+def filtered(doc: dict[str, Any], text_filter: str) -> dict[str, Any]:
+    """The document with only the engines whose target, model or kind contains the filter
+    (case-insensitive), as the table and `--once --json` filter them."""
+    needle = text_filter.lower()
+    if not needle:
+        return doc
+    keep = [
+        e for e in doc.get("targets") or []
+        if any(needle in str(e.get(name) or "").lower() for name in ("target", "model_name", "engine_kind"))
+    ]  # fmt: skip
+    return {**doc, "targets": keep}
+
+
 def group(doc: dict[str, Any], by: str) -> list[dict[str, Any]]:
     """One entry per group of the rates.interval() document's targets, largest first."""
     key_of = GROUPS[by]

@@ -21,6 +21,11 @@ HISTORY_POINTS = 300  # 5 minutes at the default 1 s interval
 
 # Per-interval deltas kept per engine, as kvops.rates.interval() names them.
 DELTAS = ("local_hits", "local_queries", "external_hits", "external_queries", "store_bytes", "load_bytes")
+# The tiers of docs/tiers.md, in the order the charts and the detail view list them.
+TIERS = ("gpu", "host", "disk", "storage", "peer", "external")
+# Prompt tokens each tier served in the interval (its `tokens_saved`). Kept only for the tiers
+# an engine has: their rings are made at the first known value (most engines have two).
+SAVED = tuple(f"saved_{tier}" for tier in TIERS)
 
 
 class Ring:
@@ -67,12 +72,23 @@ def deltas_of(entry: dict[str, Any]) -> dict[str, float | None]:
             out[f"{tier}_hits"] = 0.0 if queries == 0 else None
     out["store_bytes"] = entry.get("store_bytes")
     out["load_bytes"] = entry.get("load_bytes")
+    tiers = entry.get("tiers") or {}
+    for tier, name in zip(TIERS, SAVED, strict=True):
+        saved = (tiers.get(tier) or {}).get("tokens_saved")
+        if saved is not None:
+            out[name] = saved
+    # An entry without the tier split (a store's fleet sums): the GPU cache served its hits,
+    # the connector its external hits.
+    if out.get("saved_gpu") is None:
+        out["saved_gpu"] = out["local_hits"]
+    if not any(out.get(name) is not None for name in SAVED[1:]):
+        out["saved_external"] = out["external_hits"]
     return out
 
 
 def add(total: dict[str, float | None], part: dict[str, float | None]) -> None:
     """Sum `part` into `total`; a figure unknown everywhere stays None."""
-    for name in DELTAS:
+    for name in (*DELTAS, *SAVED):
         value = part.get(name)
         if value is not None:
             total[name] = (total.get(name) or 0.0) + value
@@ -91,6 +107,11 @@ class Trend:
     def append(self, end: float, seconds: float | None, deltas: dict[str, float | None] | None) -> None:
         self.ends.append(end)
         self.seconds.append(seconds)
+        for name in SAVED:  # a tier seen for the first time: unknown in the frames before
+            if deltas is not None and deltas.get(name) is not None and name not in self.deltas:
+                ring = self.deltas[name] = Ring(self.ends.size)
+                for _ in range(len(self.ends) - 1):
+                    ring.append(None)
         for name, ring in self.deltas.items():
             ring.append(None if deltas is None else deltas.get(name))
 

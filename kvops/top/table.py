@@ -71,7 +71,7 @@ class TargetTable(Widget, can_focus=True):
         self.right = [key in right for key, _ in self.columns]  # numbers line up on the right
         keys = [key for key, _ in self.columns]
         # Column indexes in the order they are left out when the width is short.
-        self.drop_order = [keys.index(key) for key in drop_order]
+        self.drop_order = [keys.index(key) for key in drop_order if key in keys]
         self.shown_columns: list[int] = list(range(len(self.columns)))
         self.keys: list[RowKey] = []
         self._cells_of: Callable[[int], list[Text]] = lambda index: []
@@ -86,6 +86,19 @@ class TargetTable(Widget, can_focus=True):
         self._build()
 
     # --- data -------------------------------------------------------------------------------
+    def set_columns(
+        self, columns: Sequence[tuple[str, str]], right: frozenset[str], drop_order: Sequence[str]
+    ) -> None:
+        """Other columns (a tier or engine kind that came or went, the --group-by table); the
+        next set_rows draws them."""
+        if list(columns) == self.columns:
+            return
+        self.columns = list(columns)
+        self.right = [key in right for key, _ in self.columns]
+        keys = [key for key, _ in self.columns]
+        self.drop_order = [keys.index(key) for key in drop_order if key in keys]
+        self._left = 0
+
     @property
     def row_count(self) -> int:
         return len(self.keys)

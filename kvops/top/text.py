@@ -25,13 +25,13 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
         shown, rest = shown[: view.top], len(shown) - view.top
     for row in shown:
         if not row.up:
-            rows.append((visible(row.target), visible(row.model or units.UNKNOWN),
+            rows.append((visible(row.target), visible(row.model or row.kind or units.UNKNOWN),
                          visible(row.engine or units.UNKNOWN), f"DOWN: {visible(row.error)}",
                          *([""] * 8)))  # fmt: skip
             continue
         rows.append((
             visible(row.target),
-            visible(row.model or "(no vLLM engine)"),
+            visible(row.model or row.kind or units.UNKNOWN),  # KVBM names no model: its kind
             visible(row.engine),
             units.pct(row.get("kv_cache_usage")),
             units.pct(row.get("local_hit_rate")),
@@ -43,6 +43,9 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
             units.count(row.get("requests_waiting")),
             units.count(row.get("preemptions")),
         ))  # fmt: skip
+    if len({row.kind for row in shown if row.up and row.kind}) > 1:  # mixed kinds: name each
+        kinds = ["KIND", *(visible(row.kind) for row in shown)]
+        rows = [(*r[:3], kind, *r[3:]) for r, kind in zip(rows, kinds, strict=True)]
     lines = _columns(rows)
     if rest:
         lines.append(f"… and {rest} more engine(s) (--top)")

@@ -189,3 +189,36 @@ def test_kvops_demo_in_tmux_shows_the_simulated_vllm_live_and_quits(tmp_path):
         assert tmux("display-message", "-p", "-t", tmux.session, "#{alternate_on}").strip() == "0"
     finally:
         subprocess.run(["tmux", "-S", tmux.socket, "kill-server"], capture_output=True, timeout=20)
+
+
+def test_detail_view_of_a_kvbm_in_tmux_lists_its_tiers(tmp_path):
+    """Enter on KVBM's row in a real terminal: its kind, each tier's blocks moved and the
+    engine's own hit-rate gauges, as tests/fixtures/dynamo-kvbm/truth.json says."""
+    import json
+
+    kvbm = ROOT / "tests" / "fixtures" / "dynamo-kvbm"
+    d1, d2 = json.loads((kvbm / "truth.json").read_text())["dumps"]
+    c1, c2 = d1["counters"], d2["counters"]
+    tmux = Tmux(tmp_path)
+    exit_file = tmp_path / "exit"
+    start_shell(tmux, tmp_path, 120, 40)
+    try:
+        command = (f"cd {ROOT} && {sys.executable} -m kvops.cli top --replay {kvbm / 'kvbm-t1.prom'} "
+                   f"{kvbm / 'kvbm-t2.prom'}; echo EXIT=$? > {exit_file}")  # fmt: skip
+        tmux("send-keys", "-t", tmux.session, command, "Enter")
+        screen = tmux.wait_for("holding the last frame")
+        rows = [line.split() for line in screen.splitlines() if line.split()[:1] == ["replay"]]
+        assert [row[1] for row in rows] == ["of", "dynamo-kvbm"]  # the status line, then the row
+        assert "no vLLM engine" not in screen
+        tmux("send-keys", "-t", tmux.session, "Enter")
+        detail = tmux.wait_for("Tiers")
+        host = next(line.split() for line in detail.splitlines() if line.split()[:1] == ["host"])
+        moved = [str(c2["offload_blocks_d2h"] - c1["offload_blocks_d2h"]), "blocks",
+                 str(c2["onboard_blocks_h2d"] - c1["onboard_blocks_h2d"]), "blocks"]  # fmt: skip
+        assert host[1:3] == [f"{d2['gauges']['host_cache_hit_rate'] * 100:.1f}", "%*"]
+        assert host[5:9] == moved, detail
+        assert "engine kind" in detail and "dynamo-kvbm" in detail
+        tmux("send-keys", "-t", tmux.session, "q")
+        assert wait_exit(exit_file) == "EXIT=0"
+    finally:
+        subprocess.run(["tmux", "-S", tmux.socket, "kill-server"], capture_output=True, timeout=20)

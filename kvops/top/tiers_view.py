@@ -1,0 +1,120 @@
+"""The detail view's tier figures as Rich renderables (no Textual here): every tier of one
+engine over the interval, and the derived signals of docs/tiers.md. Everything comes from the
+engine's kvops.rates.interval() entry; untrusted names go through kvops.termsafe.visible().
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+
+from kvops.termsafe import visible
+from kvops.top import units
+from kvops.top.board import Row
+from kvops.top.series import TIERS
+
+
+def _ms(seconds: float | None) -> str:
+    return units.UNKNOWN if seconds is None else f"{seconds * 1000:.2f} ms"
+
+
+# pcie_cross_check's verdicts (kvops.rates), said as a person would.
+CROSS_CHECK_TEXT = {
+    "consistent": ("consistent with the GPUs' PCIe receive", ""),
+    "counted_not_moved": ("loads counted exceed PCIe receive", "bold red"),
+    "moved_not_counted": ("PCIe moved GBs the engine did not count", "bold yellow"),
+}
+
+
+def signals_table(row: Row) -> Table:
+    """The derived signals of docs/tiers.md: is the offload tier paying off, is it full,
+    is it slow, do the engine's figures agree with the bus."""
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="dim")
+    table.add_column()
+    write_only = row.get("write_only_tier")
+    table.add_row(
+        "write-only tier",
+        Text(units.UNKNOWN) if write_only is None
+        else Text("yes: stored, never loaded back", "bold red") if write_only else Text("no"),
+    )  # fmt: skip
+    saved_per_gb = row.get("offload_tokens_saved_per_gb_moved")
+    table.add_row("offload tokens saved per GB moved", units.count(saved_per_gb))
+    failures = row.get("allocation_failures_per_second")
+    table.add_row(
+        "allocation failures /s",
+        Text(units.UNKNOWN if failures is None else f"{failures:.2f}", style="bold red" if failures else ""),
+    )
+    for label, name in (("stores skipped /s", "stores_skipped_per_second"),
+                        ("tokens dropped /s", "dropped_tokens_per_second")):  # fmt: skip
+        value = row.get(name)
+        table.add_row(label, units.UNKNOWN if value is None else f"{value:.2f}")
+    delays = row.get("lookup_delay_p99_seconds") or {}
+    for mode in ("sync", "async"):
+        table.add_row(f"lookup delay p99 ({mode})", _ms(delays.get(mode)))
+    check = row.get("pcie_cross_check")
+    text, style = CROSS_CHECK_TEXT.get(check or "", (visible(check) if check else units.UNKNOWN, ""))
+    table.add_row("PCIe cross-check", Text(text, style=style))
+    table.add_row("prompt tokens in the interval", units.count(row.get("prompt_tokens")))
+    return table
+
+
+def _moved(figures: dict[str, Any], direction: str) -> str:
+    """Bytes moved one way, else blocks (an engine that counts blocks only: KVBM)."""
+    moved, blocks = figures.get(f"{direction}_bytes"), figures.get(f"{direction}_blocks")
+    if moved is not None:
+        return units.gb(moved)
+    return units.UNKNOWN if blocks is None else f"{blocks:.0f} blocks"
+
+
+def _use(figures: dict[str, Any]) -> str:
+    usage, used, capacity = (
+        figures.get("usage_ratio"),
+        figures.get("used_tokens"),
+        figures.get("capacity_tokens"),
+    )
+    text = units.pct(usage)
+    if used is not None and capacity is not None:
+        text += f" ({used:.0f} of {capacity:.0f} tok)"
+    return text
+
+
+def tiers_table(row: Row) -> Table | Text:
+    """Every tier of the engine (docs/tiers.md) over the interval: hits, prompt tokens it
+    served, bytes and bandwidth each way, how full it is."""
+    tiers = row.get("tiers") or {}
+    if not tiers:
+        return Text("tiers: none measured in this interval", style="dim")
+    table = Table(box=None, padding=(0, 1), header_style="bold", title="Tiers", title_justify="left")
+    for name, justify in (("Tier", "left"), ("Hit %", "right"), ("Tokens saved", "right"),
+                          ("Of prompt", "right"), ("Stored", "right"), ("Loaded", "right"),
+                          ("Store GB/s", "right"), ("Load GB/s", "right"), ("Use", "right")):  # fmt: skip
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    engine_gauge = False
+    for tier in [*(t for t in TIERS if t in tiers), *sorted(t for t in tiers if t not in TIERS)]:
+        figures = tiers[tier] or {}
+        rate = figures.get("hit_rate")
+        if rate is not None:
+            hit = Text(units.pct(rate), style=units.hit_rate_style(rate))
+        elif figures.get("engine_hit_rate") is not None:
+            engine_gauge = True
+            hit = Text(units.pct(figures["engine_hit_rate"]) + "*")
+        else:
+            hit = Text(units.UNKNOWN)
+        table.add_row(
+            Text(visible(tier)),
+            hit,
+            units.count(figures.get("tokens_saved")),
+            units.pct(figures.get("prompt_share")),
+            _moved(figures, "store"),
+            _moved(figures, "load"),
+            units.gbps(figures.get("store_bandwidth_bytes_per_second")).removesuffix(" GB/s"),
+            units.gbps(figures.get("load_bandwidth_bytes_per_second")).removesuffix(" GB/s"),
+            _use(figures),
+        )
+    if engine_gauge:
+        table.caption = "* the engine's own hit-rate gauge, over its own window"
+        table.caption_justify = "left"
+    return table
