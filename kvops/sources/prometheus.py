@@ -346,7 +346,7 @@ class PrometheusSource:
 
         after = Snapshot(time=stamp, targets=[vllm.normalise(to_parse_result(series), "fleet")])
         after.targets[0].up = True
-        entries = [e for e in interval(before_of(after, span), after)["targets"] if e.get("up")]
+        entries = [t.to_json() for t in interval(before_of(after, span), after).targets if t.up]
         return entries[0] if entries else {}
 
     def _decode(self, flavour: Flavour, series: list[dict[str, Any]], stamp: float) -> Snapshot:
