@@ -459,20 +459,49 @@ def _read_matches(
     return result
 
 
+# A wanted line's text up to its label set's "}" -> (name, labels), for lines that parsed and
+# whose `le`/`quantile` labels, if any, are numbers (so no family's TYPE makes them wrong):
+# that text is the same every scrape, only the value after it changes. Histograms make most
+# wanted lines, and this skips the name, the label set and the typed check for all of them.
+_HEADS: dict[str, tuple[str, Labels]] = {}
+_HEADS_MAX = 8192
+
+
 def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...], limit: int) -> str | None:
     """Parse one wanted sample line into result; what is wrong with it, if anything."""
     if result.read == limit:
         result.over_limit = True
         return None
     result.read += 1
-    try:
-        name, labels, value = parse_sample_line(line)
-    except ParseError as exc:
-        return str(exc)
-    if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
-        result.has_prefixed_sample = True  # "up" is the line's syntax, as for unwanted lines
-    if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
-        return problem
+    close = line.rfind("}")
+    known = _HEADS.get(line[: close + 1]) if close != -1 else None
+    if known is not None:
+        tail = _TAIL_RE.match(line, close + 1)
+        if tail is None:
+            return "expected a value and an optional timestamp"
+        token, timestamp = tail.groups()
+        try:
+            if timestamp is not None:
+                _check_timestamp(timestamp)
+            value = _parse_value(token)
+        except ParseError as exc:
+            return str(exc)
+        name, labels = known[0], known[1].copy()
+        if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
+            result.has_prefixed_sample = True
+    else:
+        try:
+            name, labels, value = parse_sample_line(line)
+        except ParseError as exc:
+            return str(exc)
+        if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
+            result.has_prefixed_sample = True  # "up" is the line's syntax, as for unwanted lines
+        if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
+            return problem
+        if close != -1 and labels and _numeric_bounds(labels):
+            if len(_HEADS) >= _HEADS_MAX:  # churning label values: start over
+                _HEADS.clear()
+            _HEADS[line[: close + 1]] = (name, labels.copy())
     bucket = result.samples.get(name)  # _keep, inline: this runs for every wanted line
     if bucket is None:
         result.samples[name] = [(labels, value)]
@@ -482,6 +511,15 @@ def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...],
 
 
 _HISTOGRAMS = frozenset(["histogram", "gaugehistogram", "gauge_histogram"])
+
+
+def _numeric_bounds(labels: Labels) -> bool:
+    """No `le` or `quantile` label that _typed_label_problem would reject, whatever the TYPE."""
+    for key in ("le", "quantile"):
+        bound = labels.get(key)
+        if bound is not None and _VALUE_RE.fullmatch(bound) is None:
+            return False
+    return True
 
 
 def _typed_label_problem(types: dict[str, str], name: str, labels: Labels) -> str | None:
