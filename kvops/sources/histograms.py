@@ -45,7 +45,9 @@ def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram
         le = _le(labels.get("le"))
         if le is None:  # a bucket without a usable bound is not one
             continue
-        key = tuple(item for item in labels.items() if item[0] != "le")
+        items = tuple(labels.items())
+        # `le` comes last where prometheus_client wrote the page (vLLM): no filtering then.
+        key = items[:-1] if items[-1][0] == "le" else tuple(item for item in items if item[0] != "le")
         found = series.get(key)
         if found is None:
             found = series[key] = (dict(key), [])
