@@ -120,8 +120,12 @@ def test_prometheus_fleet_view_reads_raw_vllm_series_and_kvops_series(capsys):
     # every counter it serves is 0 over the window; gauges are as served.
     counters = ("local_queries", "local_hits", "external_queries", "external_hits", "store_bytes",
                 "store_seconds", "load_bytes", "load_seconds", "preemptions")  # fmt: skip
+    by_label = ("prompt_tokens_by_source", "prompt_tokens_cached_by_source")  # *_total{source}: counters too
     expected = [
-        asdict(e) | {c: 0.0 for c in counters if getattr(e, c) is not None} for e in _vllm_target(T2).engines
+        asdict(e)
+        | {c: 0.0 for c in counters if getattr(e, c) is not None}
+        | {c: dict.fromkeys(getattr(e, c), 0.0) for c in by_label}
+        for e in _vllm_target(T2).engines
     ]
     proms: list[Prometheus] = []
     try:
