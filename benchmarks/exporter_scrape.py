@@ -11,6 +11,10 @@ and the same stub GPUs:
   parse with prometheus_client.parser, then the same families.
 Each is scraped alternately; latency is measured by the client, CPU seconds per scrape from
 the exporter process's own CPU time (psutil) over the run.
+
+`--before DIR` adds a third exporter, `kvops exporter` imported from another checkout of
+kvops (say `git archive <commit> | tar -x -C DIR`), scraped in the same rounds: a change's
+before and after measured in one run on the same busy machine.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ def main() -> int:
     ap.add_argument("--scrapes", type=int, default=300)
     ap.add_argument("--profile", metavar="FILE", help="record the kvops exporter with py-spy during the "
                     "measured scrapes, as speedscope JSON (pip install py-spy)")  # fmt: skip
+    ap.add_argument("--before", metavar="DIR", help="also run `kvops exporter` from this checkout of kvops")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="kvops-bench-"))
@@ -72,22 +77,17 @@ def main() -> int:
     urls = targets.urls
     procs: dict[str, subprocess.Popen[bytes]] = {}
     ports = {"kvops": free_port(), "naive": free_port()}
+    if args.before:
+        ports["before"] = free_port()
     target_args = [a for u in urls for a in ("--target", u)]
-    listen = f"127.0.0.1:{ports['kvops']}"
-    procs["kvops"] = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kvops.cli",
-            "exporter",
-            *target_args,
-            "--listen",
-            listen,
-            "--log-level",
-            "error",
-        ],
-        env=env,
-    )
+    for name, code in (("kvops", str(ROOT)), ("before", args.before)):
+        if name not in ports:
+            continue
+        command = [sys.executable, "-m", "kvops.cli", "exporter", *target_args,
+                   "--listen", f"127.0.0.1:{ports[name]}", "--log-level", "error"]  # fmt: skip
+        # cwd too: `python -m` puts the working directory first on sys.path.
+        code = str(Path(code).resolve())
+        procs[name] = subprocess.Popen(command, env=dict(env, PYTHONPATH=code), cwd=code)
     procs["naive"] = subprocess.Popen(
         [sys.executable, str(ROOT / "benchmarks" / "naive_exporter.py"), str(ports["naive"]), *urls], env=env
     )
@@ -137,11 +137,13 @@ def main() -> int:
         lat = latency[name]
         print(f"{name:8} {statistics.median(lat) * 1e3:8.1f} {percentile(lat, 0.99) * 1e3:8.1f} "
               f"{cpu[name] * 1e3:14.1f} {sizes[name]:8d}")  # fmt: skip
-    k, n = latency["kvops"], latency["naive"]
-    print(
-        f"naive/kvops: p50 {statistics.median(n) / statistics.median(k):.1f}x, "
-        f"p99 {percentile(n, 0.99) / percentile(k, 0.99):.1f}x, CPU {cpu['naive'] / cpu['kvops']:.1f}x"
-    )
+    k = latency["kvops"]
+    for other in [n for n in ports if n != "kvops"]:
+        o = latency[other]
+        print(
+            f"{other}/kvops: p50 {statistics.median(o) / statistics.median(k):.1f}x, "
+            f"p99 {percentile(o, 0.99) / percentile(k, 0.99):.1f}x, CPU {cpu[other] / cpu['kvops']:.2f}x"
+        )
     return 0
 
 

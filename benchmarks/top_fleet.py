@@ -16,7 +16,10 @@ frame (process start to figures ready: imports, connection, the scrape-interval 
 p50/p99 of the following frames, CPU per frame (this process only; the store's CPU is the
 store's), RSS (the highest seen after a frame), and bytes fetched per frame.
 
-    python benchmarks/top_fleet.py [--engines 2000] [--frames 20] [--json]
+`--before DIR` adds a row per store: the live view with kvops imported from another checkout
+(`git archive <commit> | tar -x -C DIR`), same stores, same run.
+
+    python benchmarks/top_fleet.py [--engines 2000] [--frames 20] [--json] [--before DIR]
 """
 
 from __future__ import annotations
@@ -30,7 +33,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-sys.path.insert(0, str(ROOT))
+if "--code" in sys.argv:  # a --before measurement: kvops from that checkout
+    sys.path.insert(0, str(Path(sys.argv[sys.argv.index("--code") + 1]).resolve()))
+else:
+    sys.path.insert(0, str(ROOT))
 
 STEP, SAMPLES = 15.0, 10
 PAGE = 30  # rows a 120x40 terminal's table shows, give or take
@@ -103,7 +109,9 @@ def main() -> int:
     parser.add_argument("--engines", type=int, default=2000)
     parser.add_argument("--frames", type=int, default=20)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--before", metavar="DIR", help="also measure the live view of this kvops checkout")
     parser.add_argument("--measure", nargs=2, metavar=("URL", "MODE"), help=argparse.SUPPRESS)
+    parser.add_argument("--code", help=argparse.SUPPRESS)  # read before argparse, at import
     args = parser.parse_args()
     if args.measure:
         print(json.dumps(measure(args.measure[0], args.measure[1], args.frames)))
@@ -121,11 +129,22 @@ def main() -> int:
         stores.append(BackfilledPrometheus(lines))
         time.sleep(2)  # VictoriaMetrics: imported samples become searchable within a second
         for store in stores:
-            for mode, flag in (("kvops live", "page"), ("kvops all", "all"), ("baseline", "raw")):
+            modes = [("kvops live", "page", []), ("kvops all", "all", []), ("baseline", "raw", [])]
+            if args.before:
+                modes.insert(1, ("live before", "page", ["--code", args.before]))
+            for mode, flag, code in modes:
+                command = [
+                    sys.executable,
+                    __file__,
+                    "--frames",
+                    str(args.frames),
+                    "--measure",
+                    store.url,
+                    flag,
+                ]
                 proc = subprocess.run(
-                    [sys.executable, __file__, "--frames", str(args.frames), "--measure", store.url, flag],
-                    capture_output=True, text=True, timeout=1800, check=True,
-                )  # fmt: skip
+                    [*command, *code], capture_output=True, text=True, timeout=1800, check=True
+                )
                 results.setdefault(store.name, {})[mode] = json.loads(proc.stdout)
     finally:
         for store in stores:

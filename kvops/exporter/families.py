@@ -11,6 +11,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
 from kvops import __version__, names, series
@@ -39,10 +40,26 @@ def add(metric: Metric, labels: Iterable[str], value: float | Histogram | None) 
     if value is None:
         return
     if isinstance(value, Histogram):
-        buckets = [(_le_text(le), count) for le, count in value.buckets]
-        metric.add_metric(list(labels), buckets, value.sum)  # type: ignore[call-arg]
+        _add_histogram(metric, labels, value)
     else:
         metric.add_metric(list(labels), value)
+
+
+def _add_histogram(metric: Metric, labels: Iterable[str], value: Histogram) -> None:
+    """HistogramMetricFamily.add_metric's samples, made without its per-bucket zip and
+    list building (a histogram series is ~20 samples; 16 targets pass through hundreds):
+    tests/exporter/test_encode.py pins the bytes to generate_latest's."""
+    if not value.buckets:
+        return
+    base = dict(zip(metric._labelnames, labels, strict=False))  # type: ignore[attr-defined]
+    name, append = metric.name, metric.samples.append
+    bucket = name + "_bucket"
+    for le, count in value.buckets:
+        append(Sample(bucket, {**base, "le": _le_text(le)}, count))
+    # add_metric: no _count and _sum where a bucket bound is negative, and _count is the +Inf one.
+    if value.buckets[0][0] >= 0 and value.sum is not None:
+        append(Sample(name + "_count", base, value.buckets[-1][1]))
+        append(Sample(name + "_sum", dict(base), value.sum))
 
 
 def bound_families(owner: Owner, samples: Sequence[Any]) -> list[Metric]:

@@ -66,10 +66,11 @@ _PLAIN_RE = re.compile(rf"({_METRIC_NAME})[ \t]++([^ \t]++)(?:[ \t]++([^ \t]++))
 _TAIL_RE = re.compile(r"[ \t]*+([^ \t]++)(?:[ \t]++([^ \t]++))?[ \t]*+\Z")  # after "}"
 # Go's strconv.ParseFloat as Prometheus calls it: decimal only (promparse refuses p, P and _),
 # ASCII digits, Inf/Infinity/NaN in any case; a sign before NaN is not Go's.
-_VALUE_RE = re.compile(
+_VALUE = (
     r"[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+(?:[eE][+-]?+[0-9]++)?+|\.[0-9]++(?:[eE][+-]?+[0-9]++)?+"
     r"|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?+)|[nN][aA][nN]"
 )
+_VALUE_RE = re.compile(_VALUE)
 _TIMESTAMP_RE = re.compile(r"[+-]?+[0-9]++")  # strconv.ParseInt(s, 10, 64)
 _INT64 = 1 << 63
 # "# TYPE name type" / "# HELP name text": blanks or tabs around the keyword and the name.
@@ -377,8 +378,13 @@ def _wanted_lines(wanted: frozenset[str]) -> re.Pattern[str]:
         families = families_of(wanted)
         named = ""  # no wanted name: only the lines every reader reads
         if wanted:
+            # The usual line, `name{labels} value` or `name value` with one blank and no
+            # timestamp, is split here, in C, its value checked: (?P<value>) is then the last
+            # group. The label set runs to the line's last "}" (possessive: no retrying).
+            # Any other form of a wanted line is read by parse_sample_line.
             named = (
-                rf"(?P<sample>{_trie(wanted)})(?=[{{ \t])"
+                rf"(?P<sample>{_trie(wanted)})"
+                rf"(?:(?P<labels>\{{[^\n]*\}})?+ (?P<value>{_VALUE})(?=\n|\Z)|(?=[{{ \t]))"
                 rf'|#[ \t]*TYPE[ \t]+"?(?P<family>{_trie(families)})"?[ \t]|'
             )
         # "{" and blanks in one class: one alternative fewer tried at every line start.
@@ -444,6 +450,13 @@ def _read_matches(
         if kind == "other" and m.group("other") != "{":  # an indented line
             return None
         start = m.start() + 1
+        if kind == "value":
+            problem = _add_split(result, *m.group("sample", "labels", "value"), count_prefixes, limit)
+            if problem is not None:
+                errors.append((number(start), problem))
+            if result.over_limit:
+                break
+            continue
         end = body.find("\n", m.end())
         line = body[start : end if end != -1 else len(body)]
         if kind == "family":
@@ -459,20 +472,49 @@ def _read_matches(
     return result
 
 
+# A wanted line's text up to its label set's "}" -> (name, labels), for lines that parsed and
+# whose `le`/`quantile` labels, if any, are numbers (so no family's TYPE makes them wrong):
+# that text is the same every scrape, only the value after it changes. Histograms make most
+# wanted lines, and this skips the name, the label set and the typed check for all of them.
+_HEADS: dict[str, tuple[str, Labels]] = {}
+_HEADS_MAX = 8192
+
+
 def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...], limit: int) -> str | None:
     """Parse one wanted sample line into result; what is wrong with it, if anything."""
     if result.read == limit:
         result.over_limit = True
         return None
     result.read += 1
-    try:
-        name, labels, value = parse_sample_line(line)
-    except ParseError as exc:
-        return str(exc)
-    if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
-        result.has_prefixed_sample = True  # "up" is the line's syntax, as for unwanted lines
-    if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
-        return problem
+    close = line.rfind("}")
+    known = _HEADS.get(line[: close + 1]) if close != -1 else None
+    if known is not None:
+        tail = _TAIL_RE.match(line, close + 1)
+        if tail is None:
+            return "expected a value and an optional timestamp"
+        token, timestamp = tail.groups()
+        try:
+            if timestamp is not None:
+                _check_timestamp(timestamp)
+            value = _parse_value(token)
+        except ParseError as exc:
+            return str(exc)
+        name, labels = known[0], known[1].copy()
+        if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
+            result.has_prefixed_sample = True
+    else:
+        try:
+            name, labels, value = parse_sample_line(line)
+        except ParseError as exc:
+            return str(exc)
+        if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
+            result.has_prefixed_sample = True  # "up" is the line's syntax, as for unwanted lines
+        if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
+            return problem
+        if close != -1 and labels and _numeric_bounds(labels):
+            if len(_HEADS) >= _HEADS_MAX:  # churning label values: start over
+                _HEADS.clear()
+            _HEADS[line[: close + 1]] = (name, labels.copy())
     bucket = result.samples.get(name)  # _keep, inline: this runs for every wanted line
     if bucket is None:
         result.samples[name] = [(labels, value)]
@@ -481,7 +523,59 @@ def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...],
     return None
 
 
+def _add_split(
+    result: ParseResult, name: str, head: str | None, token: str, count_prefixes: tuple[str, ...], limit: int
+) -> str | None:
+    """_add_sample for a line the scan split (name, "{labels}" or None, a checked value)."""
+    if result.read == limit:
+        result.over_limit = True
+        return None
+    result.read += 1
+    known = None
+    if head is None:
+        labels: Labels = {}
+    else:
+        known = _HEADS.get(name + head)
+        if known is not None:
+            labels = known[1].copy()
+        else:
+            try:
+                labels, quoted = parse_label_set(head[1:-1])
+            except ParseError as exc:
+                return str(exc)
+            if quoted is not None:
+                return "two metric names"
+    value = float(token)
+    if value in _INFINITIES and token[-1] not in "fFyY":  # Go's ParseFloat: out of range
+        return f"sample value out of range {token[:40]!r}"
+    if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
+        result.has_prefixed_sample = True
+    if known is None and labels:
+        if result.types and (problem := _typed_label_problem(result.types, name, labels)):
+            return problem
+        if _numeric_bounds(labels):
+            if len(_HEADS) >= _HEADS_MAX:
+                _HEADS.clear()
+            _HEADS[name + head] = (name, labels.copy())  # type: ignore[operator]
+    bucket = result.samples.get(name)
+    if bucket is None:
+        result.samples[name] = [(labels, value)]
+    else:
+        bucket.append((labels, value))
+    return None
+
+
+_INFINITIES = (math.inf, -math.inf)
 _HISTOGRAMS = frozenset(["histogram", "gaugehistogram", "gauge_histogram"])
+
+
+def _numeric_bounds(labels: Labels) -> bool:
+    """No `le` or `quantile` label that _typed_label_problem would reject, whatever the TYPE."""
+    for key in ("le", "quantile"):
+        bound = labels.get(key)
+        if bound is not None and _VALUE_RE.fullmatch(bound) is None:
+            return False
+    return True
 
 
 def _typed_label_problem(types: dict[str, str], name: str, labels: Labels) -> str | None:

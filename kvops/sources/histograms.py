@@ -42,10 +42,13 @@ def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram
     # set): the (name, value) pairs in that order key it, without sorting per line.
     series: dict[tuple[tuple[str, str], ...], tuple[Labels, list[tuple[float, float]]]] = {}
     for labels, value in bucket_samples:
-        le = _le(labels.get("le"))
+        raw = labels.get("le")
+        le = _le(raw)
         if le is None:  # a bucket without a usable bound is not one
             continue
-        key = tuple(item for item in labels.items() if item[0] != "le")
+        items = list(labels.items())
+        items.remove(("le", raw))  # in C: a third of filtering the items in a generator
+        key = tuple(items)
         found = series.get(key)
         if found is None:
             found = series[key] = (dict(key), [])

@@ -89,6 +89,35 @@ def delta_query(flavour: Flavour, offset: str, matcher: str = "") -> str:
     return f"({now} - {before}) >= 0"
 
 
+# What the fleet's charts draw (kvops.top.series.deltas_of: lookups and hits of both tiers,
+# bytes stored and loaded), by every name vLLM has used for it (sources/vllm.py's tables).
+FLEET_COUNTERS: tuple[str, ...] = tuple(
+    sorted(
+        {
+            *(n for f in ("local_queries", "local_hits", "external_queries", "external_hits")
+              for n in vllm._SCALARS[f]),
+            *(n for pair in vllm._FLAT_TRANSFER.values() for n in pair),
+            vllm._TYPED_BYTES,
+            vllm._TYPED_TIME,
+        }
+    )
+)  # fmt: skip
+
+
+def fleet_sums_query(names: tuple[str, ...], offset: str) -> str:
+    """Each counter's stored difference over the window summed over the fleet (per
+    transfer_type, which the 0.16-0.23 names need), resets dropped per series as in
+    delta_query. One name at a time: the differences of one name need no label_replace to
+    keep series apart, and the all-names form (label_replace on every series, then matching
+    them) cost 2-3x as much on 2,000 engines (benchmarks/top_fleet.py)."""
+
+    def one(name: str) -> str:
+        total = f"sum by (transfer_type) (({name} - {name} offset {offset}) >= 0)"
+        return f'label_replace({total}, "{_NAME_LABEL}", "{name}", "", "")'
+
+    return " or ".join(one(n) for n in names)
+
+
 def _offset(seconds: float) -> str:
     return f"{max(1, math.ceil(seconds * 1000))}ms"
 
@@ -305,7 +334,7 @@ class PrometheusSource:
             known = [v for v in (_value(item.get("value")) for item in spans) if v is not None and v > 0]
             span = statistics.median(known) if known else None
             if paged and span:
-                sums = self.query(f"sum by ({_NAME_LABEL}) ({delta_query(flavour, window)})", deadline, stamp)
+                sums = self.query(fleet_sums_query(FLEET_COUNTERS, window), deadline, stamp)
                 self.last_fleet = (self._fleet_sums(sums, stamp, span), len(self._engines))
         after = self._decode(flavour, gauges + deltas, stamp)
         self._last_stamp = stamp
@@ -346,7 +375,7 @@ class PrometheusSource:
 
         after = Snapshot(time=stamp, targets=[vllm.normalise(to_parse_result(series), "fleet")])
         after.targets[0].up = True
-        entries = [e for e in interval(before_of(after, span), after).to_json()["targets"] if e.get("up")]
+        entries = [t.to_json() for t in interval(before_of(after, span), after).targets if t.up]
         return entries[0] if entries else {}
 
     def _decode(self, flavour: Flavour, series: list[dict[str, Any]], stamp: float) -> Snapshot:

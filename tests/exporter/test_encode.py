@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from prometheus_client.exposition import generate_latest
+from prometheus_client.utils import floatToGoString
 
 from kvops.exporter.collector import render
 from kvops.exporter.encode import encode
@@ -47,3 +48,41 @@ def test_special_values_and_empty_families():
     hits = family(PREFIX_HITS)  # no samples: HELP and TYPE only
     metrics = [usage, hits]
     assert encode(metrics) == generate_latest(_Registry(metrics))
+
+
+def _add_histogram_by_add_metric(metric, labels, value):
+    """prometheus_client's own way, the reference for families._add_histogram."""
+    buckets = [(floatToGoString(le), count) for le, count in value.buckets]
+    metric.add_metric(list(labels), buckets, value.sum)
+
+
+def test_histograms_of_simulated_vllm_pages_are_byte_equal(monkeypatch):
+    """Every histogram vLLM's offload surface passes through (kvops.sim pages, 16 seeds), plus
+    one with a negative bound (no _count/_sum then) and one whose count is not its +Inf
+    bucket's: kvops's families, encoded, are generate_latest's bytes of add_metric's."""
+    from kvops.exporter import families
+    from kvops.names import bound
+    from kvops.sim.server import Sim
+    from kvops.snapshot import Histogram
+    from kvops.sources import exposition, vllm
+
+    targets = [
+        vllm.normalise(exposition.parse(Sim(seed=i).metrics().decode(), vllm.WANTED), f"http://h:{8000 + i}")
+        for i in range(16)
+    ]
+    spec = next(s for s in bound("engine") if s.type == "histogram")
+    labels = ["http://h:1", 'm"\\', "0", "vllm", "sync"]
+
+    def everything():
+        metrics = render(Snapshot(time=0, targets=targets))
+        odd = family(spec)
+        families.add(odd, labels, Histogram(((-1.0, 1.0), (0.5, 2.0), (math.inf, 3.0)), -0.5, 3.0))
+        families.add(odd, labels, Histogram(((0.25, 0.0), (math.inf, 4.0)), 1.5, 5.0))
+        return [*metrics, odd]
+
+    fast = everything()
+    histograms = [m for m in fast if m.type == "histogram" and m.samples]
+    assert len(histograms) >= 3 and sum(len(m.samples) for m in histograms) > 500
+    monkeypatch.setattr(families, "_add_histogram", _add_histogram_by_add_metric)
+    reference = everything()
+    assert encode(fast) == generate_latest(_Registry(reference))
