@@ -14,7 +14,7 @@ The tier model (docs/tiers.md) decides which tier each engine figure belongs to.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kvops.snapshot import EngineSample, GpuSample, Histogram, Snapshot
@@ -136,7 +136,7 @@ class EngineInterval:
     cpu_in_flight: float | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return _plain(self)
 
     def clear_interval(self) -> None:
         """Nothing was known at the start: every interval figure unknown, the state kept."""
@@ -144,6 +144,19 @@ class EngineInterval:
             setattr(self, name, None)
         self.tiers = {}
         self.lookup_delay_p99_seconds = {}
+
+
+def _plain(value: Any) -> Any:
+    """A dataclass (and the dicts and lists in it) as plain JSON-ready values, as
+    dataclasses.asdict gives, without its deepcopy of every leaf: 35 us instead of 127 us per
+    engine, for every target on every frame of `kvops top` (timeit, vLLM 0.33 fixture)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return {name: _plain(getattr(value, name)) for name in value.__dataclass_fields__}
+    return value
 
 
 # The fields of EngineInterval that describe the interval (the rest are the current state).
@@ -184,7 +197,7 @@ class GpuInterval:
     pcie_receive_link_fraction: float | None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return _plain(self)
 
 
 @dataclass
