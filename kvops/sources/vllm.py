@@ -71,7 +71,18 @@ _SUFFIXED = {
     ): tier
     for suffix, tier in SUFFIXED_TIERS.items()
 }
+# The histograms no interval figure is computed from: the exporter passes them through, and
+# `kvops top`, which shows only what rates.interval() computes, leaves their buckets unread.
+PASS_THROUGH_FIELDS = frozenset(
+    {"store_size", "load_size", "cpu_allocation_chunks", "kv_block_lifetime", "kv_block_idle_before_evict",
+     "kv_block_reuse_gap"}
+)  # fmt: skip
 _TYPED_SIZE = "vllm:kv_offload_size"  # 0.16-0.23 (deprecated from 0.24): {transfer_type}
+PASS_THROUGH_HISTOGRAMS = frozenset(
+    n
+    for family in [*(_HISTOGRAMS[key] for key in PASS_THROUGH_FIELDS), _TYPED_SIZE]
+    for n in sample_names(family)
+)  # the typed size histogram feeds store_size/load_size too
 _FLAT_TRANSFER = {
     "store": ("vllm:kv_offload_store_bytes_total", "vllm:kv_offload_store_time_total"),
     "load": ("vllm:kv_offload_load_bytes_total", "vllm:kv_offload_load_time_total"),
