@@ -42,8 +42,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
-import zipfile
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -355,20 +353,11 @@ def merge(per_release: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 
 def _download(version: str, cache: Path) -> Path:
-    dest = cache / version
-    if (dest / "vllm").is_dir():
-        return dest
-    with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        print(f"downloading vllm=={version} (wheel, Python files kept) into {dest}", file=sys.stderr)
-        subprocess.run(
-            [sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"vllm=={version}", "-d", tmp],
-            check=True,
-        )
-        (wheel,) = Path(tmp).glob("*.whl")
-        with zipfile.ZipFile(wheel) as zf:
-            members = [n for n in zf.namelist() if n.startswith("vllm/") and n.endswith(".py")]
-            zf.extractall(dest, members)
-    return dest
+    """The release's Python files, fetched once with pip: the same cache `kvops doctor --repro`
+    keeps (kvops.doctor.vllm_release), so a release downloaded for one is there for the other."""
+    from kvops.doctor.vllm_release import fetch
+
+    return fetch(version, cache=cache).root
 
 
 def main(argv: list[str] | None = None) -> int:
