@@ -121,6 +121,21 @@ def run(
     return 1 if result["reproduced"] is True and result["fix_confirmed"] is False else 0
 
 
+def _result(pb: Playbook, lines: tuple[str, str] | None, **extra: Any) -> dict[str, Any]:
+    """The --repro answer before anything ran: what the playbook says and the two command lines."""
+    return {
+        "id": pb.id,
+        "title": pb.title,
+        "signature": pb.signatures[0].pattern if pb.signatures else None,
+        "failing_command": lines[0] if lines else None,
+        "fixed_command": lines[1] if lines else None,
+        **extra,
+        "reproduced": None,  # True/False once something was tried, None when not
+        "fix_confirmed": None,
+        "could_not": [],
+    }
+
+
 def attempt(
     pb: Playbook,
     model_arg: str | None,
@@ -134,16 +149,7 @@ def attempt(
     """What could be done here, and what happened. `runner` starts a command line (tests inject one)."""
     runner = runner or serve_until
     lines = commands(pb, model_arg, cmd)
-    out: dict[str, Any] = {
-        "id": pb.id,
-        "title": pb.title,
-        "signature": pb.signatures[0].pattern if pb.signatures else None,
-        "failing_command": lines[0] if lines else None,
-        "fixed_command": lines[1] if lines else None,
-        "reproduced": None,  # True/False when a server was started, None when not tried
-        "fix_confirmed": None,
-        "could_not": [],
-    }
+    out = _result(pb, lines)
     if lines is None:
         out["could_not"].append("this playbook has no reproduction commands (it is matched from logs only)")
         return out
@@ -195,17 +201,7 @@ def attempt_with_release(
         model = modelcfg.load(str(repro_release.shipped_model(case.model)))
     lines = commands(pb, model_arg, cmd)
     version = vllm_version or case.affected
-    out: dict[str, Any] = {
-        "id": pb.id,
-        "title": pb.title,
-        "signature": pb.signatures[0].pattern if pb.signatures else None,
-        "failing_command": lines[0] if lines else None,
-        "fixed_command": lines[1] if lines else None,
-        "model": model.path,
-        "reproduced": None,
-        "fix_confirmed": None,
-        "could_not": [],
-    }
+    out = _result(pb, lines, model=model.path)
     fix_add = tuple(pb.fix.add) if pb.fix is not None else ()
     fix_flags = [f"remove {f}" for f in (pb.fix.remove if pb.fix is not None else ())] + list(fix_add)
     executed = execute(case, version, model, log, repro_release.case_params(pb.id, False, cmd))
