@@ -10,6 +10,7 @@ not a fired alert. Works for every engine kind kvops reads (docs/tiers.md).
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass
 
@@ -106,6 +107,9 @@ def diagnose(url: str, interval_seconds: float = INTERVAL_SECONDS) -> tuple[list
 def run(url: str, as_json: bool, strict: bool, interval_seconds: float | None = None) -> int:
     if interval_seconds is None:
         interval_seconds = INTERVAL_SECONDS
+    # The scraper logs a target going down for the long-running exporter; here doctor says why
+    # itself, in its one line on stderr.
+    logging.getLogger("kvops.sources.target").setLevel(logging.ERROR)
     found, engines = diagnose(url, interval_seconds)
     if as_json:
         doc = {"target": url, "interval_seconds": interval_seconds,

@@ -79,3 +79,21 @@ def test_unreachable_target_is_one_line_and_exit_2(upstream: Upstream, fast: Non
     assert main(["doctor", "--target", url]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cannot read" in err and "Traceback" not in err
+
+
+def test_an_unreachable_target_is_one_line_and_exit_2() -> None:
+    import socket
+    import subprocess
+    import sys
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    out = subprocess.run(
+        [sys.executable, "-m", "kvops.cli", "doctor", "--target", f"http://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 2
+    assert out.stderr.count("\n") == 1 and out.stderr.startswith("kvops doctor: error: cannot read")
