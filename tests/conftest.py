@@ -61,7 +61,12 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _restore_kvops_log_level() -> Iterator[None]:
     """`kvops top` quiets the kvops loggers for the whole process (a TUI owns the terminal);
     in-process top tests must not silence the log assertions of the tests after them."""
-    logger = logging.getLogger("kvops")
-    level = logger.level
+
+    def kvops_loggers() -> dict[str, int]:
+        names = ["kvops", *(n for n in logging.root.manager.loggerDict if n.startswith("kvops."))]
+        return {n: logging.getLogger(n).level for n in names}
+
+    levels = kvops_loggers()
     yield
-    logger.setLevel(level)
+    for name in kvops_loggers():
+        logging.getLogger(name).setLevel(levels.get(name, logging.NOTSET))

@@ -109,8 +109,13 @@ def run(url: str, as_json: bool, strict: bool, interval_seconds: float | None = 
         interval_seconds = INTERVAL_SECONDS
     # The scraper logs a target going down for the long-running exporter; here doctor says why
     # itself, in its one line on stderr.
-    logging.getLogger("kvops.sources.target").setLevel(logging.ERROR)
-    found, engines = diagnose(url, interval_seconds)
+    scrape_log = logging.getLogger("kvops.sources.target")
+    level = scrape_log.level
+    scrape_log.setLevel(logging.ERROR)
+    try:
+        found, engines = diagnose(url, interval_seconds)
+    finally:
+        scrape_log.setLevel(level)
     if as_json:
         doc = {"target": url, "interval_seconds": interval_seconds,
                "findings": [asdict(f) for f in found], "engines": engines}  # fmt: skip
