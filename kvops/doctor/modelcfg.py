@@ -227,6 +227,8 @@ def from_dict(cfg: dict[str, Any], path: str = "<config>") -> ModelInfo:
     heads = _int(text, "num_attention_heads", "n_head", "num_heads")
     if num_layers is None or heads is None:
         raise UsageError(f"model config {path} has no num_hidden_layers/num_attention_heads")
+    if num_layers <= 0 or heads <= 0:  # a head size is hidden_size / heads: 0 heads is no model
+        raise UsageError(f"model config {path}: num_hidden_layers and num_attention_heads must be positive")
     kv_heads = _int(text, "num_key_value_heads", "num_kv_heads", "n_kv_heads") or heads
     hidden = _int(text, "hidden_size", "d_model", "n_embd")
     head_dim = _int(text, "head_dim") or (hidden // heads if hidden else None)
