@@ -24,6 +24,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
+from kvops import gcsettle
 from kvops.snapshot import Snapshot
 from kvops.termsafe import visible
 from kvops.top import fleet, units
@@ -451,6 +452,9 @@ class TopApp(App[int]):
         self._scraping = False
         self.scrape_error: str | None = None
         self._shown: dict[str, str] = {}  # selector -> what its Static shows now
+        # Set by the command (not in tests, which share one process): freeze start-up's
+        # objects out of the collector once the first frame is drawn (kvops.gcsettle).
+        self.settle_gc = False
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
@@ -515,6 +519,9 @@ class TopApp(App[int]):
         elif error is None and getattr(self.source, "finished", False):
             self.ended = True
         self._render_all()
+        if self.settle_gc and self.board.frames:
+            self.settle_gc = False
+            gcsettle.settle()
 
     # --- rendering ------------------------------------------------------------------------
     def _render_all(self) -> None:

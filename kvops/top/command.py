@@ -285,6 +285,7 @@ def run_app(source: Any, interval: float, view: View | None = None) -> int:
     from kvops.top.app import TopApp
 
     app = TopApp(source, interval, view)
+    app.settle_gc = True
     try:
         app.run()
         code = app.return_code or 0
