@@ -30,6 +30,8 @@ Points = Sequence[tuple[float, float | None]]  # (x, y); y None: unknown
 # Braille dot bits by (column, row) inside a cell: U+2800 + the sum of the dots set.
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 AXIS_WIDTH = 6  # "  100┤": five for the tick label, one for the axis
+_BRAILLE = [" "] + [chr(0x2800 + dots) for dots in range(1, 256)]  # no dot: a blank
+_AXIS = Style(dim=True)
 
 
 def nice_ceiling(value: float) -> float:
@@ -90,25 +92,24 @@ class LineChart(Widget):
         if plot_h < 2 or plot_w < 8:
             return strips + [Strip.blank(width)] * max(0, height - 2)
         cells, styles = self._raster(plot_w, plot_h)
-        axis = Style(dim=True)
+        axis = _AXIS
         ticks = {0: self.y_max, plot_h // 2: self.y_max / 2} if plot_h >= 4 else {0: self.y_max}
         for row in range(plot_h):
             label = f"{tick_label(ticks[row]):>5}┤" if row in ticks else "     │"
             segments = [Segment(label, axis)]
-            run, run_style = "", None
-            for col in range(plot_w):
-                ch = chr(0x2800 + cells[row][col]) if cells[row][col] else " "
-                style = styles[row][col]
-                if style is not run_style and run:
-                    segments.append(Segment(run, run_style))
-                    run = ""
-                run, run_style = run + ch, style
-            if run:
-                segments.append(Segment(run, run_style))
-            strips.append(Strip(segments, width))
-        strips.append(Strip([Segment("    0└" + "─" * plot_w, axis)], width))
-        strips.append(Strip([Segment(self._time_marks(plot_w), axis)], width))
-        return [s.extend_cell_length(width).crop(0, width) for s in strips]
+            # Runs of one style: a line's cells are few, the blank runs between them long.
+            row_cells, row_styles = cells[row], styles[row]
+            start = 0
+            for col in range(1, plot_w + 1):
+                if col == plot_w or row_styles[col] is not row_styles[start]:
+                    run = "".join([_BRAILLE[c] for c in row_cells[start:col]])
+                    segments.append(Segment(run, row_styles[start]))
+                    start = col
+            strips.append(Strip(segments, AXIS_WIDTH + plot_w))
+        strips.append(Strip([Segment("    0└" + "─" * plot_w, axis)], AXIS_WIDTH + plot_w))
+        strips.append(Strip([Segment(self._time_marks(plot_w), axis)], AXIS_WIDTH + plot_w))
+        # The title lines are cut or padded to the width; the plot lines are that wide.
+        return [s if s.cell_length == width else s.extend_cell_length(width).crop(0, width) for s in strips]
 
     def _text_strip(self, text: Text, width: int) -> Strip:
         text = text.copy()

@@ -83,6 +83,7 @@ class TargetTable(Widget, can_focus=True):
         self._strips: list[Strip] = []
         self._width = 0
         self._styles: dict[str, Style] = {}  # resolved styles, until the CSS changes
+        self._parsed: dict[str, Style] = {}  # a cell's style text -> its Style
         self._build()
 
     # --- data -------------------------------------------------------------------------------
@@ -147,16 +148,7 @@ class TargetTable(Widget, can_focus=True):
                 part = parts[line] if line < len(parts) else ""
                 text.append(" " + (part.rjust(width) if right else part.ljust(width)) + " " * (GAP - 1))
             self._header.append(self._strip(text))
-        self._strips = []
-        for _, cells in rows:
-            text = Text()
-            for i in shown:
-                cell, width, right = cells[i], widths[i], self.right[i]
-                pad = " " * (width - cell.cell_len)
-                text.append(" " + pad if right else " ")
-                text.append_text(cell)
-                text.append(("" if right else pad) + " " * (GAP - 1))
-            self._strips.append(self._strip(text))
+        self._strips = [self._row_strip(cells, shown, widths) for _, cells in rows]
 
     def _fit(self, widths: list[int]) -> list[int]:
         """The columns shown: all of them, less the least important ones until the rest fit
@@ -170,6 +162,37 @@ class TargetTable(Widget, can_focus=True):
             dropped.add(index)
             total -= widths[index] + GAP
         return [i for i in range(len(widths)) if i not in dropped]
+
+    def _row_strip(self, cells: list[Text], shown: list[int], widths: list[int]) -> Strip:
+        """One row's strip, put together from its cells' segments: a cell is almost always
+        one run of one style, which needs no pass through Text.render (that pass, per row
+        and frame, was half of the table's CPU)."""
+        segments: list[Segment] = []
+        gap = " " * (GAP - 1)
+        pad_after = ""  # a left-aligned cell's padding, joined to the next blank
+        for i in shown:
+            cell, width = cells[i], widths[i]
+            pad = " " * (width - cell.cell_len)
+            if self.right[i]:
+                segments.append(Segment(pad_after + " " + pad))
+                pad_after = gap
+            else:
+                segments.append(Segment(pad_after + " "))
+                pad_after = pad + gap
+            if cell.spans or "\n" in cell.plain:
+                segments.extend(s for s in cell.render(self.app.console) if s.text != "\n")
+            elif cell.plain:
+                segments.append(Segment(cell.plain, self._cell_style(cell.style)))
+        segments.append(Segment(pad_after))
+        return Strip(segments, sum(widths[i] + GAP for i in shown))
+
+    def _cell_style(self, style: str | Style) -> Style | None:
+        if isinstance(style, Style):
+            return style
+        found = self._parsed.get(style)
+        if found is None:
+            found = self._parsed[style] = self.app.console.get_style(style, default="")
+        return found or None
 
     def _strip(self, text: Text) -> Strip:
         segments = [s for s in text.render(self.app.console) if s.text != "\n"]
