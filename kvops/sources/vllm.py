@@ -148,6 +148,9 @@ WANTED: frozenset[str] = frozenset(
     + list(LMCACHE_MP_COUNTERS)
     + [n for family in LMCACHE_HISTOGRAMS for n in sample_names(family)]
 )
+_LMCACHE_NAMES = frozenset(
+    [*LMCACHE_COUNTERS, *LMCACHE_MP_COUNTERS, *(n for f in LMCACHE_HISTOGRAMS for n in sample_names(f))]
+)
 # Engines other than vLLM, each read by its own module (docs/tiers.md); kind from the page.
 OTHER_ENGINES = (sglang, kvbm, trtllm)
 # Names whose one parsed sample makes a target up besides vllm:/lmcache: ones (docs/DESIGN.md).
@@ -337,9 +340,12 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
         if sample.cpu_tier_bytes is not None:
             sample.offload_tier = "host"
 
-    lmcache = _lmcache_samples(result, target)
-
-    others = [e for module in OTHER_ENGINES for e in module.normalise_into(result, target)]
+    # A reader whose names the page lacks is not run (a set test in C, against each reader's
+    # dozens of lookups on every vLLM page).
+    present = result.samples.keys()
+    lmcache = [] if _LMCACHE_NAMES.isdisjoint(present) else _lmcache_samples(result, target)
+    others = [e for module in OTHER_ENGINES if not module.WANTED.isdisjoint(present)
+              for e in module.normalise_into(result, target)]  # fmt: skip
     # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed.
     up = result.has_prefixed_sample or any(result.samples.get(name) for name in OTHER_ENGINE_NAMES)
     error = (
