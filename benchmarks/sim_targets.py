@@ -1,7 +1,8 @@
 """N simulated vLLMs, each in a process of its own, for the benchmarks that scrape them.
 
 Each target answers from a copy of its exposition re-rendered once a second, the whole body
-in one write, as a vLLM's API server does from its own process. Sixteen simulators in one
+in one write, as a vLLM's API server does from its own process; a `?name[]=` filter is
+answered as vLLM answers it (prometheus_client's restricted registry). Sixteen simulators in one
 Python process would make the targets, not the scraper being measured, the bottleneck:
 while one re-renders (~13 ms, holding that process's GIL) the other fifteen cannot answer,
 and their bodies trickle out, costing the scraper wake-ups and latency no real vLLM causes.
@@ -16,19 +17,23 @@ TARGETS_CODE = """
 import sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from kvops.sim.server import Sim
+from urllib.parse import parse_qs
 sims = [Sim(seed=i) for i in range(int(sys.argv[1]))]
-bodies = [s.metrics() for s in sims]
+bodies = [{"": s.metrics()} for s in sims]  # query -> body, re-rendered each second
 def refresh():
     while True:
         time.sleep(1)
         for i, s in enumerate(sims):
-            bodies[i] = s.metrics()
+            bodies[i] = {q: s.metrics(parse_qs(q).get("name[]")) for q in list(bodies[i])}
 threading.Thread(target=refresh, daemon=True).start()
 def handler(i):
     class H(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
         def do_GET(self):
-            b = bodies[i]
+            query = self.path.partition("?")[2]
+            b = bodies[i].get(query)
+            if b is None:  # a filter first asked for (vLLM's name[]): rendered now, then kept
+                b = bodies[i][query] = sims[i].metrics(parse_qs(query).get("name[]"))
             self.send_response(200); self.send_header("Content-Length", str(len(b))); self.end_headers()
             self.wfile.write(b)
         def log_message(self, *a): pass

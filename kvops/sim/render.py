@@ -391,7 +391,9 @@ class Renderer:
         info: dict[str, str],
     ):
         engines = engine if isinstance(engine, list) else [engine]
-        self.registry = CollectorRegistry(auto_describe=False)
+        # auto_describe: names known at registration, as in vLLM's default REGISTRY, so a
+        # name[] filter answers as a single-API-server vLLM does (render()).
+        self.registry = CollectorRegistry(auto_describe=True)
         # The same default collectors a vLLM process has; they report on this process, which
         # is real, so their HELP says whose process it is rather than "simulated".
         scratch = CollectorRegistry()  # the collectors insist on registering somewhere
@@ -400,5 +402,8 @@ class Renderer:
         self.collector = SimCollector(engines, version, wall_start, {"kvops_version": __version__, **info})
         self.registry.register(self.collector)  # type: ignore[arg-type]
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, names: list[str] | None = None) -> bytes:
+        """The page, or only the samples `names` names, as vLLM answers `/metrics?name[]=...`
+        (prometheus_client's make_asgi_app: restricted_registry over the same registry)."""
+        registry = self.registry if names is None else self.registry.restricted_registry(names)
+        return generate_latest(registry)  # type: ignore[arg-type]

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
@@ -89,10 +90,10 @@ class Sim:
         for engine in self.engines:
             engine.advance_to(target)
 
-    def metrics(self) -> bytes:
+    def metrics(self, names: list[str] | None = None) -> bytes:
         with self.lock:
             self._advance()
-            return self.renderer.render()
+            return self.renderer.render(names)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -100,9 +101,10 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
     def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
+        path, _, query = self.path.partition("?")
         if path == "/metrics":
-            self._reply(200, self.server.sim.metrics(), CONTENT_TYPE_LATEST)
+            names = parse_qs(query).get("name[]")  # vLLM's /metrics takes a filter: render.py
+            self._reply(200, self.server.sim.metrics(names), CONTENT_TYPE_LATEST)
         elif path in ("/health", "/"):
             body = b"" if path == "/health" else b"kvops sim: a simulated vLLM. Metrics at /metrics\n"
             self._reply(200, body, "text/plain; charset=utf-8")

@@ -217,7 +217,7 @@ class ScrapeRunner:
             samples[index] = targets[index].finish(outcome, seconds)
 
         try:
-            self._multi.fetch([(t.client, t.url) for t in targets], deadline, done)
+            self._multi.fetch([(t.client, t.fetch_url()) for t in targets], deadline, done)
         except Exception:  # a bug in the fetch loop costs this round's targets, not the exporter
             log.exception("fetching the targets failed")
         return [

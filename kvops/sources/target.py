@@ -9,6 +9,7 @@ from kvops.snapshot import TargetSample
 from kvops.sources import vllm
 from kvops.sources.exposition import ParseResult, parse
 from kvops.sources.http import FetchError, FetchOptions, HttpClient, metrics_url, normalise_target
+from kvops.sources.page_filter import PageFilter
 from kvops.termsafe import visible
 
 log = logging.getLogger(__name__)
@@ -29,6 +30,14 @@ class TargetScraper:
         self.options = options or FetchOptions()
         self._client = HttpClient(self.options)
         self._last_error: str | None = None
+        self._filter = PageFilter(self.url, self.wanted, self.options)
+        self._fetching = self.url  # the URL of the fetch finish() is told about
+
+    def fetch_url(self) -> str:
+        """The URL to GET this round: the page, or only its samples kvops reads once the
+        target has been seen to serve those alone (kvops.sources.page_filter)."""
+        self._fetching = self._filter.fetch_url()
+        return self._fetching
 
     @property
     def client(self) -> HttpClient:
@@ -40,7 +49,7 @@ class TargetScraper:
         start = time.monotonic()
         outcome: str | FetchError
         try:
-            outcome = self._client.fetch_text(self.url, deadline)
+            outcome = self._client.fetch_text(self.fetch_url(), deadline)
         except FetchError as exc:
             outcome = exc
         except Exception as exc:  # a bug here must cost this target only
@@ -53,10 +62,12 @@ class TargetScraper:
         start = time.monotonic()
         try:
             if isinstance(outcome, FetchError):
+                self._filter.after(self._fetching, None, 0)
                 sample = TargetSample(self.target, up=False, error=str(outcome))
             else:
                 limit = self.options.max_samples
                 result = parse(outcome, self.wanted, max_samples=limit)
+                self._filter.after(self._fetching, None if result.over_limit else result, len(outcome))
                 if result.over_limit:  # as Prometheus's sample_limit: none rather than part
                     sample = TargetSample(
                         self.target, up=False, error=f"more than {limit} samples (--max-samples-per-target)"

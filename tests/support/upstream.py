@@ -92,6 +92,8 @@ class Upstream(ThreadingHTTPServer):
     def __init__(self) -> None:
         self.routes: dict[str, Behaviour] = {}
         self.hits: dict[str, int] = {}
+        # GETs with a name[] filter: the scraper's probe of a filtered page (page_filter.py)
+        self.filtered_hits: dict[str, int] = {}
         super().__init__(("127.0.0.1", 0), _Handler)
         self._thread = threading.Thread(target=self.serve_forever, daemon=True)
         self._thread.start()
@@ -117,6 +119,8 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]  # like most servers, routes ignore the query
         self.server.hits[path] = self.server.hits.get(path, 0) + 1
+        if "name[]=" in self.path:
+            self.server.filtered_hits[path] = self.server.filtered_hits.get(path, 0) + 1
         behaviour = self.server.routes.get(path)
         if behaviour is None:
             body("not found\n", 404)(self)

@@ -1,0 +1,207 @@
+"""A target is read from its filtered page (`/metrics?name[]=...`) only once it has been seen
+to serve it whole; every other server stays on whole pages and is never shown down for it.
+
+The servers are prometheus_client's own (start_http_server over a CollectorRegistry), as vLLM,
+SGLang and LMCache serve /metrics, plus the loopback upstream for servers that ignore or refuse
+the query.
+"""
+
+from __future__ import annotations
+
+import time
+import urllib.request
+from collections.abc import Iterator
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from kvops.sources import page_filter
+from kvops.sources.target import TargetScraper
+from tests.support.upstream import Upstream, body
+
+LABELS = ["model_name", "engine"]
+
+
+def vllm_like(registry: CollectorRegistry) -> None:
+    """A few of vLLM's families as its metrics code declares them, and a latency histogram
+    kvops does not read (the bulk of a real page)."""
+    running = Gauge("vllm:num_requests_running", "running", LABELS, registry=registry)
+    queries = Counter("vllm:prefix_cache_queries", "queries", LABELS, registry=registry)
+    hits = Counter("vllm:prefix_cache_hits", "hits", LABELS, registry=registry)
+    Counter("vllm:kv_offload_store_bytes", "no child yet", LABELS, registry=registry)
+    ttft = Histogram("vllm:time_to_first_token_seconds", "ttft", LABELS, registry=registry,
+                     buckets=[0.001 * 2**i for i in range(20)])  # fmt: skip
+    for engine in ("0", "1"):
+        running.labels("m", engine).set(3)
+        queries.labels("m", engine).inc(1000)
+        hits.labels("m", engine).inc(250)
+        for i in range(50):
+            ttft.labels("m", engine).observe(0.01 * i)
+
+
+class NamelessCollector:
+    """A collector with no describe(), as prometheus_client's MultiProcessCollector (vLLM with
+    --api-server-count > 1): a restricted registry leaves it out."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
+        running = GaugeMetricFamily("vllm:num_requests_running", "running", labels=LABELS)
+        running.add_metric(["m", "0"], 3)
+        queries = CounterMetricFamily("vllm:prefix_cache_queries", "queries", labels=LABELS)
+        queries.add_metric(["m", "0"], 1000)
+        yield running
+        yield queries
+
+
+def serve(registry: CollectorRegistry) -> tuple[str, object]:
+    server, _thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+    return f"http://127.0.0.1:{server.server_port}", server
+
+
+def wait_for_decision(scraper: TargetScraper, seconds: float = 10.0) -> None:
+    end = time.monotonic() + seconds
+    while scraper._filter.decided_at is None:
+        assert time.monotonic() < end, "the probe never decided"
+        time.sleep(0.02)
+
+
+def engines(sample: object) -> list[tuple[str, str, object, object, object]]:
+    return [(e.model_name, e.engine, e.requests_running, e.local_queries, e.local_hits)
+            for e in sample.engines]  # type: ignore[attr-defined]  # fmt: skip
+
+
+def test_a_prometheus_client_target_is_read_from_its_filtered_page() -> None:
+    registry = CollectorRegistry()
+    vllm_like(registry)
+    url, server = serve(registry)
+    scraper = TargetScraper(url)
+    try:
+        whole = [scraper.scrape(time.monotonic() + 5) for _ in range(2)]
+        wait_for_decision(scraper)
+        filtered_url = scraper.fetch_url()
+        assert "name[]=vllm:num_requests_running" in filtered_url
+        # The family with no child yet is asked for: its first sample will come through.
+        assert "name[]=vllm:kv_offload_store_bytes_total" in filtered_url
+        sample = scraper.scrape(time.monotonic() + 5)
+        assert sample.up and engines(sample) == engines(whole[-1])
+        assert engines(sample) == [("m", "0", 3.0, 1000.0, 250.0), ("m", "1", 3.0, 1000.0, 250.0)]
+        with urllib.request.urlopen(filtered_url) as reply:
+            small = reply.read()
+        with urllib.request.urlopen(url + "/metrics") as reply:
+            full = reply.read()
+        assert b"time_to_first_token" not in small and b"time_to_first_token" in full
+        assert len(small) < len(full) / 5
+    finally:
+        scraper.close()
+        server.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_registry_whose_filter_drops_samples_stays_on_whole_pages() -> None:
+    registry = CollectorRegistry()  # as vLLM's multiprocess registry: no names known
+    registry.register(NamelessCollector())  # type: ignore[arg-type]
+    url, server = serve(registry)
+    scraper = TargetScraper(url)
+    try:
+        for _ in range(2):
+            assert scraper.scrape(time.monotonic() + 5).up
+        wait_for_decision(scraper)
+        assert scraper.fetch_url() == url + "/metrics"
+        sample = scraper.scrape(time.monotonic() + 5)
+        assert sample.up and engines(sample) == [("m", "0", 3.0, 1000.0, None)]
+    finally:
+        scraper.close()
+        server.shutdown()  # type: ignore[attr-defined]
+
+
+PAGE = 'vllm:num_requests_running{model_name="m",engine="0"} 2\n' * 1
+
+
+def refuse_filters(h: object) -> None:
+    status = 400 if "name[]=" in h.path else 200  # type: ignore[attr-defined]
+    body(PAGE if status == 200 else "bad request\n", status)(h)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("behaviour", [refuse_filters, body(PAGE)], ids=["refuses", "ignores"])
+def test_a_server_that_refuses_or_ignores_the_filter_is_never_down_for_it(behaviour: object) -> None:
+    upstream = Upstream()
+    scraper = TargetScraper(upstream.route("t", behaviour))  # type: ignore[arg-type]
+    try:
+        for _ in range(2):
+            assert scraper.scrape(time.monotonic() + 5).up
+        wait_for_decision(scraper)
+        assert upstream.filtered_hits.get("/t/metrics") == 1  # the probe, once
+        for _ in range(3):
+            assert "name[]" not in scraper.fetch_url()
+            assert scraper.scrape(time.monotonic() + 5).up
+        assert upstream.filtered_hits.get("/t/metrics") == 1
+    finally:
+        scraper.close()
+        upstream.stop()
+
+
+def test_one_scrape_never_probes() -> None:
+    """`kvops top --once` and `doctor --target` read one whole page and ask nothing more."""
+    upstream = Upstream()
+    scraper = TargetScraper(upstream.route("t", body(PAGE)))
+    try:
+        assert scraper.scrape(time.monotonic() + 5).up
+        time.sleep(0.3)
+        assert upstream.hits["/t/metrics"] == 1 and not upstream.filtered_hits
+    finally:
+        scraper.close()
+        upstream.stop()
+
+
+def test_an_empty_filtered_page_and_the_reprobe_bring_whole_pages_back() -> None:
+    registry = CollectorRegistry()
+    vllm_like(registry)
+    url, server = serve(registry)
+    now = [1000.0]
+    scraper = TargetScraper(url)
+    scraper._filter.clock = lambda: now[0]
+    try:
+        for _ in range(2):
+            scraper.scrape(time.monotonic() + 5)
+        wait_for_decision(scraper)
+        assert "name[]" in scraper.fetch_url()
+        # Past REPROBE_SECONDS: whole pages again, then a new probe.
+        now[0] += page_filter.REPROBE_SECONDS + 1
+        assert scraper.fetch_url() == url + "/metrics"
+        for _ in range(2):
+            scraper.scrape(time.monotonic() + 5)
+        wait_for_decision(scraper)
+        assert "name[]" in scraper.fetch_url()
+        # A filtered page with nothing kvops reads (a restarted server that filters badly):
+        # the next round reads the whole page.
+        for collector in list(registry._collector_to_names):
+            registry.unregister(collector)
+        registry.register(NamelessCollector())  # type: ignore[arg-type]
+        scraper.scrape(time.monotonic() + 5)
+        assert scraper.fetch_url() == url + "/metrics"
+        sample = scraper.scrape(time.monotonic() + 5)
+        assert sample.up and engines(sample) == [("m", "0", 3.0, 1000.0, None)]
+    finally:
+        scraper.close()
+        server.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_query_too_long_for_a_proxy_is_not_sent(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(page_filter, "MAX_QUERY_BYTES", 10)
+    registry = CollectorRegistry()
+    vllm_like(registry)
+    url, server = serve(registry)
+    scraper = TargetScraper(url)
+    try:
+        for _ in range(2):
+            scraper.scrape(time.monotonic() + 5)
+        wait_for_decision(scraper)
+        assert scraper.fetch_url() == url + "/metrics"
+    finally:
+        scraper.close()
+        server.shutdown()  # type: ignore[attr-defined]
+
+
+def test_the_query_keeps_the_targets_own_query() -> None:
+    assert page_filter.filtered_url("http://h/metrics?x=1", ["a:b", "c"]) == (
+        "http://h/metrics?x=1&name[]=a:b&name[]=c"
+    )
