@@ -8,7 +8,12 @@ then measures the top process's CPU time (user + system, its threads included) o
 window and divides by wall time. The simulators' CPU is not counted.
 The dashboard scrapes, parses, normalises, computes rates and redraws each second.
 
-    python benchmarks/top_cpu.py [--targets 16] [--interval 1] [--seconds 60]
+`--before DIR` runs a second `kvops top`, imported from another checkout of kvops (say
+`git worktree add DIR <commit>`), on the same targets at the same time in a terminal of its
+own: a change's before and after measured in one window on the same (noisy) machine. Both
+then share the two cores with the simulators, so both read a little higher than alone.
+
+    python benchmarks/top_cpu.py [--targets 16] [--interval 1] [--seconds 60] [--before DIR]
 """
 
 from __future__ import annotations
@@ -40,78 +45,121 @@ def ui_thread_seconds(proc: psutil.Process) -> float:
     return 0.0
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Top:
+    """One `kvops top` process (code from `code`, a checkout) in a tmux session of its own."""
+
+    def __init__(self, name: str, code: Path, work: Path, urls: str, interval: float) -> None:
+        self.name = name
+        self.sock, self.pid_file = str(work / f"{name}.sock"), work / f"{name}.pid"
+        command = (f"echo $$ > {self.pid_file}; cd {code}; PYTHONPATH={code} "
+                   f"exec {sys.executable} -m kvops.cli top --interval {interval:g} {urls}")  # fmt: skip
+        self.launched = time.monotonic()
+        tmux(self.sock, "new-session", "-d", "-x", "120", "-y", "40", "-s", "bench", f"bash -c '{command}'")
+        self.first_frame: float | None = None
+        self.proc: psutil.Process | None = None
+
+    def screen(self) -> str:
+        return tmux(self.sock, "capture-pane", "-p", "-t", "bench")
+
+    def shows_all(self, targets: int) -> bool:
+        screen = self.screen()
+        return f"{targets} engine(s)" in screen and screen.count("Llama-3.1-8B-Instruct") >= min(targets, 30)
+
+    def sample(self) -> tuple[float, float, float]:
+        assert self.proc is not None
+        cpu = self.proc.cpu_times()
+        return cpu.user + cpu.system, cpu.system, ui_thread_seconds(self.proc)
+
+    def stop(self) -> None:
+        subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=16)
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--seconds", type=float, default=60.0, help="measurement window")
+    parser.add_argument("--before", metavar="DIR", help="also run `kvops top` from this checkout, at once")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     if shutil.which("tmux") is None:
         print("tmux is needed (apt-get install tmux)", file=sys.stderr)
         return 2
+    if args.before and not (Path(args.before) / "kvops" / "cli.py").is_file():
+        print(f"--before {args.before}: not a checkout of kvops (no kvops/cli.py)", file=sys.stderr)
+        return 2
 
     targets = start_targets(args.targets)
     work = Path(tempfile.mkdtemp(prefix="kvops-top-bench-"))
-    sock, pid_file = str(work / "tmux.sock"), work / "pid"
     urls = " ".join(targets.urls)
-    command = (f"echo $$ > {pid_file}; exec {sys.executable} -m kvops.cli top "
-               f"--interval {args.interval:g} {urls}")  # fmt: skip
+    tops: list[Top] = []
+    results = []
     try:
-        launched = time.monotonic()
-        tmux(sock, "new-session", "-d", "-x", "120", "-y", "40", "-s", "bench", f"bash -c '{command}'")
-        want = f"{args.targets} engine(s)"
-        first_frame = None
-        while time.monotonic() - launched < 60:
-            screen = tmux(sock, "capture-pane", "-p", "-t", "bench")
-            if want in screen and screen.count("Llama-3.1-8B-Instruct") >= min(args.targets, 30):
-                first_frame = time.monotonic() - launched
-                break
+        tops.append(Top("kvops", ROOT, work, urls, args.interval))
+        if args.before:
+            tops.append(Top("before", Path(args.before).resolve(), work, urls, args.interval))
+        while any(t.first_frame is None for t in tops):
+            for top in tops:
+                if top.first_frame is None and top.shows_all(args.targets):
+                    top.first_frame = time.monotonic() - top.launched
+            if time.monotonic() - tops[0].launched > 60:
+                print("kvops top did not show every target within 60 s", file=sys.stderr)
+                return 1
             time.sleep(0.02)
-        if first_frame is None:
-            print("kvops top did not show every target within 60 s", file=sys.stderr)
-            return 1
-        proc = psutil.Process(int(pid_file.read_text()))
+        for top in tops:
+            top.proc = psutil.Process(int(top.pid_file.read_text()))
         time.sleep(2 * args.interval)  # past start-up: the steady state is what is claimed
-        cpu0, ui0, wall0 = proc.cpu_times(), ui_thread_seconds(proc), time.monotonic()
+        before = [t.sample() for t in tops]
+        wall0 = time.monotonic()
         time.sleep(args.seconds)
-        cpu1, ui1, wall1 = proc.cpu_times(), ui_thread_seconds(proc), time.monotonic()
-        busy = (cpu1.user - cpu0.user) + (cpu1.system - cpu0.system)
-        share = busy / (wall1 - wall0)
-        system_share = (cpu1.system - cpu0.system) / (wall1 - wall0)  # syscalls, wake-ups
-        ui_share = (ui1 - ui0) / (wall1 - wall0)
-        rss = proc.memory_info().rss
-        screen = tmux(sock, "capture-pane", "-p", "-t", "bench")
-        down = "down" in screen.split("\n", 1)[0]
-        tmux(sock, "send-keys", "-t", "bench", "q")  # quit cleanly before the simulators stop
-        proc.wait(timeout=10)
+        after = [t.sample() for t in tops]
+        wall = time.monotonic() - wall0
+        for top, (cpu0, sys0, ui0), (cpu1, sys1, ui1) in zip(tops, before, after, strict=True):
+            assert top.proc is not None
+            down = "down" in top.screen().split("\n", 1)[0]
+            results.append({
+                "code": top.name,
+                "targets": args.targets,
+                "interval_seconds": args.interval,
+                "window_seconds": args.seconds,
+                "cpu_share_of_one_core": (cpu1 - cpu0) / wall,
+                "system_share": (sys1 - sys0) / wall,  # syscalls, wake-ups
+                "ui_thread_share": (ui1 - ui0) / wall,
+                "scrape_threads_share": (cpu1 - cpu0 - (ui1 - ui0)) / wall,
+                "time_to_first_frame_seconds": top.first_frame,
+                "rss_bytes": top.proc.memory_info().rss,
+                "any_target_down": down,
+                "cpus": os.cpu_count(),
+            })  # fmt: skip
+        for top in tops:
+            tmux(top.sock, "send-keys", "-t", "bench", "q")  # quit cleanly before the simulators stop
+        for top in tops:
+            assert top.proc is not None
+            top.proc.wait(timeout=10)
     finally:
-        subprocess.run(["tmux", "-S", sock, "kill-server"], capture_output=True)
+        for top in tops:
+            top.stop()
         targets.stop()
         shutil.rmtree(work, ignore_errors=True)
-    result = {
-        "targets": args.targets,
-        "interval_seconds": args.interval,
-        "window_seconds": args.seconds,
-        "cpu_share_of_one_core": share,
-        "system_share": system_share,
-        "ui_thread_share": ui_share,
-        "scrape_threads_share": share - ui_share,
-        "time_to_first_frame_seconds": first_frame,
-        "rss_bytes": rss,
-        "any_target_down": down,
-        "cpus": os.cpu_count(),
-    }
     if args.json:
-        print(json.dumps(result))
-    else:
-        print(f"kvops top, {args.targets} targets at {args.interval:g} s, {args.seconds:g} s window:")
+        print(json.dumps(results[0] if len(results) == 1 else results))
+        return 0
+    for r in results:
+        share, ui = r["cpu_share_of_one_core"], r["ui_thread_share"]
+        window = f"{args.targets} targets at {args.interval:g} s, {args.seconds:g} s window"
+        print(f"kvops top ({r['code']}), {window}:")
         print(f"  CPU: {share * 100:.2f} % of one core (user+system of the top process)")
-        print(f"    of which in the kernel (system time): {system_share * 100:.2f} %")
-        scrape = share - ui_share
-        print(f"    UI thread (Textual): {ui_share * 100:.2f} %; scrape threads: {scrape * 100:.2f} %")
-        print(f"  time to first frame (process start to all {args.targets} rows): {first_frame:.2f} s")
-        print(f"  RSS: {rss / 2**20:.0f} MiB; any target down: {down}")
+        print(f"    of which in the kernel (system time): {r['system_share'] * 100:.2f} %")
+        print(f"    UI thread (Textual): {ui * 100:.2f} %; scrape threads: {(share - ui) * 100:.2f} %")
+        print(f"  time to first frame (process start to all {args.targets} rows): "
+              f"{r['time_to_first_frame_seconds']:.2f} s")  # fmt: skip
+        print(f"  RSS: {r['rss_bytes'] / 2**20:.0f} MiB; any target down: {r['any_target_down']}")
+    if len(results) == 2:
+        ratio = results[1]["cpu_share_of_one_core"] / results[0]["cpu_share_of_one_core"]
+        print(f"before / kvops: {ratio:.2f}x the CPU, same window")
     return 0
 
 
