@@ -20,6 +20,7 @@ may serve names the filter lacks).
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 import time
 from collections.abc import Callable
@@ -38,6 +39,41 @@ MAX_QUERY_BYTES = 4096
 # A filtered page must be at most this share of the whole one to be worth its longer URL
 # (a server that ignores the query sends the whole page).
 MAX_SHARE = 0.8
+
+
+PROBE_THREADS = 4
+
+
+class _ProbeQueue:
+    """Probes run on at most PROBE_THREADS daemon threads, started as needed: an exporter that
+    discovers 5,000 targets probes them a few at a time, not with 5,000 threads at once, and
+    a probe in flight never holds up the process's exit."""
+
+    def __init__(self, threads: int) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._threads = threads
+        self._started = 0
+        self._idle = 0
+        self._lock = threading.Lock()
+
+    def put(self, job: Callable[[], None]) -> None:
+        with self._lock:
+            if self._idle == 0 and self._started < self._threads:
+                self._started += 1
+                threading.Thread(target=self._work, name="kvops-page-filter", daemon=True).start()
+        self._jobs.put(job)
+
+    def _work(self) -> None:
+        while True:
+            with self._lock:
+                self._idle += 1
+            job = self._jobs.get()
+            with self._lock:
+                self._idle -= 1
+            job()  # _probe catches what it raises
+
+
+_PROBES = _ProbeQueue(PROBE_THREADS)
 
 
 def filtered_url(url: str, names: list[str]) -> str:
@@ -91,9 +127,7 @@ class PageFilter:
             return
         present = {name for name, samples in result.samples.items() if samples}
         self._probing = True
-        threading.Thread(
-            target=self._probe, args=(names, present, size), name="kvops-page-filter", daemon=True
-        ).start()
+        _PROBES.put(lambda: self._probe(names, present, size))
 
     def _names(self, result: ParseResult) -> list[str]:
         """The wanted sample names of the families this page has (a labelled family with no

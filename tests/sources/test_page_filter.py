@@ -205,3 +205,32 @@ def test_the_query_keeps_the_targets_own_query() -> None:
     assert page_filter.filtered_url("http://h/metrics?x=1", ["a:b", "c"]) == (
         "http://h/metrics?x=1&name[]=a:b&name[]=c"
     )
+
+
+def test_many_targets_are_probed_a_few_at_a_time() -> None:
+    """An exporter with many targets: every one is probed, never more than PROBE_THREADS at
+    once (the upstream counts the filtered GETs in flight)."""
+    upstream = Upstream()
+    in_flight, peak = [0], [0]
+
+    def slow_probe(h: object) -> None:
+        if "name[]=" in h.path:  # type: ignore[attr-defined]
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+            time.sleep(0.1)
+            in_flight[0] -= 1
+        body(PAGE)(h)  # type: ignore[arg-type]
+
+    scrapers = [TargetScraper(upstream.route(f"t{i}", slow_probe)) for i in range(12)]
+    try:
+        for _ in range(2):
+            for scraper in scrapers:
+                assert scraper.scrape(time.monotonic() + 5).up
+        for scraper in scrapers:
+            wait_for_decision(scraper)
+        assert sum(upstream.filtered_hits.values()) == 12
+        assert 1 <= peak[0] <= page_filter.PROBE_THREADS
+    finally:
+        for scraper in scrapers:
+            scraper.close()
+        upstream.stop()
