@@ -8,10 +8,13 @@ lines of a vLLM 0.33 page: the rest (request latency histograms) cost the scrape
 the vLLM API server a render, every scrape.
 
 A filtered page is used only once it has been seen to hold everything the whole page held:
-after the second whole page, a probe in a thread of its own (never a scrape round, so a
-server that rejects the query is never shown down for it) fetches the filtered page and
-compares. Older prometheus_client releases in multiprocess mode answer a filter with an empty
-page, a proxy may refuse a long query, a server may ignore it: each of those leaves the target
+after the second whole page, a probe on one of PROBE_THREADS shared threads (never in a scrape
+round, so a server that rejects the query is never shown down for it) fetches the filtered
+page and compares. prometheus_client in multiprocess mode (vLLM with --api-server-count > 1,
+SGLang) answers a filter with an empty page: its MultiProcessCollector has no names, and a
+restricted registry leaves such collectors out unless built with
+support_collectors_without_names (0.26 still defaults to False). A proxy may refuse a long
+query, a server may ignore it. Each of those leaves the target
 on whole pages. Whole pages come back for a round when a filtered one holds nothing kvops
 reads (a restarted server), after a failed fetch, and every REPROBE_SECONDS (a new release
 may serve names the filter lacks).
