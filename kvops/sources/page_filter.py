@@ -45,12 +45,14 @@ MAX_SHARE = 0.8
 
 
 PROBE_THREADS = 4
+PROBE_IDLE_SECONDS = 2.0
 
 
 class _ProbeQueue:
-    """Probes run on at most PROBE_THREADS daemon threads, started as needed: an exporter that
-    discovers 5,000 targets probes them a few at a time, not with 5,000 threads at once, and
-    a probe in flight never holds up the process's exit."""
+    """Probes run on at most PROBE_THREADS daemon threads, started as needed and ended after
+    PROBE_IDLE_SECONDS without work: an exporter that discovers 5,000 targets probes them a few
+    at a time, not with 5,000 threads at once; a probe in flight never holds up the process's
+    exit; and between probes no thread is left (the exporter's thread count stays flat)."""
 
     def __init__(self, threads: int) -> None:
         self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
@@ -60,17 +62,25 @@ class _ProbeQueue:
         self._lock = threading.Lock()
 
     def put(self, job: Callable[[], None]) -> None:
-        with self._lock:
+        with self._lock:  # queued under the lock: a worker about to end sees it (see _work)
             if self._idle == 0 and self._started < self._threads:
                 self._started += 1
                 threading.Thread(target=self._work, name="kvops-page-filter", daemon=True).start()
-        self._jobs.put(job)
+            self._jobs.put(job)
 
     def _work(self) -> None:
         while True:
             with self._lock:
                 self._idle += 1
-            job = self._jobs.get()
+            try:
+                job = self._jobs.get(timeout=PROBE_IDLE_SECONDS)
+            except queue.Empty:
+                with self._lock:
+                    self._idle -= 1
+                    if self._jobs.empty():
+                        self._started -= 1
+                        return
+                continue
             with self._lock:
                 self._idle -= 1
             job()  # _probe catches what it raises

@@ -8,6 +8,7 @@ the query.
 
 from __future__ import annotations
 
+import threading
 import time
 import urllib.request
 from collections.abc import Iterator
@@ -230,6 +231,11 @@ def test_many_targets_are_probed_a_few_at_a_time() -> None:
             wait_for_decision(scraper)
         assert sum(upstream.filtered_hits.values()) == 12
         assert 1 <= peak[0] <= page_filter.PROBE_THREADS
+        # Idle probe threads end: none is left between probes.
+        end = time.monotonic() + page_filter.PROBE_IDLE_SECONDS + 3
+        while any(t.name == "kvops-page-filter" for t in threading.enumerate()):
+            assert time.monotonic() < end, "probe threads outlived their work"
+            time.sleep(0.05)
     finally:
         for scraper in scrapers:
             scraper.close()
