@@ -7,7 +7,7 @@ timeout, and http.server gives every connection a thread for as long as it stays
 - One thread waits on all connections with a selector. An idle keep-alive connection costs
   a file descriptor, no thread; it is closed after IDLE_TIMEOUT, and the oldest idle one is
   closed first when the connection cap (from the fd limit) is reached.
-- A connection goes to a worker (a bounded pool, kvops.exporter.workers) only when it has
+- A connection goes to a worker (a bounded pool, kvops.workers) only when it has
   sent a whole request head; a client trickling its headers (slowloris) or its TLS handshake
   holds no worker and is closed at its deadline.
 - Request parsing and replies are http.server's BaseHTTPRequestHandler, driven one request
@@ -44,8 +44,8 @@ from kvops import __version__
 from kvops.errors import UsageError, one_line
 from kvops.exporter.encode import encode
 from kvops.exporter.webconfig import WebConfig
-from kvops.exporter.workers import Workers
 from kvops.termsafe import visible
+from kvops.workers import Workers
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,6 @@ may serve names the filter lacks).
 from __future__ import annotations
 
 import logging
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from urllib.parse import quote
 from kvops.sources.exposition import ParseResult, families_of, parse
 from kvops.sources.http import FetchError, FetchOptions, HttpClient
 from kvops.termsafe import visible
+from kvops.workers import Workers
 
 log = logging.getLogger(__name__)
 
@@ -48,45 +48,10 @@ PROBE_THREADS = 4
 PROBE_IDLE_SECONDS = 2.0
 
 
-class _ProbeQueue:
-    """Probes run on at most PROBE_THREADS daemon threads, started as needed and ended after
-    PROBE_IDLE_SECONDS without work: an exporter that discovers 5,000 targets probes them a few
-    at a time, not with 5,000 threads at once; a probe in flight never holds up the process's
-    exit; and between probes no thread is left (the exporter's thread count stays flat)."""
-
-    def __init__(self, threads: int) -> None:
-        self._jobs: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        self._threads = threads
-        self._started = 0
-        self._idle = 0
-        self._lock = threading.Lock()
-
-    def put(self, job: Callable[[], None]) -> None:
-        with self._lock:  # queued under the lock: a worker about to end sees it (see _work)
-            if self._idle == 0 and self._started < self._threads:
-                self._started += 1
-                threading.Thread(target=self._work, name="kvops-page-filter", daemon=True).start()
-            self._jobs.put(job)
-
-    def _work(self) -> None:
-        while True:
-            with self._lock:
-                self._idle += 1
-            try:
-                job = self._jobs.get(timeout=PROBE_IDLE_SECONDS)
-            except queue.Empty:
-                with self._lock:
-                    self._idle -= 1
-                    if self._jobs.empty():
-                        self._started -= 1
-                        return
-                continue
-            with self._lock:
-                self._idle -= 1
-            job()  # _probe catches what it raises
-
-
-_PROBES = _ProbeQueue(PROBE_THREADS)
+# At most PROBE_THREADS probes at once, on threads that end after PROBE_IDLE_SECONDS without
+# work: an exporter that discovers 5,000 targets probes them a few at a time, a probe in
+# flight never holds up the process's exit, and between probes no thread is left.
+_PROBES = Workers(PROBE_THREADS, "kvops-page-filter", idle_exit=PROBE_IDLE_SECONDS)
 
 
 def filtered_url(url: str, names: list[str]) -> str:
@@ -140,7 +105,7 @@ class PageFilter:
             return
         present = {name for name, samples in result.samples.items() if samples}
         self._probing = True
-        _PROBES.put(lambda: self._probe(names, present, size))
+        _PROBES.submit(self._probe, (names, present, size))
 
     def _names(self, result: ParseResult) -> list[str]:
         """The wanted sample names of the families this page has (a labelled family with no
@@ -151,7 +116,8 @@ class PageFilter:
             if name in result.samples or not families.isdisjoint(families_of([name]))
         )  # fmt: skip
 
-    def _probe(self, names: list[str], present: set[str], whole_size: int) -> None:
+    def _probe(self, job: tuple[list[str], set[str], int]) -> None:
+        names, present, whole_size = job
         url = filtered_url(self.url, names)
         verdict = "filtered page in use"
         try:

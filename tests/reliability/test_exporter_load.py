@@ -187,7 +187,7 @@ def test_a_thousand_idle_connections_under_a_1024_fd_limit(healthy):
     urls, _ = healthy
     with exporter(urls, nofile=1024) as exp:
         assert scrape(exp.url) == 0
-        time.sleep(6.0)  # idle workers end (kvops.exporter.workers): the steady state
+        time.sleep(6.0)  # idle workers end (kvops.workers): the steady state
         fds0, threads0 = exp.count("fd"), exp.count("task")
         host, port = exp.url.split("//")[1].split("/")[0].rsplit(":", 1)
         idle = []

@@ -233,7 +233,7 @@ def test_many_targets_are_probed_a_few_at_a_time() -> None:
         assert 1 <= peak[0] <= page_filter.PROBE_THREADS
         # Idle probe threads end: none is left between probes.
         end = time.monotonic() + page_filter.PROBE_IDLE_SECONDS + 3
-        while any(t.name == "kvops-page-filter" for t in threading.enumerate()):
+        while any(t.name.startswith("kvops-page-filter-") for t in threading.enumerate()):
             assert time.monotonic() < end, "probe threads outlived their work"
             time.sleep(0.05)
     finally:
