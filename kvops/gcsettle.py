@@ -1,4 +1,4 @@
-"""Garbage-collector settings for the long-running commands (`kvops top`, `kvops exporter`).
+"""Garbage-collector settings for `kvops top` (the exporter does not use them yet).
 
 CPython's cyclic collector runs whenever 700 container objects more were allocated than
 freed. A scrape of 16 vLLM pages allocates tens of thousands (label dicts, sample tuples), so

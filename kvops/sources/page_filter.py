@@ -14,10 +14,10 @@ page and compares. prometheus_client in multiprocess mode (vLLM with --api-serve
 SGLang) answers a filter with an empty page: its MultiProcessCollector has no names, and a
 restricted registry leaves such collectors out unless built with
 support_collectors_without_names (0.26 still defaults to False). A proxy may refuse a long
-query, a server may ignore it. Each of those leaves the target
-on whole pages. Whole pages come back for a round when a filtered one holds nothing kvops
-reads (a restarted server), after a failed fetch, and every REPROBE_SECONDS (a new release
-may serve names the filter lacks).
+query, a server may ignore it. Each of those leaves the target on whole pages, as does a
+query longer than MAX_QUERY_BYTES (never sent). Whole pages come back for a round when a
+filtered one holds nothing kvops reads (a restarted server), after a failed fetch, and every
+REPROBE_SECONDS (a new release may serve names the filter lacks).
 """
 
 from __future__ import annotations
@@ -42,11 +42,8 @@ MAX_QUERY_BYTES = 4096
 # A filtered page must be at most this share of the whole one to be worth its longer URL
 # (a server that ignores the query sends the whole page).
 MAX_SHARE = 0.8
-
-
 PROBE_THREADS = 4
 PROBE_IDLE_SECONDS = 2.0
-
 
 # At most PROBE_THREADS probes at once, on threads that end after PROBE_IDLE_SECONDS without
 # work: an exporter that discovers 5,000 targets probes them a few at a time, a probe in
@@ -100,12 +97,13 @@ class PageFilter:
         if self.whole_pages < 2:  # a one-shot command (--once, doctor --target) never probes
             return
         names = self._names(result)
-        if not names:
+        url = filtered_url(self.url, names)
+        if not names or len(url) - len(self.url) > MAX_QUERY_BYTES:  # nothing to ask, or too much
             self.decided_at = self.clock()
             return
         present = {name for name, samples in result.samples.items() if samples}
         self._probing = True
-        _PROBES.submit(self._probe, (names, present, size))
+        _PROBES.submit(self._probe, (url, present, size))
 
     def _names(self, result: ParseResult) -> list[str]:
         """The wanted sample names of the families this page has (a labelled family with no
@@ -116,14 +114,10 @@ class PageFilter:
             if name in result.samples or not families.isdisjoint(families_of([name]))
         )  # fmt: skip
 
-    def _probe(self, job: tuple[list[str], set[str], int]) -> None:
-        names, present, whole_size = job
-        url = filtered_url(self.url, names)
+    def _probe(self, job: tuple[str, set[str], int]) -> None:
+        url, present, whole_size = job
         verdict = "filtered page in use"
         try:
-            if len(url) - len(self.url) > MAX_QUERY_BYTES:
-                verdict = "too many names for one query"
-                return
             client = HttpClient(self.options)
             try:
                 text = client.fetch_text(url, time.monotonic() + PROBE_TIMEOUT)

@@ -137,6 +137,9 @@ LMCACHE_HISTOGRAMS: dict[str, tuple[str, float]] = {
     "lmcache:store_speed": ("store_speed", 1.0),
 }
 
+_LMCACHE_NAMES = frozenset(
+    [*LMCACHE_COUNTERS, *LMCACHE_MP_COUNTERS, *(n for f in LMCACHE_HISTOGRAMS for n in sample_names(f))]
+)
 WANTED: frozenset[str] = frozenset(
     [n for names in _SCALARS.values() for n in names]
     + [name for name, _ in _BY_LABEL.values()]
@@ -144,12 +147,7 @@ WANTED: frozenset[str] = frozenset(
     + [n for pair in _FLAT_TRANSFER.values() for n in pair]
     + [_TYPED_BYTES, _TYPED_TIME, _OFFLOAD_CONFIG, _CACHE_CONFIG]
     + [n for pair in _SUFFIXED for n in pair]
-    + list(LMCACHE_COUNTERS)
-    + list(LMCACHE_MP_COUNTERS)
-    + [n for family in LMCACHE_HISTOGRAMS for n in sample_names(family)]
-)
-_LMCACHE_NAMES = frozenset(
-    [*LMCACHE_COUNTERS, *LMCACHE_MP_COUNTERS, *(n for f in LMCACHE_HISTOGRAMS for n in sample_names(f))]
+    + list(_LMCACHE_NAMES)
 )
 # Engines other than vLLM, each read by its own module (docs/tiers.md); kind from the page.
 OTHER_ENGINES = (sglang, kvbm, trtllm)
