@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -77,11 +78,26 @@ class Top:
         subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
 
 
+def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
+    """An argparse type: a number above 0 (argparse's one-line error and exit 2 otherwise)."""
+
+    def read(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+        if not value > 0 or value != value or value == float("inf"):
+            raise argparse.ArgumentTypeError(f"expected a finite number above 0, got {text!r}")
+        return value
+
+    return read
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--targets", type=int, default=16)
-    parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--seconds", type=float, default=60.0, help="measurement window")
+    parser.add_argument("--targets", type=positive(int), default=16)
+    parser.add_argument("--interval", type=positive(float), default=1.0)
+    parser.add_argument("--seconds", type=positive(float), default=60.0, help="measurement window")
     parser.add_argument("--before", metavar="DIR", help="also run `kvops top` from this checkout, at once")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
