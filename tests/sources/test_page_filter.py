@@ -59,6 +59,13 @@ def serve(registry: CollectorRegistry) -> tuple[str, object]:
     return f"http://127.0.0.1:{server.server_port}", server
 
 
+def two_whole_pages_then_probe(scraper: TargetScraper) -> None:
+    """Two scrapes of the whole page (each up), then wait for the probe they start."""
+    for _ in range(2):
+        assert scraper.scrape(time.monotonic() + 5).up
+    wait_for_decision(scraper)
+
+
 def wait_for_decision(scraper: TargetScraper, seconds: float = 10.0) -> None:
     end = time.monotonic() + seconds
     while scraper._filter.decided_at is None:
@@ -103,9 +110,7 @@ def test_a_registry_whose_filter_drops_samples_stays_on_whole_pages() -> None:
     url, server = serve(registry)
     scraper = TargetScraper(url)
     try:
-        for _ in range(2):
-            assert scraper.scrape(time.monotonic() + 5).up
-        wait_for_decision(scraper)
+        two_whole_pages_then_probe(scraper)
         assert scraper.fetch_url() == url + "/metrics"
         sample = scraper.scrape(time.monotonic() + 5)
         assert sample.up and engines(sample) == [("m", "0", 3.0, 1000.0, None)]
@@ -127,9 +132,7 @@ def test_a_server_that_refuses_or_ignores_the_filter_is_never_down_for_it(behavi
     upstream = Upstream()
     scraper = TargetScraper(upstream.route("t", behaviour))  # type: ignore[arg-type]
     try:
-        for _ in range(2):
-            assert scraper.scrape(time.monotonic() + 5).up
-        wait_for_decision(scraper)
+        two_whole_pages_then_probe(scraper)
         assert upstream.filtered_hits.get("/t/metrics") == 1  # the probe, once
         for _ in range(3):
             assert "name[]" not in scraper.fetch_url()
@@ -161,16 +164,12 @@ def test_an_empty_filtered_page_and_the_reprobe_bring_whole_pages_back() -> None
     scraper = TargetScraper(url)
     scraper._filter.clock = lambda: now[0]
     try:
-        for _ in range(2):
-            scraper.scrape(time.monotonic() + 5)
-        wait_for_decision(scraper)
+        two_whole_pages_then_probe(scraper)
         assert "name[]" in scraper.fetch_url()
         # Past REPROBE_SECONDS: whole pages again, then a new probe.
         now[0] += page_filter.REPROBE_SECONDS + 1
         assert scraper.fetch_url() == url + "/metrics"
-        for _ in range(2):
-            scraper.scrape(time.monotonic() + 5)
-        wait_for_decision(scraper)
+        two_whole_pages_then_probe(scraper)
         assert "name[]" in scraper.fetch_url()
         # A filtered page with nothing kvops reads (a restarted server that filters badly):
         # the next round reads the whole page.
@@ -193,9 +192,7 @@ def test_a_query_too_long_for_a_proxy_is_not_sent(monkeypatch: pytest.MonkeyPatc
     url, server = serve(registry)
     scraper = TargetScraper(url)
     try:
-        for _ in range(2):
-            scraper.scrape(time.monotonic() + 5)
-        wait_for_decision(scraper)
+        two_whole_pages_then_probe(scraper)
         assert scraper.fetch_url() == url + "/metrics"
     finally:
         scraper.close()
