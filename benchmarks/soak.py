@@ -28,9 +28,13 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import psutil
 import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from support.prom import free_port
 
 # (vLLM version, data-parallel size, served model name): each restart takes the next one.
 PROFILES = [
@@ -40,12 +44,6 @@ PROFILES = [
     ("0.24.0", 4, "mistralai/Mistral-7B-Instruct-v0.3"),
     ("0.10.0", 1, "Qwen/Qwen3-8B"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 30.0) -> None:

@@ -117,16 +117,11 @@ def main() -> int:
         print(json.dumps(measure(args.measure[0], args.measure[1], args.frames)))
         return 0
 
-    from top.stores import BackfilledPrometheus, VictoriaMetrics, fleet, history_lines
+    from top.stores import fleet, history_lines, loaded_stores
 
     lines = history_lines(fleet(args.engines), SAMPLES, STEP, end=time.time() - 20)
     results: dict[str, dict[str, dict[str, float]]] = {}
-    stores = []
-    try:
-        vm = VictoriaMetrics()
-        stores.append(vm)
-        vm.load(lines)
-        stores.append(BackfilledPrometheus(lines))
+    with loaded_stores(lines) as stores:
         time.sleep(2)  # VictoriaMetrics: imported samples become searchable within a second
         for store in stores:
             modes = [("kvops live", "page", []), ("kvops all", "all", []), ("baseline", "raw", [])]
@@ -146,9 +141,6 @@ def main() -> int:
                     [*command, *code], capture_output=True, text=True, timeout=1800, check=True
                 )
                 results.setdefault(store.name, {})[mode] = json.loads(proc.stdout)
-    finally:
-        for store in stores:
-            store.stop()
     if args.json:
         print(json.dumps({"engines": args.engines, "results": results}))
         return 0

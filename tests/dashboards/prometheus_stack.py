@@ -12,7 +12,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -22,18 +21,14 @@ from typing import Any
 
 import requests
 
+from support.prom import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRAPE_INTERVAL_S = 1
 # Grafana's $__rate_interval is at least four scrape intervals; a little more keeps every
 # rate() window holding two samples even when a scrape lands late on a busy CI machine.
 RATE_INTERVAL = "10s"
 VARIABLE_VALUES = {"$job": ".*", "$instance": ".*", "$model": ".*", "$gpu": ".*"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def substitute(expr: str) -> str:

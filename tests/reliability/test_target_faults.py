@@ -23,6 +23,7 @@ from kvops.sim.server import Sim
 from kvops.top.live import LiveSource
 from support.exporter_harness import Samples, parse_exposition, value
 from support.paths import VLLM_FIXTURES
+from support.prom import free_port
 from support.upstream import body, hang, huge, trickle
 
 GOOD = (VLLM_FIXTURES / "0.33.0" / "offload-t2.prom").read_bytes()
@@ -128,12 +129,6 @@ class SimProcess:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(timeout=10)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.slow  # two simulator processes

@@ -15,14 +15,17 @@ the steps the window spans.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
-import socket
 import subprocess
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from support.prom import free_port
 
 MODELS = ("meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3-32B", "mistralai/Mistral-7B-Instruct-v0.3")
 
@@ -95,12 +98,6 @@ def history_lines(engines: list[FleetEngine], samples: int, step: float, end: fl
             for name, value in (*e.counters(k).items(), *e.gauges().items()):
                 out.setdefault(name, []).append(f"{name}{{{labels}}} {value:.6f} {ts:.3f}")
     return out
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30.0) -> None:
@@ -202,3 +199,19 @@ class BackfilledPrometheus(Store):
                 stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         _wait_http(f"{self.url}/-/ready", self.proc, log)
+
+
+@contextlib.contextmanager
+def loaded_stores(lines: dict[str, list[str]]) -> Iterator[list[Store]]:
+    """A VictoriaMetrics and a backfilled Prometheus, both holding `lines`; stopped on exit,
+    also when the second fails to start."""
+    started: list[Store] = []
+    try:
+        vm = VictoriaMetrics()
+        started.append(vm)
+        vm.load(lines)
+        started.append(BackfilledPrometheus(lines))
+        yield started
+    finally:
+        for store in started:
+            store.stop()

@@ -17,7 +17,7 @@ from kvops.cli import main
 from kvops.rates import SCHEMA_VERSION
 from kvops.top.fleet import hits
 
-from .stores import BackfilledPrometheus, VictoriaMetrics, fleet, history_lines
+from .stores import fleet, history_lines, loaded_stores
 
 pytestmark = [
     pytest.mark.slow,
@@ -39,16 +39,8 @@ SAMPLES = 12
 def stores():
     engines = fleet(N)
     lines = history_lines(engines, SAMPLES, STEP, end=time.time() - 20)
-    started = []
-    try:
-        vm = VictoriaMetrics()
-        started.append(vm)
-        vm.load(lines)
-        started.append(BackfilledPrometheus(lines))
+    with loaded_stores(lines) as started:
         yield engines, started
-    finally:
-        for store in started:
-            store.stop()
 
 
 def once(capsys, url: str, *extra: str) -> dict:
