@@ -18,17 +18,36 @@ ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / ".ci" / "run"
 
 
-def readme_test_command() -> list[str]:
+def readme_first_block() -> list[str]:
+    """The README's opening sh block: a venv line, the demo, the test command (comments cut)."""
     block = re.search(r"```sh\n(.*?)```", (ROOT / "README.md").read_text(), re.S)
-    assert block, "the README opens with a sh block of two commands"
-    lines = [ln for ln in block.group(1).splitlines() if ln.strip()]
-    assert len(lines) == 2, lines
-    return [step.strip() for step in lines[1].split("&&")]
+    assert block, "the README opens with a sh block"
+    lines = [ln.split("   #")[0].strip() for ln in block.group(1).splitlines() if ln.strip()]
+    assert len(lines) == 3, lines
+    return lines
+
+
+def readme_test_command() -> list[str]:
+    """The third line's steps, with `sudo sh -c '...'` (root for the whole apt part) opened up:
+    CI runs as root, so it runs those steps as they are."""
+    line = readme_first_block()[2]
+    rooted = re.fullmatch(r"sudo sh -c '([^']*)' && (.*)", line)
+    assert rooted, f"the apt part runs as root as a whole: {line}"
+    as_root = [step.strip() for step in rooted.group(1).split("&&")]
+    rest = [step.strip() for step in rooted.group(2).split("&&")]
+    assert all(s.startswith("apt-get ") for s in as_root) and not any("apt-get" in s for s in rest)
+    return as_root + rest
+
+
+def test_the_readme_opens_with_a_venv_then_the_demo_then_the_tests() -> None:
+    venv, demo, _ = readme_first_block()
+    assert re.fullmatch(r"python3 -m venv (\S+) && \. \1/bin/activate", venv), venv
+    assert demo == "pip install . && kvops demo"
 
 
 def ci_steps() -> list[str]:
     text = CI.read_text()
-    body = text.split("# The README's second command, one step a line:\n", 1)[1]
+    body = text.split("# The README's test command, one step a line:\n", 1)[1]
     return body.split("\n\n", 1)[0].strip().splitlines()
 
 
