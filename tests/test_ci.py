@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CI = ROOT / ".ci" / "run"
+REAL_BASH = shutil.which("bash") or "/bin/bash"  # before PATH has the stand-ins: .ci/run's `bash` is one
 
 
 def readme_first_block() -> list[str]:
@@ -61,12 +63,12 @@ def _run_ci(tmp_path: Path, fail: dict[str, int]) -> tuple[int, list[str]]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.log"
-    for tool in ("apt-get", "pip", "python", "ruff"):
+    for tool in ("apt-get", "pip", "python", "ruff", "bash"):
         stand_in = bin_dir / tool
         stand_in.write_text(f'#!/bin/sh\necho "{tool} $*" >> "{calls}"\nexit {fail.get(tool, 0)}\n')
         stand_in.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "TMPDIR": str(tmp_path)}
-    proc = subprocess.run(["bash", str(CI)], env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run([REAL_BASH, str(CI)], env=env, capture_output=True, text=True, timeout=120)
     return proc.returncode, calls.read_text().splitlines() if calls.exists() else []
 
 
@@ -84,7 +86,9 @@ def test_a_failing_step_fails_ci(tmp_path: Path, failing: str, code: int, not_re
 def test_all_steps_run_in_order_on_a_clone_with_nothing_beside_it(tmp_path: Path) -> None:
     rc, calls = _run_ci(tmp_path, {})
     assert rc == 0
-    assert [c.split()[0] for c in calls] == ["apt-get", "apt-get", "pip", "python", "python", "ruff", "ruff"]
+    assert [c.split()[0] for c in calls] == ["apt-get", "apt-get", "pip", "python", "python", "ruff", "ruff",
+                                             "bash"]  # fmt: skip
+    assert calls[-1] == "bash .ci/container"  # the image built and kvops run in it (docs/container.md)
     assert calls[3] == "python -m pytest"
     assert calls[4].startswith("python -m pytest -m vllm_release")  # doctor --repro on real vLLM code
     # the clone went to a fresh temporary directory, which is gone afterwards
