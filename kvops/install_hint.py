@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from importlib import metadata
+from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 # Keep in step with pyproject.toml's [project.optional-dependencies] (tests/test_install_hint.py).
@@ -31,7 +32,7 @@ def _direct_url() -> dict | None:
 
 def install_command(extra: str) -> str:
     packages = EXTRA_PACKAGES[extra]
-    if "/pipx/venvs/" in sys.prefix.replace("\\", "/") + "/":
+    if (Path(sys.prefix) / "pipx_metadata.json").is_file():  # pipx's record in each venv it makes
         return f"pipx inject kvops {packages}"
     origin = _direct_url() or {}
     url = urlparse(origin.get("url", ""))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -36,6 +35,7 @@ def test_the_command_follows_pips_record_of_the_install(monkeypatch, direct_url,
     assert install_hint.install_command("nvidia") == expected
 
 
-def test_under_pipx_the_extra_is_injected(monkeypatch):
-    monkeypatch.setattr(sys, "prefix", str(Path.home() / ".local/share/pipx/venvs/kvops"))
+def test_under_pipx_the_extra_is_injected(monkeypatch, tmp_path):
+    (tmp_path / "pipx_metadata.json").write_text("{}")  # what pipx leaves in each venv it makes
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
     assert install_hint.install_command("amd") == "pipx inject kvops amdsmi"
