@@ -13,7 +13,9 @@ quoted (Prometheus 3's UTF-8 names, `{"a.b",l="v"}`); values in Go's float gramm
 Python's float(): no `1_000`, no Unicode digits, `1e309` is an error rather than +Inf);
 timestamps int64 milliseconds; duplicate label names and a `__name__` label rejected. Where
 the suites disagree kvops reads what Prometheus's scraper (promparse) stores: an unknown
-escape in a quoted string is kept as written.
+escape in a label value is kept as written, and a comma with no label before it (`{,}`) is an
+error. A quoted metric or label name allows only the three escapes of the format (backslash,
+quote, newline): expfmt rejects any other there, and a name is an identity.
 
 With a set of wanted names, one regular expression (a trie of the names, run by re's C
 engine) finds the wanted lines and their families' # TYPE lines, and no other line is
@@ -51,13 +53,13 @@ _LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*+"
 _METRIC_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*+"
 # One item of a label set: name="value" (the name bare or quoted), or a quoted metric name.
 _ITEM = rf"(?:(?:{_LABEL_NAME}|{_STR})[ \t]*+=[ \t]*+{_STR}|{_STR})"
-# The inside of {...}: items separated by commas, one trailing comma allowed ({,} too, as
-# client_python reads it). A missing comma between two items is read as promparse reads it
-# (its test calls that unintended, but it is what Prometheus stores).
-_LABEL_SET_RE = re.compile(rf"[ \t]*+(?:{_ITEM}(?:[ \t]*+,?+[ \t]*+{_ITEM})*+[ \t]*+)?(?:,[ \t]*+)?")
+# The inside of {...}: items separated by commas, one trailing comma allowed after an item
+# ({,} is an error, as in promparse and expfmt). A missing comma between two items is read as
+# promparse reads it (its test calls that unintended, but it is what Prometheus stores).
+_LABEL_SET_RE = re.compile(rf"[ \t]*+(?:{_ITEM}(?:[ \t]*+,?+[ \t]*+{_ITEM})*+[ \t]*+(?:,[ \t]*+)?)?")
 # The usual label set, bare names only: read with one findall, as before quoted names.
 _PAIR = rf"{_LABEL_NAME}[ \t]*+=[ \t]*+{_STR}"
-_BARE_SET_RE = re.compile(rf"[ \t]*+(?:{_PAIR}(?:[ \t]*+,?+[ \t]*+{_PAIR})*+[ \t]*+)?(?:,[ \t]*+)?")
+_BARE_SET_RE = re.compile(rf"[ \t]*+(?:{_PAIR}(?:[ \t]*+,?+[ \t]*+{_PAIR})*+[ \t]*+(?:,[ \t]*+)?)?")
 _BARE_PAIR_RE = re.compile(rf'({_LABEL_NAME})[ \t]*+=[ \t]*+"({_STR_BODY})"')
 _ITEM_RE = re.compile(rf'(?:({_LABEL_NAME})|"({_STR_BODY})")[ \t]*+=[ \t]*+"({_STR_BODY})"|"({_STR_BODY})"')
 _NAME_RE = re.compile(rf"{_METRIC_NAME}\Z")
@@ -84,6 +86,7 @@ _TYPES = frozenset(
 _NAME_STOP_RE = re.compile(r"[{ \t]")
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _UNESCAPE_RE = re.compile(r"\\[\\\"n]")  # any other escape is kept as written (promparse)
+_BAD_ESCAPE_RE = re.compile(r"\\[^\\\"n]")  # searched once escaped backslashes are removed
 
 
 @dataclass
@@ -109,6 +112,13 @@ class ParseError(ValueError):
 
 def _unescape(value: str) -> str:
     return _UNESCAPE_RE.sub(lambda m: _UNESCAPE[m.group(0)], value) if "\\" in value else value
+
+
+def _unescape_name(quoted: str) -> str:
+    """A quoted metric or label name, unescaped; ParseError on an escape the format does not have."""
+    if "\\" in quoted and _BAD_ESCAPE_RE.search(quoted.replace("\\\\", "")):
+        raise ParseError(f"invalid escape sequence in quoted name {quoted[:40]!r}")
+    return _unescape(quoted)
 
 
 # A series' label set is the same text scrape after scrape (its value is what changes), and
@@ -141,13 +151,13 @@ def parse_label_set(text: str) -> tuple[Labels, str | None]:
         if m.lastindex == 4:  # a quoted metric name
             if metric is not None:
                 raise ParseError("two metric names in one label set")
-            metric = _unescape(m.group(4))
+            metric = _unescape_name(m.group(4))
             if not metric:
                 raise ParseError("empty metric name")
             continue
         name = m.group(1)
         if name is None:
-            name = _unescape(m.group(2))
+            name = _unescape_name(m.group(2))
             if not name:
                 raise ParseError("empty label name")
         if name == "__name__":
@@ -249,7 +259,10 @@ def _read_meta(line: str, types: dict[str, str]) -> str | None:
         kind = t.group(3).lower()
         if kind not in _TYPES:
             return f"unknown metric type {t.group(3)[:20]!r}"
-        name = t.group(1) if t.group(1) is not None else _unescape(t.group(2))
+        try:
+            name = t.group(1) if t.group(1) is not None else _unescape_name(t.group(2))
+        except ParseError as exc:
+            return str(exc)
         types[name] = kind
     elif _HELP_BODY_RE.match(body) is None:
         return f"HELP line without a metric name: {body[:60]!r}"
