@@ -390,4 +390,4 @@ def _lmcache_samples(result: ParseResult, target: str) -> list[LMCacheSample]:
 
 
 def _engine_order(engine: str) -> tuple[int, str]:
-    return (int(engine), "") if engine.isdigit() else (1 << 30, engine)
+    return (int(engine), "") if engine.isascii() and engine.isdigit() else (1 << 30, engine)
