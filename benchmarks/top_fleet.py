@@ -48,9 +48,9 @@ def measure(url: str, mode: str, frames: int) -> dict[str, float]:
 
     me = psutil.Process()
     started_cpu, started = time.process_time(), time.monotonic()
+    from kvops.engines import vllm
+    from kvops.frames.prometheus import VLLM, PrometheusSource, _selector, to_parse_result
     from kvops.snapshot import Snapshot
-    from kvops.sources import vllm
-    from kvops.sources.prometheus import VLLM, PrometheusSource, _selector, to_parse_result
     from kvops.top.board import Board
 
     source = PrometheusSource(url, timeout=60.0)

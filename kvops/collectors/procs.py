@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from kvops.snapshot import GpuSample, ProcessMemory
-from kvops.sources.address import host_port
+from kvops.transport.address import host_port
 
 _KB = 1024
 # /proc/PID/status field -> ProcessMemory attribute

@@ -9,7 +9,7 @@ if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
     from kvops.exporter.config import ExporterConfig
-    from kvops.sources.runner import ScrapeRunner, TargetDiscovery
+    from kvops.scrape.runner import ScrapeRunner, TargetDiscovery
 
 DEFAULT_LISTEN = "0.0.0.0:9435"
 
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     host, port = parse_listen(config.listen or DEFAULT_LISTEN)
     web = load_web_config(args.web_config) if args.web_config else None
-    from kvops.sources.kubernetes import discovery_from_args
+    from kvops.transport.kubernetes import discovery_from_args
 
     runner = build_runner(config, discovery_from_args(args, config.timeout))
     server = ExporterServer((host, port), lambda timeout: _render(runner, timeout), web)
@@ -148,9 +148,9 @@ ROUND_REUSE_SECONDS = 0.5
 
 def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = None) -> ScrapeRunner:
     from kvops.collectors.procs import ProcessTracker
-    from kvops.sources.http import FetchOptions
-    from kvops.sources.runner import ScrapeRunner, default_hardware_sources
-    from kvops.sources.target import TargetScraper
+    from kvops.scrape.runner import ScrapeRunner, default_hardware_sources
+    from kvops.scrape.target import TargetScraper
+    from kvops.transport.http import FetchOptions
 
     scrapers = [TargetScraper(t.url, t.options) for t in config.targets]
     sources = [s for s in default_hardware_sources() if s.name not in config.disabled_collectors]
@@ -161,7 +161,7 @@ def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = Non
         sources,
         timeout=config.timeout,
         process_tracker=tracker,
-        discovery=discovery,  # kvops/sources/kubernetes.py, with --kubernetes-pod-selector
+        discovery=discovery,  # kvops/transport/kubernetes.py, with --kubernetes-pod-selector
         discovered_options=FetchOptions(max_body_bytes=config.max_body_bytes, max_samples=config.max_samples),
         min_interval=ROUND_REUSE_SECONDS,
     )

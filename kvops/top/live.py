@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import logging
 
+from kvops.engines import vllm
+from kvops.exposition.histograms import sample_names
+from kvops.exposition.parser import ParseResult
+from kvops.frames import kvops_exposition
 from kvops.names import bound
+from kvops.scrape.runner import ScrapeRunner, default_hardware_sources
+from kvops.scrape.target import TargetScraper
 from kvops.snapshot import Snapshot, TargetSample
-from kvops.sources import kvops_exposition, vllm
-from kvops.sources.exposition import ParseResult
-from kvops.sources.histograms import sample_names
-from kvops.sources.http import FetchError, FetchOptions
-from kvops.sources.runner import ScrapeRunner, default_hardware_sources
-from kvops.sources.target import TargetScraper
 from kvops.top.board import MAX_ROWS
+from kvops.transport.http import FetchError, FetchOptions
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvops.cli import main
 from kvops.doctor import catalog, cmdline, logs, modelcfg
+from kvops.engines import vllm
 from kvops.errors import UsageError
 from kvops.exporter.collector import render
 from kvops.exporter.command import configure as configure_exporter
@@ -26,10 +27,9 @@ from kvops.exporter.config import load_config
 from kvops.exporter.encode import encode
 from kvops.exporter.server import parse_listen
 from kvops.exporter.webconfig import load as load_web_config
+from kvops.exposition.parser import parse
 from kvops.snapshot import Snapshot
-from kvops.sources import vllm
-from kvops.sources.exposition import parse
-from kvops.sources.http import normalise_target
+from kvops.transport.http import normalise_target
 
 from .fuzzing import FUZZ
 

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvops.engines import vllm
+from kvops.exposition import parser as exposition
 from kvops.sim.render import Renderer, parse_version
 from kvops.sim.server import build_engine
-from kvops.sources import exposition, vllm
 
 TARGET = "http://127.0.0.1:8000"
 VERSIONS = [

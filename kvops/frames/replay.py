@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvops.engines import vllm
 from kvops.errors import UsageError
+from kvops.exposition.parser import parse
+from kvops.frames import kvops_exposition
 from kvops.snapshot import Snapshot
-from kvops.sources import kvops_exposition, vllm
-from kvops.sources.exposition import parse
 
 # The target name vLLM dumps replay under: one name for the whole sequence, so the
 # frames line up into intervals.

@@ -12,9 +12,9 @@ vLLM they are vLLM's external hits again, so they stay in their own series (docs
 
 from __future__ import annotations
 
+from kvops.engines.common import Engines, summed
+from kvops.exposition.parser import ParseResult
 from kvops.snapshot import EngineSample
-from kvops.sources.engines import Engines, summed
-from kvops.sources.exposition import ParseResult
 
 # kvbm_* counter -> edge (<from>_to_<to>, tiers of docs/tiers.md)
 EDGES = {

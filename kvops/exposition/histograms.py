@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kvops.exposition.parser import Labels, ParseResult
 from kvops.snapshot import Histogram
-from kvops.sources.exposition import Labels, ParseResult
 
 
 def sample_names(family: str) -> tuple[str, str, str]:

@@ -28,9 +28,9 @@ import time
 from collections.abc import Callable
 from urllib.parse import quote
 
-from kvops.sources.exposition import ParseResult, families_of, parse
-from kvops.sources.http import FetchError, FetchOptions, HttpClient
+from kvops.exposition.parser import ParseResult, families_of, parse
 from kvops.termsafe import visible
+from kvops.transport.http import FetchError, FetchOptions, HttpClient
 from kvops.workers import Workers
 
 log = logging.getLogger(__name__)

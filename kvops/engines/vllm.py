@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kvops.engines import kvbm, sglang, trtllm
+from kvops.exposition.histograms import histograms, sample_names
+from kvops.exposition.parser import Labels, ParseResult, families_of
 from kvops.snapshot import EngineSample, Histogram, LMCacheSample, TargetSample
-from kvops.sources import kvbm, sglang, trtllm
-from kvops.sources.exposition import Labels, ParseResult, families_of
-from kvops.sources.histograms import histograms, sample_names
 
 GIB = float(1 << 30)
 

@@ -1,6 +1,6 @@
 """One scrape round: every source concurrently, each behind its own error boundary and deadline.
 
-Targets are fetched together in the scraping thread (kvops.sources.multi) and parsed as each
+Targets are fetched together in the scraping thread (kvops.transport.multi) and parsed as each
 arrives; hardware collectors run in worker threads meanwhile (a driver call may hang).
 
 Like node_exporter, each source reports kvops_collector_success / _duration_seconds, so a
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kvops.errors import UsageError, one_line
+from kvops.scrape.target import TargetScraper
 from kvops.snapshot import CollectorStatus, GpuSample, HostSample, ProcessMemory, Snapshot, TargetSample
-from kvops.sources.http import FetchError, FetchOptions, normalise_target
-from kvops.sources.multi import MultiFetcher
-from kvops.sources.target import TargetScraper
 from kvops.termsafe import visible
+from kvops.transport.http import FetchError, FetchOptions, normalise_target
+from kvops.transport.multi import MultiFetcher
 
 log = logging.getLogger(__name__)
 
@@ -209,7 +209,7 @@ class ScrapeRunner:
         return future
 
     def _scrape_targets(self, targets: list[TargetScraper], deadline: float) -> list[TargetSample]:
-        """All targets fetched at once in this thread (kvops.sources.multi), each parsed as it
+        """All targets fetched at once in this thread (kvops.transport.multi), each parsed as it
         arrives while the others go on."""
         samples: dict[int, TargetSample] = {}
 

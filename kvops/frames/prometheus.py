@@ -35,11 +35,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from kvops.engines import vllm
 from kvops.errors import UsageError
+from kvops.exposition.parser import Labels, ParseResult
+from kvops.frames import kvops_exposition
 from kvops.snapshot import GpuSample, Snapshot, TargetSample
-from kvops.sources import kvops_exposition, vllm
-from kvops.sources.exposition import Labels, ParseResult
-from kvops.sources.http import FetchError, FetchOptions, HttpClient, normalise_target
+from kvops.transport.http import FetchError, FetchOptions, HttpClient, normalise_target
 
 # Labels the store adds or the delta query carries; not part of what the target exposed.
 _NAME_LABEL = "kvops_name"  # the series name, kept through the subtraction by label_replace
@@ -90,7 +91,7 @@ def delta_query(flavour: Flavour, offset: str, matcher: str = "") -> str:
 
 
 # What the fleet's charts draw (kvops.top.series.deltas_of: lookups and hits of both tiers,
-# bytes stored and loaded), by every name vLLM has used for it (sources/vllm.py's tables).
+# bytes stored and loaded), by every name vLLM has used for it (engines/vllm.py's tables).
 FLEET_COUNTERS: tuple[str, ...] = tuple(
     sorted(
         {

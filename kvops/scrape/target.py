@@ -5,18 +5,18 @@ from __future__ import annotations
 import logging
 import time
 
+from kvops.engines import vllm
+from kvops.exposition.parser import ParseResult, parse
+from kvops.scrape.page_filter import PageFilter
 from kvops.snapshot import TargetSample
-from kvops.sources import vllm
-from kvops.sources.exposition import ParseResult, parse
-from kvops.sources.http import FetchError, FetchOptions, HttpClient, metrics_url, normalise_target
-from kvops.sources.page_filter import PageFilter
 from kvops.termsafe import visible
+from kvops.transport.http import FetchError, FetchOptions, HttpClient, metrics_url, normalise_target
 
 log = logging.getLogger(__name__)
 
 
 class TargetScraper:
-    """Scrapes one target. Not re-entrant: kvops.sources.runner runs one round at a time
+    """Scrapes one target. Not re-entrant: kvops.scrape.runner runs one round at a time
     (single flight), and a round's fetches end by its deadline, so no fetch outlives it.
 
     Subclasses read other expositions by overriding `wanted` and `interpret` (kvops top reads
@@ -35,7 +35,7 @@ class TargetScraper:
 
     def fetch_url(self) -> str:
         """The URL to GET this round: the page, or only its samples kvops reads once the
-        target has been seen to serve those alone (kvops.sources.page_filter)."""
+        target has been seen to serve those alone (kvops.scrape.page_filter)."""
         self._fetching = self._filter.fetch_url()
         return self._fetching
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kvops.exposition.parser import Labels
 from kvops.snapshot import EngineSample
-from kvops.sources.exposition import Labels
 
 EngineKey = tuple[str, str]  # (model_name, engine)
 

@@ -12,9 +12,9 @@ labels engine_type and model_name; docs/tiers.md has the mapping and its source)
 
 from __future__ import annotations
 
+from kvops.engines.common import Engines
+from kvops.exposition.parser import Labels, ParseResult
 from kvops.snapshot import EngineSample
-from kvops.sources.engines import Engines
-from kvops.sources.exposition import Labels, ParseResult
 
 _SCALARS = {
     "kv_cache_usage": "trtllm_kv_cache_utilization",

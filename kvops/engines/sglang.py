@@ -14,9 +14,9 @@ sums in seconds, so bytes / seconds is the bandwidth while copying.
 
 from __future__ import annotations
 
+from kvops.engines.common import Engines, lowest_rank, summed
+from kvops.exposition.parser import Labels, ParseResult
 from kvops.snapshot import EngineSample
-from kvops.sources.engines import Engines, lowest_rank, summed
-from kvops.sources.exposition import Labels, ParseResult
 
 _SCALARS = {  # field -> scheduler gauge (one rank)
     "kv_cache_usage": "sglang:token_usage",
