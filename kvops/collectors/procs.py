@@ -174,6 +174,10 @@ class ProcessTracker:
         self._trees: dict[str, tuple[float, list[int]]] = {}
         self._local: dict[str, tuple[str, int] | None] = {}
 
+    def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None:
+        for pm in processes:
+            attach_gpus(pm, gpus)
+
     def _local_target(self, target: str) -> tuple[str, int] | None:
         if target not in self._local:
             hp = host_port(target)

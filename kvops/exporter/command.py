@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from kvops.collectors import registry as collectors
+
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
@@ -64,7 +66,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--no-collector",
         action="append",
         default=[],
-        choices=["host", "nvidia", "amd"],
+        choices=collectors.NAMES,
         help="turn a hardware/host collector off (repeatable)",
     )
     parser.add_argument(
@@ -148,12 +150,13 @@ ROUND_REUSE_SECONDS = 0.5
 
 def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = None) -> ScrapeRunner:
     from kvops.collectors.procs import ProcessTracker
-    from kvops.scrape.runner import ScrapeRunner, default_hardware_sources
+    from kvops.collectors.registry import default_collectors
+    from kvops.scrape.runner import ScrapeRunner
     from kvops.scrape.target import TargetScraper
     from kvops.transport.http import FetchOptions
 
     scrapers = [TargetScraper(t.url, t.options) for t in config.targets]
-    sources = [s for s in default_hardware_sources() if s.name not in config.disabled_collectors]
+    sources = default_collectors(disabled=config.disabled_collectors)
     # Process memory of local targets comes with the host collector.
     tracker = ProcessTracker() if "host" not in config.disabled_collectors else None
     return ScrapeRunner(

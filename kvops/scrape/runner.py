@@ -29,7 +29,16 @@ from typing import Protocol
 
 from kvops.errors import UsageError, one_line
 from kvops.scrape.target import TargetScraper
-from kvops.snapshot import CollectorStatus, GpuSample, HostSample, ProcessMemory, Snapshot, TargetSample
+from kvops.snapshot import (
+    Collector,
+    CollectorStatus,
+    GpuSample,
+    HostSample,
+    ProcessMemory,
+    Reading,
+    Snapshot,
+    TargetSample,
+)
 from kvops.termsafe import visible
 from kvops.transport.http import FetchError, FetchOptions, normalise_target
 from kvops.transport.multi import MultiFetcher
@@ -38,25 +47,14 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 5.0
 
-# What a hardware or host source reads: the host, or the GPUs it sees.
-Reading = HostSample | list[GpuSample]
-
-
-class Source(Protocol):
-    """A hardware or host collector (kvops.collectors): `name` is its `collector` label;
-    `collect()` returns its reading or raises, which costs only its own series."""
-
-    name: str
-
-    def collect(self) -> Reading: ...
-
-    def close(self) -> None: ...
-
 
 class ProcessSource(Protocol):
-    """Memory of local targets' process trees (kvops.collectors.procs.ProcessTracker)."""
+    """Memory of local targets' process trees (kvops.collectors.procs.ProcessTracker).
+    `attach_gpus` names the GPUs each tree uses, once the round's GPUs are read."""
 
     def collect(self, targets: list[str], gpus: list[GpuSample]) -> list[ProcessMemory]: ...
+
+    def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None: ...
 
 
 class TargetDiscovery(Protocol):
@@ -66,16 +64,6 @@ class TargetDiscovery(Protocol):
     name: str
 
     def targets(self) -> list[str]: ...
-
-
-def default_hardware_sources() -> list[Source]:
-    """The collectors that turn on by themselves: each reports success 0 where its library
-    does not work."""
-    from kvops.collectors.amd import AmdCollector
-    from kvops.collectors.host import HostCollector
-    from kvops.collectors.nvidia import NvidiaCollector
-
-    return [HostCollector(), NvidiaCollector(), AmdCollector()]
 
 
 # Threads for hardware calls: one per source at most (single flight), so this is a ceiling.
@@ -107,7 +95,7 @@ class ScrapeRunner:
     def __init__(
         self,
         targets: list[TargetScraper],
-        sources: list[Source],
+        sources: list[Collector],
         timeout: float = DEFAULT_TIMEOUT,
         discovery: TargetDiscovery | None = None,
         discovered_options: FetchOptions | None = None,
@@ -186,14 +174,11 @@ class ScrapeRunner:
             snap.collectors.append(discovery_status)
         for source, call in zip(self.sources, source_calls, strict=True):
             snap.collectors.append(self._place(source.name, call, budget, snap))
-        if process_call is not None and process_call.done():
+        if process_call is not None and process_call.done() and self.process_tracker is not None:
             outcome = process_call.result()
             if outcome.error is None:
                 snap.processes = outcome.value  # type: ignore[assignment]
-                from kvops.collectors.procs import attach_gpus
-
-                for pm in snap.processes:
-                    attach_gpus(pm, snap.gpus)
+                self.process_tracker.attach_gpus(snap.processes, snap.gpus)
             else:
                 log.debug("process memory: %s", one_line(outcome.error))
         return snap

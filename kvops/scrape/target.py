@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import time
 
-from kvops.engines import vllm
+from kvops.engines import registry
 from kvops.exposition.parser import ParseResult, parse
 from kvops.scrape.page_filter import PageFilter
 from kvops.snapshot import TargetSample
@@ -22,7 +22,7 @@ class TargetScraper:
     Subclasses read other expositions by overriding `wanted` and `interpret` (kvops top reads
     a kvops exporter's page through the same path)."""
 
-    wanted: frozenset[str] = vllm.WANTED
+    wanted: frozenset[str] = registry.WANTED
 
     def __init__(self, url: str, options: FetchOptions | None = None) -> None:
         self.target = normalise_target(url)
@@ -87,7 +87,7 @@ class TargetScraper:
         return sample
 
     def interpret(self, result: ParseResult, started: float) -> TargetSample:
-        return vllm.normalise(result, self.target)
+        return registry.normalise(result, self.target)
 
     def _log_transition(self, sample: TargetSample) -> None:
         # Log when a target goes down or comes back, not on every failed scrape.

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvops.engines.vllm import WANTED, normalise
+from kvops.engines.registry import WANTED, normalise
 from kvops.exposition.parser import parse
 from kvops.rates import GB, interval
 from kvops.snapshot import Snapshot, TargetSample

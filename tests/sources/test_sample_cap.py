@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kvops.engines.vllm import WANTED
+from kvops.engines.registry import WANTED
 from kvops.errors import UsageError
 from kvops.exporter.command import configure
 from kvops.exporter.config import load_config

@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvops import names
-from kvops.engines.vllm import WANTED, normalise
+from kvops.engines.registry import WANTED, normalise
 from kvops.exporter.encode import encode
 from kvops.exporter.families import target_families
 from kvops.exposition.parser import parse

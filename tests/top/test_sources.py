@@ -10,7 +10,7 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from kvops.cli import main
-from kvops.engines import vllm
+from kvops.engines import registry
 from kvops.exporter.collector import render
 from kvops.exposition.parser import parse
 from kvops.frames import kvops_exposition
@@ -29,7 +29,7 @@ TARGET = "http://10.1.2.3:8000"
 
 
 def _vllm_target(path: Path, target: str = TARGET) -> TargetSample:
-    return vllm.normalise(parse(path.read_text(), vllm.WANTED), target)
+    return registry.normalise(parse(path.read_text(), registry.WANTED), target)
 
 
 class _Fixed:
