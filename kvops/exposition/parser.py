@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
@@ -101,6 +102,7 @@ class ParseResult:
     has_prefixed_sample: bool = False
     read: int = 0  # sample lines of wanted names read (kept, or reported broken)
     over_limit: bool = False  # more than max_samples of them: reading stopped there
+    out_of_time: bool = False  # the deadline passed while reading: reading stopped there
 
     def get(self, name: str) -> list[tuple[Labels, float]]:
         return self.samples.get(name, [])
@@ -274,12 +276,17 @@ def parse(
     wanted: Collection[str] | Callable[[str], bool] | None = None,
     count_prefixes: tuple[str, ...] = ("vllm:", "lmcache:"),
     max_samples: int | None = None,
+    deadline: float | None = None,
+    work_after: float = 0.0,
 ) -> ParseResult:
     """Parse an exposition, keeping samples whose exposed name is in `wanted` (all if None).
 
     `wanted` may be a set of sample names (fast path: `types` then holds the TYPE of their
     families only) or a predicate on the name. Past `max_samples` sample lines of wanted names
-    reading stops and the result says so (`over_limit`).
+    reading stops and the result says so (`over_limit`). With a `deadline` (time.monotonic()),
+    reading stops likewise (`out_of_time`) once the parse so far says it would not end by
+    then followed by `work_after` times its own time (what the caller does next), looked at
+    every _CHECK_EVERY lines: a page that cannot be served in time costs a fraction of its parse.
     """
     if "\r" in text:  # CRLF pages: a line ends at "\n", its "\r" is not part of the value
         text = text.replace("\r\n", "\n")
@@ -287,16 +294,37 @@ def parse(
             text = text[:-1]
     limit = max_samples if max_samples is not None else -1
     result: ParseResult | None = None
+    clock = _Clock(deadline, work_after, len(text)) if deadline is not None else None
     if wanted is not None and not callable(wanted):
         wanted = frozenset(wanted)
         if 0 <= limit < text.count("\n") and _count_wanted_lines(text, wanted, limit) > limit:
             return ParseResult(read=limit, over_limit=True)
-        result = _parse_wanted(text, wanted, count_prefixes, limit)
+        result = _parse_wanted(text, wanted, count_prefixes, limit, clock)
     if result is None:
-        result = _parse_every_line(text, wanted, count_prefixes, limit)
-    if not result.over_limit:
+        result = _parse_every_line(text, wanted, count_prefixes, limit, clock)
+    if not result.over_limit and not result.out_of_time:
         _check_last_line(text, result)
     return result
+
+
+# Lines between looks at the clock: a scrape's parse ends within a few ms of its deadline (a
+# thread cannot be stopped from outside), and a look costs nothing beside 4,096 lines.
+_CHECK_EVERY = 4096
+
+
+class _Clock:
+    """Whether a parse, `done` characters of `size` in, would end with the work after it by
+    the deadline (progress is linear in characters: the page's lines are alike in cost)."""
+
+    def __init__(self, deadline: float, work_after: float, size: int) -> None:
+        self.deadline, self.work_after, self.size = deadline, work_after, max(1, size)
+        self.start = time.monotonic()
+
+    def late(self, done: int) -> bool:
+        now = time.monotonic()
+        spent = now - self.start
+        whole = spent * self.size / max(1, done)  # the whole parse, at this pace
+        return now + (whole - spent) + self.work_after * whole > self.deadline
 
 
 _COUNT_PATTERNS: dict[frozenset[str], re.Pattern[str]] = {}
@@ -408,14 +436,14 @@ def _wanted_lines(wanted: frozenset[str]) -> re.Pattern[str]:
 
 
 def _parse_wanted(
-    text: str, wanted: frozenset[str], count_prefixes: tuple[str, ...], limit: int
+    text: str, wanted: frozenset[str], count_prefixes: tuple[str, ...], limit: int, clock: _Clock | None
 ) -> ParseResult | None:
     """The fast path; None where it cannot give what reading every line would (indented lines)."""
     body = "\n" + text
-    result = _read_matches(body, _wanted_lines(wanted), wanted, count_prefixes, limit)
+    result = _read_matches(body, _wanted_lines(wanted), wanted, count_prefixes, limit, clock)
     if result is None:
         return None
-    if count_prefixes and not result.has_prefixed_sample and not result.over_limit:
+    if count_prefixes and not result.has_prefixed_sample and not result.over_limit and not result.out_of_time:
         # "up" needs one prefixed sample that parses, wanted or not: the first that does.
         prefixed = _PREFIX_PATTERNS.get(count_prefixes)
         if prefixed is None:
@@ -446,11 +474,17 @@ def _parse_wanted(
 
 
 def _read_matches(
-    body: str, pattern: re.Pattern[str], wanted: frozenset[str], count_prefixes: tuple[str, ...], limit: int
+    body: str,
+    pattern: re.Pattern[str],
+    wanted: frozenset[str],
+    count_prefixes: tuple[str, ...],
+    limit: int,
+    clock: _Clock | None,
 ) -> ParseResult | None:
     result = ParseResult()
     types, errors = result.types, result.errors
     counted_to, line_no = 0, 0  # line numbers counted incrementally: matches come in order
+    check_at = _CHECK_EVERY if clock is not None else -1
 
     def number(start: int) -> int:
         nonlocal counted_to, line_no
@@ -458,7 +492,12 @@ def _read_matches(
         counted_to = start
         return line_no
 
-    for m in pattern.finditer(body):
+    for seen, m in enumerate(pattern.finditer(body)):
+        if seen == check_at:
+            if clock.late(m.start()):  # type: ignore[union-attr]
+                result.out_of_time = True
+                break
+            check_at += _CHECK_EVERY
         kind = m.lastgroup
         if kind == "other" and m.group("other") != "{":  # an indented line
             return None
@@ -639,8 +678,11 @@ def _parse_every_line(
     wanted: Collection[str] | Callable[[str], bool] | None,
     count_prefixes: tuple[str, ...],
     limit: int,
+    clock: _Clock | None = None,
 ) -> ParseResult:
     result = ParseResult()
+    check_at = _CHECK_EVERY if clock is not None else -1
+    done = 0  # characters before this line
     if wanted is None:
         keep: Callable[[str], bool] = lambda _name: True  # noqa: E731
     elif callable(wanted):
@@ -657,6 +699,13 @@ def _parse_every_line(
     # Lines end at "\n" only, as in the text format and prometheus_client's parser:
     # str.splitlines() would also cut at \x85, \u2028, \x0c... inside a label value.
     for line_no, line in enumerate(text.split("\n"), start=1):
+        if clock is not None:
+            done += len(line) + 1
+            if line_no == check_at:
+                if clock.late(done):
+                    result.out_of_time = True
+                    break
+                check_at += _CHECK_EVERY
         if not line or line.startswith(rejected):
             continue
         first = line[0]
