@@ -148,7 +148,7 @@ def build_source(args: argparse.Namespace, interval: float) -> Any:
         urls = getattr(args, "config_targets", None) or []
     timeout = min(MAX_SCRAPE_TIMEOUT, max(1.0, interval))
     if args.replay:
-        from kvops.sources.replay import ReplaySource
+        from kvops.frames.replay import ReplaySource
 
         return ReplaySource(args.replay, interval)
     auth = (args.prometheus_bearer_token_file, args.prometheus_basic_auth, args.prometheus_ca_file,
@@ -156,7 +156,7 @@ def build_source(args: argparse.Namespace, interval: float) -> Any:
     if any(auth) and not prometheus:
         raise UsageError("the --prometheus-* access options go with --prometheus")
     if prometheus:
-        from kvops.sources.prometheus import PrometheusSource, auth_options
+        from kvops.frames.prometheus import PrometheusSource, auth_options
 
         return PrometheusSource(prometheus, timeout, auth_options(*auth))
     from kvops.top.live import LiveSource
@@ -231,9 +231,9 @@ def _two_frames(source: Any, interval: float) -> tuple[Any, Any]:
 
     if hasattr(source, "frame"):  # the Prometheus fleet view: the store has the interval
         from kvops.errors import UsageError
-        from kvops.sources.http import FetchError
-        from kvops.sources.prometheus import BadAnswer
+        from kvops.frames.prometheus import BadAnswer
         from kvops.termsafe import visible
+        from kvops.transport.http import FetchError
 
         try:
             pair = source.frame(time.monotonic() + source.timeout)

@@ -19,7 +19,7 @@ import certifi
 import pycurl
 
 from kvops.errors import UsageError, one_line
-from kvops.sources.address import host_port
+from kvops.transport.address import host_port
 
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 _READ_CHUNK = 64 * 1024
@@ -140,7 +140,7 @@ class HttpClient:
     0.12 ms with libcurl (benchmarks/fetch_bench.py, one run), for each target each second in
     `kvops top` and each scrape in the exporter. A handle is not thread-safe: one
     fetch at a time (TargetScraper holds a lock around it). Many clients' fetches can run
-    together in one thread (kvops.sources.multi).
+    together in one thread (kvops.transport.multi).
     """
 
     def __init__(self, options: FetchOptions | None = None) -> None:
@@ -235,7 +235,7 @@ class HttpClient:
 class Transfer:
     """One GET through an HttpClient's handle, redirects included: `start` readies the handle
     (then perform it, or add it to a CurlMulti), `done` reads the outcome. Shared by the
-    blocking fetch and kvops.sources.multi, so both say the same things about a target."""
+    blocking fetch and kvops.transport.multi, so both say the same things about a target."""
 
     def __init__(self, client: HttpClient, url: str) -> None:
         self.client = client

@@ -1,6 +1,6 @@
 """One scrape round: every source concurrently, each behind its own error boundary and deadline.
 
-Targets are fetched together in the scraping thread (kvops.sources.multi) and parsed as each
+Targets are fetched together in the scraping thread (kvops.transport.multi) and parsed as each
 arrives; hardware collectors run in worker threads meanwhile (a driver call may hang).
 
 Like node_exporter, each source reports kvops_collector_success / _duration_seconds, so a
@@ -28,35 +28,33 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kvops.errors import UsageError, one_line
-from kvops.snapshot import CollectorStatus, GpuSample, HostSample, ProcessMemory, Snapshot, TargetSample
-from kvops.sources.http import FetchError, FetchOptions, normalise_target
-from kvops.sources.multi import MultiFetcher
-from kvops.sources.target import TargetScraper
+from kvops.scrape.target import PARSE_OUT_OF_TIME, TargetScraper
+from kvops.snapshot import (
+    Collector,
+    CollectorStatus,
+    GpuSample,
+    HostSample,
+    ProcessMemory,
+    Reading,
+    Snapshot,
+    TargetSample,
+)
 from kvops.termsafe import visible
+from kvops.transport.http import FetchError, FetchOptions, normalise_target
+from kvops.transport.multi import MultiFetcher
 
 log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 5.0
 
-# What a hardware or host source reads: the host, or the GPUs it sees.
-Reading = HostSample | list[GpuSample]
-
-
-class Source(Protocol):
-    """A hardware or host collector (kvops.collectors): `name` is its `collector` label;
-    `collect()` returns its reading or raises, which costs only its own series."""
-
-    name: str
-
-    def collect(self) -> Reading: ...
-
-    def close(self) -> None: ...
-
 
 class ProcessSource(Protocol):
-    """Memory of local targets' process trees (kvops.collectors.procs.ProcessTracker)."""
+    """Memory of local targets' process trees (kvops.collectors.procs.ProcessTracker).
+    `attach_gpus` names the GPUs each tree uses, once the round's GPUs are read."""
 
     def collect(self, targets: list[str], gpus: list[GpuSample]) -> list[ProcessMemory]: ...
+
+    def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None: ...
 
 
 class TargetDiscovery(Protocol):
@@ -68,18 +66,13 @@ class TargetDiscovery(Protocol):
     def targets(self) -> list[str]: ...
 
 
-def default_hardware_sources() -> list[Source]:
-    """The collectors that turn on by themselves: each reports success 0 where its library
-    does not work."""
-    from kvops.collectors.amd import AmdCollector
-    from kvops.collectors.host import HostCollector
-    from kvops.collectors.nvidia import NvidiaCollector
-
-    return [HostCollector(), NvidiaCollector(), AmdCollector()]
-
-
 # Threads for hardware calls: one per source at most (single flight), so this is a ceiling.
 MAX_WORKERS = 32
+# Pages longer than this are parsed in a worker thread (a real vLLM page is 60-80 kB; 45,000
+# label sets are 3.4 MB and a second of parse, during which one thread fetches nothing else).
+PARSE_INLINE_CHARS = 256 * 1024
+# A parse looks at the clock every few thousand lines: it ends this soon after the deadline.
+_PARSE_GRACE = 0.1
 
 
 @dataclass
@@ -107,7 +100,7 @@ class ScrapeRunner:
     def __init__(
         self,
         targets: list[TargetScraper],
-        sources: list[Source],
+        sources: list[Collector],
         timeout: float = DEFAULT_TIMEOUT,
         discovery: TargetDiscovery | None = None,
         discovered_options: FetchOptions | None = None,
@@ -186,14 +179,11 @@ class ScrapeRunner:
             snap.collectors.append(discovery_status)
         for source, call in zip(self.sources, source_calls, strict=True):
             snap.collectors.append(self._place(source.name, call, budget, snap))
-        if process_call is not None and process_call.done():
+        if process_call is not None and process_call.done() and self.process_tracker is not None:
             outcome = process_call.result()
             if outcome.error is None:
                 snap.processes = outcome.value  # type: ignore[assignment]
-                from kvops.collectors.procs import attach_gpus
-
-                for pm in snap.processes:
-                    attach_gpus(pm, snap.gpus)
+                self.process_tracker.attach_gpus(snap.processes, snap.gpus)
             else:
                 log.debug("process memory: %s", one_line(outcome.error))
         return snap
@@ -209,17 +199,38 @@ class ScrapeRunner:
         return future
 
     def _scrape_targets(self, targets: list[TargetScraper], deadline: float) -> list[TargetSample]:
-        """All targets fetched at once in this thread (kvops.sources.multi), each parsed as it
-        arrives while the others go on."""
+        """All targets fetched at once in this thread (kvops.transport.multi), each parsed as it
+        arrives while the others go on; a large page is parsed in a worker, so that its parse
+        does not hold up the other fetches. Every parse ends by the deadline (TargetScraper.
+        finish): a page that cannot be read in time is abandoned, its target shown down."""
         samples: dict[int, TargetSample] = {}
+        parsing: dict[int, Future[TargetSample]] = {}
 
         def done(index: int, outcome: str | FetchError, seconds: float) -> None:
-            samples[index] = targets[index].finish(outcome, seconds)
+            target = targets[index]
+            if isinstance(outcome, str) and len(outcome) > PARSE_INLINE_CHARS:
+                parsing[index] = self._pool.submit(target.finish, outcome, seconds, deadline)
+            else:
+                samples[index] = target.finish(outcome, seconds, deadline)
 
-        try:
-            self._multi.fetch([(t.client, t.fetch_url()) for t in targets], deadline, done)
-        except Exception:  # a bug in the fetch loop costs this round's targets, not the exporter
-            log.exception("fetching the targets failed")
+        indices = list(range(len(targets)))
+        for _ in range(2):  # the second pass: whole pages for filtered ones that came back empty
+            jobs = [(targets[i].client, targets[i].fetch_url()) for i in indices]
+            try:
+                self._multi.fetch(jobs, deadline, lambda n, outcome, s, of=indices: done(of[n], outcome, s))
+            except Exception:  # a bug in the fetch loop costs this round's targets, not the exporter
+                log.exception("fetching the targets failed")
+            wait_futures(list(parsing.values()), timeout=max(0.0, deadline - time.monotonic()) + _PARSE_GRACE)
+            for index, future in parsing.items():
+                samples[index] = (
+                    future.result()
+                    if future.done()
+                    else TargetSample(targets[index].target, up=False, error=PARSE_OUT_OF_TIME)
+                )
+            parsing.clear()
+            indices = [i for i in indices if i in samples and targets[i].refetch_whole]
+            if not indices:
+                break
         return [
             samples.get(i) or t.finish(FetchError("internal error while fetching"), 0.0)
             for i, t in enumerate(targets)

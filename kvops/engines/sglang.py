@@ -14,9 +14,9 @@ sums in seconds, so bytes / seconds is the bandwidth while copying.
 
 from __future__ import annotations
 
+from kvops.engines.common import Engine, Engines, Page, lowest_rank, summed
+from kvops.exposition.parser import Labels, ParseResult
 from kvops.snapshot import EngineSample
-from kvops.sources.engines import Engines, lowest_rank, summed
-from kvops.sources.exposition import Labels, ParseResult
 
 _SCALARS = {  # field -> scheduler gauge (one rank)
     "kv_cache_usage": "sglang:token_usage",
@@ -52,15 +52,13 @@ WANTED: frozenset[str] = frozenset(
         *_ONE_RANK.values(),
     ]
 )
-# Families that make a page SGLang's (the `up` rule: one of them parsed).
-MARKERS = ("sglang:",)
 
 
 def _dp(labels: Labels) -> str:
     return labels.get("dp_rank", "0")
 
 
-def normalise_into(result: ParseResult, target: str) -> list[EngineSample]:
+def _samples(result: ParseResult, target: str) -> list[EngineSample]:
     engines = Engines(target, "sglang")
     models = {labels["model_name"] for name in (*_SCALARS.values(), _PROMPT, _CACHED)
               for labels, _ in result.get(name) if "model_name" in labels}  # fmt: skip
@@ -105,3 +103,22 @@ def normalise_into(result: ParseResult, target: str) -> list[EngineSample]:
     for sample in engines.samples():
         sample.offload_tier = "host"  # HiCache's L2 is host DRAM; L3 shows as cache_source=storage
     return engines.samples()
+
+
+def read(result: ParseResult, page: Page) -> None:
+    page.engines.extend(_samples(result, page.target))
+
+
+def page_format(result: ParseResult) -> str | None:
+    return "sglang" if any(name.startswith("sglang:") for name in result.types) else None
+
+
+ENGINE = Engine(
+    kind="sglang",
+    title="SGLang",
+    families=WANTED,
+    page_format=page_format,
+    tiers=("gpu", "host", "storage"),
+    fixtures="sglang",
+    read=read,
+)

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 
 import pycurl
 
-from kvops.sources.http import FetchError, HttpClient, Transfer
+from kvops.transport.http import FetchError, HttpClient, Transfer
 
 # libcurl ends each transfer at the deadline by itself (TIMEOUT_MS); this is the margin after
 # which a transfer it has not ended yet is taken off the handle anyway.
@@ -29,7 +29,7 @@ Done = Callable[[int, "str | FetchError", float], None]
 
 
 class MultiFetcher:
-    """One round at a time: kvops.sources.runner runs rounds in single flight, so a second
+    """One round at a time: kvops.scrape.runner runs rounds in single flight, so a second
     caller never waits here in practice; the lock only keeps the handle safe."""
 
     def __init__(self) -> None:

@@ -14,7 +14,7 @@ holds every engine's counters already, so one frame needs no waiting for a scrap
 - the gauges (KV usage, running, waiting, the offload tier's size) at that instant;
 - the time the deltas span: `timestamp(S) - timestamp(S offset W)` per series, the median.
 Deltas and gauges go through the same decoders as a scrape (kvops_exposition for kvops_*
-series, sources.vllm for raw vllm:* ones, one target per `instance`), and the frame is a
+series, the engine registry for raw vllm:* ones, one target per `instance`), and the frame is a
 pair of Snapshots, (before, after), whose counters start at zero: kvops.rates computes the
 figures from them exactly as it does from two scrapes.
 
@@ -35,11 +35,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
+from kvops.engines import registry
 from kvops.errors import UsageError
+from kvops.exposition.parser import Labels, ParseResult
+from kvops.frames import kvops_exposition
 from kvops.snapshot import GpuSample, Snapshot, TargetSample
-from kvops.sources import kvops_exposition, vllm
-from kvops.sources.exposition import Labels, ParseResult
-from kvops.sources.http import FetchError, FetchOptions, HttpClient, normalise_target
+from kvops.transport.http import FetchError, FetchOptions, HttpClient, normalise_target
 
 # Labels the store adds or the delta query carries; not part of what the target exposed.
 _NAME_LABEL = "kvops_name"  # the series name, kept through the subtraction by label_replace
@@ -69,7 +70,7 @@ def _split(names: frozenset[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 KVOPS = Flavour("kvops", "kvops_build_info", *_split(kvops_exposition.EXPORTED))
-VLLM = Flavour("vllm", "vllm:num_requests_running", *_split(vllm.WANTED))
+VLLM = Flavour("vllm", "vllm:num_requests_running", *_split(registry.WANTED))
 
 
 def _selector(names: tuple[str, ...], offset: str = "", matcher: str = "") -> str:
@@ -89,19 +90,8 @@ def delta_query(flavour: Flavour, offset: str, matcher: str = "") -> str:
     return f"({now} - {before}) >= 0"
 
 
-# What the fleet's charts draw (kvops.top.series.deltas_of: lookups and hits of both tiers,
-# bytes stored and loaded), by every name vLLM has used for it (sources/vllm.py's tables).
-FLEET_COUNTERS: tuple[str, ...] = tuple(
-    sorted(
-        {
-            *(n for f in ("local_queries", "local_hits", "external_queries", "external_hits")
-              for n in vllm._SCALARS[f]),
-            *(n for pair in vllm._FLAT_TRANSFER.values() for n in pair),
-            vllm._TYPED_BYTES,
-            vllm._TYPED_TIME,
-        }
-    )
-)  # fmt: skip
+# What the fleet's charts draw (kvops.top.series.deltas_of), each engine's names for it.
+FLEET_COUNTERS: tuple[str, ...] = tuple(sorted(registry.CHART_COUNTERS))
 
 
 def fleet_sums_query(names: tuple[str, ...], offset: str) -> str:
@@ -149,7 +139,7 @@ def to_parse_result(series: list[dict[str, Any]]) -> ParseResult:
             continue
         labels: Labels = {str(k): str(v) for k, v in metric.items() if k not in _SCRAPE_LABELS}
         result.samples.setdefault(name, []).append((labels, value))
-        if name.startswith(("vllm:", "lmcache:")):
+        if name.startswith(registry.UP_PREFIXES):
             result.has_prefixed_sample = True
     return result
 
@@ -373,7 +363,7 @@ class PrometheusSource:
         as one engine's: a kvops.rates entry."""
         from kvops.rates import interval
 
-        after = Snapshot(time=stamp, targets=[vllm.normalise(to_parse_result(series), "fleet")])
+        after = Snapshot(time=stamp, targets=[registry.normalise(to_parse_result(series), "fleet")])
         after.targets[0].up = True
         entries = [t.to_json() for t in interval(before_of(after, span), after).targets if t.up]
         return entries[0] if entries else {}
@@ -387,7 +377,7 @@ class PrometheusSource:
             by_instance.setdefault(str(instance), []).append(item)
         snap = Snapshot(time=stamp)
         for instance, items in sorted(by_instance.items()):
-            snap.targets.append(vllm.normalise(to_parse_result(items), _instance_target(instance)))
+            snap.targets.append(registry.normalise(to_parse_result(items), _instance_target(instance)))
         return snap
 
     def next(self) -> Frame | None:

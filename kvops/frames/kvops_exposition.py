@@ -12,10 +12,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kvops import names, series
+from kvops.exposition.histograms import histograms
+from kvops.exposition.parser import Labels, ParseResult
 from kvops.names import MetricSpec, Owner
 from kvops.snapshot import EngineSample, GpuSample, HostSample, LMCacheSample, Snapshot, TargetSample
-from kvops.sources.exposition import Labels, ParseResult
-from kvops.sources.histograms import histograms
 
 # Only the exporter's own names: other kvops_* series (the simulator's kvops_sim_info) do
 # not make an exposition an exporter's.

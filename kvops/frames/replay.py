@@ -10,17 +10,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvops.engines import registry
 from kvops.errors import UsageError
+from kvops.exposition.parser import parse
+from kvops.frames import kvops_exposition
 from kvops.snapshot import Snapshot
-from kvops.sources import kvops_exposition, vllm
-from kvops.sources.exposition import parse
 
 # The target name vLLM dumps replay under: one name for the whole sequence, so the
 # frames line up into intervals.
 REPLAY_TARGET = "replay"
 
 
-_WANTED = vllm.WANTED | kvops_exposition.EXPORTED
+_WANTED = registry.WANTED | kvops_exposition.EXPORTED
 
 
 def load_frame(path: Path, time: float) -> Snapshot:
@@ -38,7 +39,7 @@ def load_frame(path: Path, time: float) -> Snapshot:
     result = parse(text, _WANTED)
     if kvops_exposition.has_kvops_samples(result):
         return kvops_exposition.decode(result, time)
-    sample = vllm.normalise(result, REPLAY_TARGET)
+    sample = registry.normalise(result, REPLAY_TARGET)
     if not sample.up:  # the up rule: a sample of a family kvops reads for some engine kind
         raise UsageError(
             f"--replay {path}: no vllm:, lmcache: or kvops_ sample in it, "

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from kvops.exposition.parser import Labels, ParseResult
 from kvops.snapshot import Histogram
-from kvops.sources.exposition import Labels, ParseResult
 
 
 def sample_names(family: str) -> tuple[str, str, str]:
@@ -66,3 +66,14 @@ def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram
         count = counts.get(key, buckets[-1][1])
         out.append((labels, Histogram(tuple(buckets), total, count)))
     return out
+
+
+def merged(a: Histogram | None, b: Histogram) -> Histogram:
+    """Two series of one histogram (extra labels kvops does not split by) added up; where
+    their buckets differ, the first is kept rather than a made-up merge."""
+    if a is None:
+        return b
+    if [le for le, _ in a.buckets] != [le for le, _ in b.buckets]:
+        return a
+    buckets = tuple((le, x + y) for (le, x), (_, y) in zip(a.buckets, b.buckets, strict=True))
+    return Histogram(buckets, a.sum + b.sum, a.count + b.count)

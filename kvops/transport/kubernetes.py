@@ -8,7 +8,7 @@ The runner calls `targets()` on every scrape, so it answers from a cache that a 
 thread refreshes; a slow or failing API server never holds a scrape up for more than
 `first_wait` (the very first answer) and never drops the targets found before.
 
-The LIST goes through kvops's own HTTP client (kvops.sources.http: libcurl, a deadline over the
+The LIST goes through kvops's own HTTP client (kvops.transport.http: libcurl, a deadline over the
 whole exchange, a body bound, same-origin redirects only), which already carries a bearer token
 and a CA file; the kubernetes client library would pull in a dozen packages for one call.
 """
@@ -27,7 +27,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from kvops.errors import UsageError
-from kvops.sources.http import FetchError, FetchOptions, HttpClient
+from kvops.transport.http import FetchError, FetchOptions, HttpClient
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def pod_target(pod: Mapping[str, Any], default_port: int) -> str:
     port_text = _annotation(annotations, PORT_ANNOTATIONS)
     port = default_port
     if port_text is not None:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
             raise ValueError(f"port annotation {port_text!r} is not a port number")
         port = int(port_text)
     scheme = (_annotation(annotations, SCHEME_ANNOTATIONS) or "http").lower()

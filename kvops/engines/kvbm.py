@@ -12,9 +12,9 @@ vLLM they are vLLM's external hits again, so they stay in their own series (docs
 
 from __future__ import annotations
 
+from kvops.engines.common import Engine, Engines, Page, summed
+from kvops.exposition.parser import ParseResult
 from kvops.snapshot import EngineSample
-from kvops.sources.engines import Engines, summed
-from kvops.sources.exposition import ParseResult
 
 # kvbm_* counter -> edge (<from>_to_<to>, tiers of docs/tiers.md)
 EDGES = {
@@ -43,7 +43,7 @@ def _value(result: ParseResult, name: str) -> float | None:
     return summed(result.get(name)) if result.get(name) else summed(result.get(name + "_total"))
 
 
-def normalise_into(result: ParseResult, target: str) -> list[EngineSample]:
+def _samples(result: ParseResult, target: str) -> list[EngineSample]:
     if not any(result.samples.get(name) for name in WANTED):
         return []
     engines = Engines(target, "dynamo-kvbm")
@@ -62,3 +62,22 @@ def normalise_into(result: ParseResult, target: str) -> list[EngineSample]:
             sample.tier_hit_rate[tier] = value
     sample.matched_tokens = _value(result, MATCHED)
     return engines.samples()
+
+
+def read(result: ParseResult, page: Page) -> None:
+    page.engines.extend(_samples(result, page.target))
+
+
+def page_format(result: ParseResult) -> str | None:
+    return "dynamo-kvbm" if any(name.startswith("kvbm_") for name in result.types) else None
+
+
+ENGINE = Engine(
+    kind="dynamo-kvbm",
+    title="KVBM",
+    families=WANTED,
+    page_format=page_format,
+    tiers=("host", "disk", "storage"),
+    fixtures="dynamo-kvbm",
+    read=read,
+)

@@ -12,9 +12,9 @@ labels engine_type and model_name; docs/tiers.md has the mapping and its source)
 
 from __future__ import annotations
 
+from kvops.engines.common import Engine, Engines, Page
+from kvops.exposition.parser import Labels, ParseResult
 from kvops.snapshot import EngineSample
-from kvops.sources.engines import Engines
-from kvops.sources.exposition import Labels, ParseResult
 
 _SCALARS = {
     "kv_cache_usage": "trtllm_kv_cache_utilization",
@@ -36,7 +36,7 @@ def _key(labels: Labels) -> tuple[str, str]:
     return (labels.get("model_name", ""), labels.get("engine", "0"))
 
 
-def normalise_into(result: ParseResult, target: str) -> list[EngineSample]:
+def _samples(result: ParseResult, target: str) -> list[EngineSample]:
     engines = Engines(target, "trtllm")
 
     def by_key(name: str) -> dict[tuple[str, str], float]:
@@ -61,3 +61,22 @@ def normalise_into(result: ParseResult, target: str) -> list[EngineSample]:
         if sample.store_bytes is not None or sample.load_bytes is not None or sample.tier_utilization:
             sample.offload_tier = "host"
     return engines.samples()
+
+
+def read(result: ParseResult, page: Page) -> None:
+    page.engines.extend(_samples(result, page.target))
+
+
+def page_format(result: ParseResult) -> str | None:
+    return "trtllm" if any(name.startswith("trtllm_") for name in result.types) else None
+
+
+ENGINE = Engine(
+    kind="trtllm",
+    title="TensorRT-LLM",
+    families=WANTED,
+    page_format=page_format,
+    tiers=("gpu", "host"),
+    fixtures="trtllm",
+    read=read,
+)
