@@ -6,6 +6,8 @@ free -g and nvidia-smi); ratios are percent. An unknown value is "-", never 0.
 
 from __future__ import annotations
 
+from rich.text import Text
+
 GB = 1e9
 GIB = float(1 << 30)
 
@@ -68,6 +70,14 @@ def bar(fraction: float, width: int) -> str:
     eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
     full, part = divmod(eighths, 8)
     return ("█" * full + (BAR_CHARS[part] if part else "")).ljust(width, "·")
+
+
+ALARM_MARK = "!"  # after a figure whose colour is an alarm: NO_COLOR (or a colour-blind eye) still sees it
+
+
+def marked(text: str, style: str) -> Text:
+    """`text` in `style`, with the alarm mark when the style is an alarm (red or yellow)."""
+    return Text(text + ALARM_MARK if style else text, style=style)
 
 
 def hit_rate_style(value: float | None) -> str:
