@@ -14,6 +14,8 @@ raise NvmlUnavailable with one line, which the exporter reports as collector_suc
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import logging
 import threading
 from typing import Any
@@ -217,7 +219,7 @@ class NvidiaCollector:
         return s.pcie_tx_bytes is None or s.pcie_rx_bytes is None
 
     def _field_values(
-        self, uuid: str, h: Any, ids: list[tuple[int, int]]
+        self, uuid: str, h: Any, ids: Sequence[int | tuple[int, int]]
     ) -> dict[tuple[int, int], tuple[float, int, bool]]:
         """{(field, scope): (value, bits, signed)} for the entries NVML filled.
 
