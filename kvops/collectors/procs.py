@@ -49,7 +49,7 @@ def _all_statuses(root: str) -> dict[int, dict[str, float]]:
     except OSError:
         return statuses
     for name in names:
-        if name.isdigit():
+        if name.isascii() and name.isdigit():
             st = read_status(int(name), root)
             if st is not None:
                 statuses[int(name)] = st

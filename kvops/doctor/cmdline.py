@@ -189,7 +189,7 @@ class ServeCommand:
 
     def tensor_parallel_size(self) -> int:
         value = self.get("--tensor-parallel-size")
-        return int(value) if value and value.isdigit() else 1
+        return int(value) if value and value.isascii() and value.isdigit() else 1
 
     def json_value(self, flag: str) -> tuple[Any, str | None]:
         """(value, error) of a JSON-valued flag as vLLM builds it: dotted `--flag.key v` pairs, when

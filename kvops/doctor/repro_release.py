@@ -56,7 +56,9 @@ def case_params(pb_id: str, fixed: bool, cmd: Any, fix_add: tuple[str, ...] = ()
         given = _flag(cmd, "--block-size")
         if fixed:
             given = next((a.split("=", 1)[1] for a in fix_add if a.startswith("--block-size=")), "64")
-        return {"block_size": int(given) if given and given.isdigit() else DEFAULT_BLOCK_SIZE}
+        return {
+            "block_size": int(given) if given and given.isascii() and given.isdigit() else DEFAULT_BLOCK_SIZE
+        }
     if pb_id == "vllm-hma-disabled-unify-fail":
         return {"disable_hybrid_kv_cache_manager": not fixed}
     return {}

@@ -84,7 +84,7 @@ class Engines:
 
 def rank_of(labels: Labels, label: str = "tp_rank") -> int:
     raw = labels.get(label, "0")
-    return int(raw) if raw.isdigit() else 1 << 30
+    return int(raw) if raw.isascii() and raw.isdigit() else 1 << 30
 
 
 def lowest_rank(

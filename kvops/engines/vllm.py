@@ -267,7 +267,7 @@ def _read_tier_size(result: ParseResult, engines: Engines) -> None:
 
 
 def _engine_order(engine: str) -> tuple[int, str]:
-    return (int(engine), "") if engine.isdigit() else (1 << 30, engine)
+    return (int(engine), "") if engine.isascii() and engine.isdigit() else (1 << 30, engine)
 
 
 ENGINE = Engine(

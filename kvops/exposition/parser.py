@@ -13,7 +13,9 @@ quoted (Prometheus 3's UTF-8 names, `{"a.b",l="v"}`); values in Go's float gramm
 Python's float(): no `1_000`, no Unicode digits, `1e309` is an error rather than +Inf);
 timestamps int64 milliseconds; duplicate label names and a `__name__` label rejected. Where
 the suites disagree kvops reads what Prometheus's scraper (promparse) stores: an unknown
-escape in a quoted string is kept as written.
+escape in a label value is kept as written, and a comma with no label before it (`{,}`) is an
+error. A quoted metric or label name allows only the three escapes of the format (backslash,
+quote, newline): expfmt rejects any other there, and a name is an identity.
 
 With a set of wanted names, one regular expression (a trie of the names, run by re's C
 engine) finds the wanted lines and their families' # TYPE lines, and no other line is
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
@@ -51,13 +54,13 @@ _LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*+"
 _METRIC_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*+"
 # One item of a label set: name="value" (the name bare or quoted), or a quoted metric name.
 _ITEM = rf"(?:(?:{_LABEL_NAME}|{_STR})[ \t]*+=[ \t]*+{_STR}|{_STR})"
-# The inside of {...}: items separated by commas, one trailing comma allowed ({,} too, as
-# client_python reads it). A missing comma between two items is read as promparse reads it
-# (its test calls that unintended, but it is what Prometheus stores).
-_LABEL_SET_RE = re.compile(rf"[ \t]*+(?:{_ITEM}(?:[ \t]*+,?+[ \t]*+{_ITEM})*+[ \t]*+)?(?:,[ \t]*+)?")
+# The inside of {...}: items separated by commas, one trailing comma allowed after an item
+# ({,} is an error, as in promparse and expfmt). A missing comma between two items is read as
+# promparse reads it (its test calls that unintended, but it is what Prometheus stores).
+_LABEL_SET_RE = re.compile(rf"[ \t]*+(?:{_ITEM}(?:[ \t]*+,?+[ \t]*+{_ITEM})*+[ \t]*+(?:,[ \t]*+)?)?")
 # The usual label set, bare names only: read with one findall, as before quoted names.
 _PAIR = rf"{_LABEL_NAME}[ \t]*+=[ \t]*+{_STR}"
-_BARE_SET_RE = re.compile(rf"[ \t]*+(?:{_PAIR}(?:[ \t]*+,?+[ \t]*+{_PAIR})*+[ \t]*+)?(?:,[ \t]*+)?")
+_BARE_SET_RE = re.compile(rf"[ \t]*+(?:{_PAIR}(?:[ \t]*+,?+[ \t]*+{_PAIR})*+[ \t]*+(?:,[ \t]*+)?)?")
 _BARE_PAIR_RE = re.compile(rf'({_LABEL_NAME})[ \t]*+=[ \t]*+"({_STR_BODY})"')
 _ITEM_RE = re.compile(rf'(?:({_LABEL_NAME})|"({_STR_BODY})")[ \t]*+=[ \t]*+"({_STR_BODY})"|"({_STR_BODY})"')
 _NAME_RE = re.compile(rf"{_METRIC_NAME}\Z")
@@ -84,6 +87,7 @@ _TYPES = frozenset(
 _NAME_STOP_RE = re.compile(r"[{ \t]")
 _UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
 _UNESCAPE_RE = re.compile(r"\\[\\\"n]")  # any other escape is kept as written (promparse)
+_BAD_ESCAPE_RE = re.compile(r"\\[^\\\"n]")  # searched once escaped backslashes are removed
 
 
 @dataclass
@@ -98,6 +102,7 @@ class ParseResult:
     has_prefixed_sample: bool = False
     read: int = 0  # sample lines of wanted names read (kept, or reported broken)
     over_limit: bool = False  # more than max_samples of them: reading stopped there
+    out_of_time: bool = False  # the deadline passed while reading: reading stopped there
 
     def get(self, name: str) -> list[tuple[Labels, float]]:
         return self.samples.get(name, [])
@@ -109,6 +114,13 @@ class ParseError(ValueError):
 
 def _unescape(value: str) -> str:
     return _UNESCAPE_RE.sub(lambda m: _UNESCAPE[m.group(0)], value) if "\\" in value else value
+
+
+def _unescape_name(quoted: str) -> str:
+    """A quoted metric or label name, unescaped; ParseError on an escape the format does not have."""
+    if "\\" in quoted and _BAD_ESCAPE_RE.search(quoted.replace("\\\\", "")):
+        raise ParseError(f"invalid escape sequence in quoted name {quoted[:40]!r}")
+    return _unescape(quoted)
 
 
 # A series' label set is the same text scrape after scrape (its value is what changes), and
@@ -144,13 +156,13 @@ def parse_label_set(text: str) -> tuple[Labels, str | None]:
         if m.lastindex == 4:  # a quoted metric name
             if metric is not None:
                 raise ParseError("two metric names in one label set")
-            metric = _unescape(m.group(4))
+            metric = _unescape_name(m.group(4))
             if not metric:
                 raise ParseError("empty metric name")
             continue
         name = m.group(1)
         if name is None:
-            name = _unescape(m.group(2))
+            name = _unescape_name(m.group(2))
             if not name:
                 raise ParseError("empty label name")
         if name == "__name__":
@@ -252,7 +264,10 @@ def _read_meta(line: str, types: dict[str, str]) -> str | None:
         kind = t.group(3).lower()
         if kind not in _TYPES:
             return f"unknown metric type {t.group(3)[:20]!r}"
-        name = t.group(1) if t.group(1) is not None else _unescape(t.group(2))
+        try:
+            name = t.group(1) if t.group(1) is not None else _unescape_name(t.group(2))
+        except ParseError as exc:
+            return str(exc)
         types[name] = kind
     elif _HELP_BODY_RE.match(body) is None:
         return f"HELP line without a metric name: {body[:60]!r}"
@@ -264,12 +279,17 @@ def parse(
     wanted: Collection[str] | Callable[[str], bool] | None = None,
     count_prefixes: tuple[str, ...] = ("vllm:", "lmcache:"),
     max_samples: int | None = None,
+    deadline: float | None = None,
+    work_after: float = 0.0,
 ) -> ParseResult:
     """Parse an exposition, keeping samples whose exposed name is in `wanted` (all if None).
 
     `wanted` may be a set of sample names (fast path: `types` then holds the TYPE of their
     families only) or a predicate on the name. Past `max_samples` sample lines of wanted names
-    reading stops and the result says so (`over_limit`).
+    reading stops and the result says so (`over_limit`). With a `deadline` (time.monotonic()),
+    reading stops likewise (`out_of_time`) once the parse so far says it would not end by
+    then followed by `work_after` times its own time (what the caller does next), looked at
+    every _CHECK_EVERY lines: a page that cannot be served in time costs a fraction of its parse.
     """
     if "\r" in text:  # CRLF pages: a line ends at "\n", its "\r" is not part of the value
         text = text.replace("\r\n", "\n")
@@ -277,16 +297,37 @@ def parse(
             text = text[:-1]
     limit = max_samples if max_samples is not None else -1
     result: ParseResult | None = None
+    clock = _Clock(deadline, work_after, len(text)) if deadline is not None else None
     if wanted is not None and not callable(wanted):
         wanted = frozenset(wanted)
         if 0 <= limit < text.count("\n") and _count_wanted_lines(text, wanted, limit) > limit:
             return ParseResult(read=limit, over_limit=True)
-        result = _parse_wanted(text, wanted, count_prefixes, limit)
+        result = _parse_wanted(text, wanted, count_prefixes, limit, clock)
     if result is None:
-        result = _parse_every_line(text, wanted, count_prefixes, limit)
-    if not result.over_limit:
+        result = _parse_every_line(text, wanted, count_prefixes, limit, clock)
+    if not result.over_limit and not result.out_of_time:
         _check_last_line(text, result)
     return result
+
+
+# Lines between looks at the clock: a scrape's parse ends within a few ms of its deadline (a
+# thread cannot be stopped from outside), and a look costs nothing beside 4,096 lines.
+_CHECK_EVERY = 4096
+
+
+class _Clock:
+    """Whether a parse, `done` characters of `size` in, would end with the work after it by
+    the deadline (progress is linear in characters: the page's lines are alike in cost)."""
+
+    def __init__(self, deadline: float, work_after: float, size: int) -> None:
+        self.deadline, self.work_after, self.size = deadline, work_after, max(1, size)
+        self.start = time.monotonic()
+
+    def late(self, done: int) -> bool:
+        now = time.monotonic()
+        spent = now - self.start
+        whole = spent * self.size / max(1, done)  # the whole parse, at this pace
+        return now + (whole - spent) + self.work_after * whole > self.deadline
 
 
 _COUNT_PATTERNS: dict[frozenset[str], re.Pattern[str]] = {}
@@ -398,14 +439,14 @@ def _wanted_lines(wanted: frozenset[str]) -> re.Pattern[str]:
 
 
 def _parse_wanted(
-    text: str, wanted: frozenset[str], count_prefixes: tuple[str, ...], limit: int
+    text: str, wanted: frozenset[str], count_prefixes: tuple[str, ...], limit: int, clock: _Clock | None
 ) -> ParseResult | None:
     """The fast path; None where it cannot give what reading every line would (indented lines)."""
     body = "\n" + text
-    result = _read_matches(body, _wanted_lines(wanted), wanted, count_prefixes, limit)
+    result = _read_matches(body, _wanted_lines(wanted), wanted, count_prefixes, limit, clock)
     if result is None:
         return None
-    if count_prefixes and not result.has_prefixed_sample and not result.over_limit:
+    if count_prefixes and not result.has_prefixed_sample and not result.over_limit and not result.out_of_time:
         # "up" needs one prefixed sample that parses, wanted or not: the first that does.
         prefixed = _PREFIX_PATTERNS.get(count_prefixes)
         if prefixed is None:
@@ -436,11 +477,17 @@ def _parse_wanted(
 
 
 def _read_matches(
-    body: str, pattern: re.Pattern[str], wanted: frozenset[str], count_prefixes: tuple[str, ...], limit: int
+    body: str,
+    pattern: re.Pattern[str],
+    wanted: frozenset[str],
+    count_prefixes: tuple[str, ...],
+    limit: int,
+    clock: _Clock | None,
 ) -> ParseResult | None:
     result = ParseResult()
     types, errors = result.types, result.errors
     counted_to, line_no = 0, 0  # line numbers counted incrementally: matches come in order
+    check_at = _CHECK_EVERY if clock is not None else -1
 
     def number(start: int) -> int:
         nonlocal counted_to, line_no
@@ -448,7 +495,12 @@ def _read_matches(
         counted_to = start
         return line_no
 
-    for m in pattern.finditer(body):
+    for seen, m in enumerate(pattern.finditer(body)):
+        if seen == check_at:
+            if clock.late(m.start()):  # type: ignore[union-attr]
+                result.out_of_time = True
+                break
+            check_at += _CHECK_EVERY
         kind = m.lastgroup
         if kind == "other" and m.group("other") != "{":  # an indented line
             return None
@@ -630,8 +682,11 @@ def _parse_every_line(
     wanted: Collection[str] | Callable[[str], bool] | None,
     count_prefixes: tuple[str, ...],
     limit: int,
+    clock: _Clock | None = None,
 ) -> ParseResult:
     result = ParseResult()
+    check_at = _CHECK_EVERY if clock is not None else -1
+    done = 0  # characters before this line
     if wanted is None:
         keep: Callable[[str], bool] = lambda _name: True  # noqa: E731
     elif callable(wanted):
@@ -648,6 +703,13 @@ def _parse_every_line(
     # Lines end at "\n" only, as in the text format and prometheus_client's parser:
     # str.splitlines() would also cut at \x85, \u2028, \x0c... inside a label value.
     for line_no, line in enumerate(text.split("\n"), start=1):
+        if clock is not None:
+            done += len(line) + 1
+            if line_no == check_at:
+                if clock.late(done):
+                    result.out_of_time = True
+                    break
+                check_at += _CHECK_EVERY
         if not line or line.startswith(rejected):
             continue
         first = line[0]

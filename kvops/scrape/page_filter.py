@@ -16,8 +16,11 @@ restricted registry leaves such collectors out unless built with
 support_collectors_without_names (0.26 still defaults to False). A proxy may refuse a long
 query, a server may ignore it. Each of those leaves the target on whole pages, as does a
 query longer than MAX_QUERY_BYTES (never sent). Whole pages come back for a round when a
-filtered one holds nothing kvops reads (a restarted server), after a failed fetch, and every
-REPROBE_SECONDS (a new release may serve names the filter lacks).
+filtered one holds nothing kvops reads (a restarted server: its whole page is fetched in the
+same round, so the target is not shown down for it), after a failed fetch, and every
+REPROBE_SECONDS (a new release may serve names the filter lacks). The probe compares series,
+(name, label set), not names: a filtered page that keeps every name but leaves out an engine
+would make that engine disappear while the target stays up.
 """
 
 from __future__ import annotations
@@ -51,6 +54,15 @@ PROBE_IDLE_SECONDS = 2.0
 _PROBES = Workers(PROBE_THREADS, "kvops-page-filter", idle_exit=PROBE_IDLE_SECONDS)
 
 
+Series = tuple[str, frozenset[tuple[str, str]]]  # (sample name, label set)
+
+
+def _series(result: ParseResult) -> set[Series]:
+    return {
+        (name, frozenset(labels.items())) for name, samples in result.samples.items() for labels, _ in samples
+    }
+
+
 def filtered_url(url: str, names: list[str]) -> str:
     query = "&".join("name[]=" + quote(name, safe=":") for name in names)
     return url + ("&" if "?" in url else "?") + query
@@ -82,28 +94,30 @@ class PageFilter:
                 self.filtered, self.decided_at, self.whole_pages = None, None, 0
         return self.filtered or self.url
 
-    def after(self, url: str, result: ParseResult | None, size: int) -> None:
-        """What the round fetched from `url`: the parsed page (None: the fetch failed) and its
-        length in characters."""
+    def after(self, url: str, result: ParseResult | None, size: int) -> bool:
+        """What the round fetched from `url`: the parsed page (None: the fetch failed, or the
+        page was not read whole) and its length in characters. True when the filtered page
+        was empty: the caller fetches the whole page (fetch_url()) again in this round."""
         if url != self.url:  # a filtered page
-            if result is None or not any(result.samples.values()):
+            empty = result is not None and not any(result.samples.values())
+            if result is None or empty:
                 log.debug("%s: filtered page empty or failed; whole pages again", visible(self.url))
                 with self._lock:
                     self.filtered, self.decided_at, self.whole_pages = None, None, 0
-            return
+            return empty
         if result is None or self.decided_at is not None or self._probing:
-            return
+            return False
         self.whole_pages += 1
         if self.whole_pages < 2:  # a one-shot command (--once, doctor --target) never probes
-            return
+            return False
         names = self._names(result)
         url = filtered_url(self.url, names)
         if not names or len(url) - len(self.url) > MAX_QUERY_BYTES:  # nothing to ask, or too much
             self.decided_at = self.clock()
-            return
-        present = {name for name, samples in result.samples.items() if samples}
+            return False
         self._probing = True
-        _PROBES.submit(self._probe, (url, present, size))
+        _PROBES.submit(self._probe, (url, _series(result), size))
+        return False
 
     def _names(self, result: ParseResult) -> list[str]:
         """The wanted sample names of the families this page has (a labelled family with no
@@ -114,7 +128,7 @@ class PageFilter:
             if name in result.samples or not families.isdisjoint(families_of([name]))
         )  # fmt: skip
 
-    def _probe(self, job: tuple[str, set[str], int]) -> None:
+    def _probe(self, job: tuple[str, set[Series], int]) -> None:
         url, present, whole_size = job
         verdict = "filtered page in use"
         try:
@@ -124,9 +138,9 @@ class PageFilter:
             finally:
                 client.close()
             result = parse(text, self.wanted, max_samples=self.options.max_samples)
-            got = {name for name, samples in result.samples.items() if samples}
+            got = _series(result)
             if not present <= got:
-                verdict = f"filter dropped {len(present - got)} name(s)"
+                verdict = f"filter dropped {len(present - got)} series"
             elif len(text) > MAX_SHARE * whole_size:
                 verdict = "filter ignored"
             else:

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kvops.errors import UsageError, one_line
+<<<<<<< HEAD:kvops/scrape/runner.py
 from kvops.scrape.target import TargetScraper
 from kvops.snapshot import (
     Collector,
@@ -39,6 +40,12 @@ from kvops.snapshot import (
     Snapshot,
     TargetSample,
 )
+=======
+from kvops.snapshot import CollectorStatus, GpuSample, HostSample, ProcessMemory, Snapshot, TargetSample
+from kvops.sources.http import FetchError, FetchOptions, normalise_target
+from kvops.sources.multi import MultiFetcher
+from kvops.sources.target import PARSE_OUT_OF_TIME, TargetScraper
+>>>>>>> i25:kvops/sources/runner.py
 from kvops.termsafe import visible
 from kvops.transport.http import FetchError, FetchOptions, normalise_target
 from kvops.transport.multi import MultiFetcher
@@ -68,6 +75,11 @@ class TargetDiscovery(Protocol):
 
 # Threads for hardware calls: one per source at most (single flight), so this is a ceiling.
 MAX_WORKERS = 32
+# Pages longer than this are parsed in a worker thread (a real vLLM page is 60-80 kB; 45,000
+# label sets are 3.4 MB and a second of parse, during which one thread fetches nothing else).
+PARSE_INLINE_CHARS = 256 * 1024
+# A parse looks at the clock every few thousand lines: it ends this soon after the deadline.
+_PARSE_GRACE = 0.1
 
 
 @dataclass
@@ -194,17 +206,43 @@ class ScrapeRunner:
         return future
 
     def _scrape_targets(self, targets: list[TargetScraper], deadline: float) -> list[TargetSample]:
+<<<<<<< HEAD:kvops/scrape/runner.py
         """All targets fetched at once in this thread (kvops.transport.multi), each parsed as it
         arrives while the others go on."""
+=======
+        """All targets fetched at once in this thread (kvops.sources.multi), each parsed as it
+        arrives while the others go on; a large page is parsed in a worker, so that its parse
+        does not hold up the other fetches. Every parse ends by the deadline (TargetScraper.
+        finish): a page that cannot be read in time is abandoned, its target shown down."""
+>>>>>>> i25:kvops/sources/runner.py
         samples: dict[int, TargetSample] = {}
+        parsing: dict[int, Future[TargetSample]] = {}
 
         def done(index: int, outcome: str | FetchError, seconds: float) -> None:
-            samples[index] = targets[index].finish(outcome, seconds)
+            target = targets[index]
+            if isinstance(outcome, str) and len(outcome) > PARSE_INLINE_CHARS:
+                parsing[index] = self._pool.submit(target.finish, outcome, seconds, deadline)
+            else:
+                samples[index] = target.finish(outcome, seconds, deadline)
 
-        try:
-            self._multi.fetch([(t.client, t.fetch_url()) for t in targets], deadline, done)
-        except Exception:  # a bug in the fetch loop costs this round's targets, not the exporter
-            log.exception("fetching the targets failed")
+        indices = list(range(len(targets)))
+        for _ in range(2):  # the second pass: whole pages for filtered ones that came back empty
+            jobs = [(targets[i].client, targets[i].fetch_url()) for i in indices]
+            try:
+                self._multi.fetch(jobs, deadline, lambda n, outcome, s, of=indices: done(of[n], outcome, s))
+            except Exception:  # a bug in the fetch loop costs this round's targets, not the exporter
+                log.exception("fetching the targets failed")
+            wait_futures(list(parsing.values()), timeout=max(0.0, deadline - time.monotonic()) + _PARSE_GRACE)
+            for index, future in parsing.items():
+                samples[index] = (
+                    future.result()
+                    if future.done()
+                    else TargetSample(targets[index].target, up=False, error=PARSE_OUT_OF_TIME)
+                )
+            parsing.clear()
+            indices = [i for i in indices if i in samples and targets[i].refetch_whole]
+            if not indices:
+                break
         return [
             samples.get(i) or t.finish(FetchError("internal error while fetching"), 0.0)
             for i, t in enumerate(targets)

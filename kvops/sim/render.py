@@ -10,6 +10,7 @@ families docs/research/vllm-metrics.json says that release had.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -367,8 +368,11 @@ class _Relabelled:
     def collect(self) -> Iterator[Metric]:
         for collector in self.collectors:
             for metric in collector.collect():
-                metric.documentation += self.NOTE
-                yield metric
+                # A copy: PlatformCollector yields the same cached object every scrape, so
+                # adding to its HELP in place added the note once more each time.
+                relabelled = copy.copy(metric)
+                relabelled.documentation = metric.documentation + self.NOTE
+                yield relabelled
 
 
 def histogram_bounds() -> dict[str, tuple[float, ...]]:

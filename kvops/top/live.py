@@ -49,9 +49,14 @@ class UrlScraper(TargetScraper):
         super().__init__(url, options)
         self.exporter: Snapshot | None = None
 
-    def finish(self, outcome: str | FetchError, fetch_seconds: float) -> TargetSample:
+    # _trim() bounds what follows the parse: a fraction of it, not the exporter's encoding.
+    work_after_parse = 1.0
+
+    def finish(
+        self, outcome: str | FetchError, fetch_seconds: float, deadline: float | None = None
+    ) -> TargetSample:
         self.exporter = None  # set again by interpret() if this scrape got an exporter's page
-        return super().finish(outcome, fetch_seconds)
+        return super().finish(outcome, fetch_seconds, deadline)
 
     def interpret(self, result: ParseResult, started: float) -> TargetSample:
         _trim(result)

@@ -106,7 +106,7 @@ def pod_target(pod: Mapping[str, Any], default_port: int) -> str:
     port_text = _annotation(annotations, PORT_ANNOTATIONS)
     port = default_port
     if port_text is not None:
-        if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        if not (port_text.isascii() and port_text.isdigit()) or not 0 < int(port_text) < 65536:
             raise ValueError(f"port annotation {port_text!r} is not a port number")
         port = int(port_text)
     scheme = (_annotation(annotations, SCHEME_ANNOTATIONS) or "http").lower()
