@@ -14,10 +14,9 @@ raise NvmlUnavailable with one line, which the exporter reports as collector_suc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from kvops.collectors import linkspeed

@@ -28,8 +28,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kvops.errors import UsageError, one_line
-<<<<<<< HEAD:kvops/scrape/runner.py
-from kvops.scrape.target import TargetScraper
+from kvops.scrape.target import PARSE_OUT_OF_TIME, TargetScraper
 from kvops.snapshot import (
     Collector,
     CollectorStatus,
@@ -40,12 +39,6 @@ from kvops.snapshot import (
     Snapshot,
     TargetSample,
 )
-=======
-from kvops.snapshot import CollectorStatus, GpuSample, HostSample, ProcessMemory, Snapshot, TargetSample
-from kvops.sources.http import FetchError, FetchOptions, normalise_target
-from kvops.sources.multi import MultiFetcher
-from kvops.sources.target import PARSE_OUT_OF_TIME, TargetScraper
->>>>>>> i25:kvops/sources/runner.py
 from kvops.termsafe import visible
 from kvops.transport.http import FetchError, FetchOptions, normalise_target
 from kvops.transport.multi import MultiFetcher
@@ -206,15 +199,10 @@ class ScrapeRunner:
         return future
 
     def _scrape_targets(self, targets: list[TargetScraper], deadline: float) -> list[TargetSample]:
-<<<<<<< HEAD:kvops/scrape/runner.py
         """All targets fetched at once in this thread (kvops.transport.multi), each parsed as it
-        arrives while the others go on."""
-=======
-        """All targets fetched at once in this thread (kvops.sources.multi), each parsed as it
         arrives while the others go on; a large page is parsed in a worker, so that its parse
         does not hold up the other fetches. Every parse ends by the deadline (TargetScraper.
         finish): a page that cannot be read in time is abandoned, its target shown down."""
->>>>>>> i25:kvops/sources/runner.py
         samples: dict[int, TargetSample] = {}
         parsing: dict[int, Future[TargetSample]] = {}
 

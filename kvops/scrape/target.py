@@ -24,16 +24,12 @@ class TargetScraper:
     Subclasses read other expositions by overriding `wanted` and `interpret` (kvops top reads
     a kvops exporter's page through the same path)."""
 
-<<<<<<< HEAD:kvops/scrape/target.py
     wanted: frozenset[str] = registry.WANTED
-=======
-    wanted: frozenset[str] = vllm.WANTED
     # What reading a page costs after its parse, in parse-seconds: interpret() and the
     # exporter's families and encoding. Measured on 45,000 label sets of a family kvops reads
     # (issue 25): parse 0.9 s, normalise 1.3 s, families 2.9 s, encode 0.9 s. A page whose
     # parse ends too late for the rest to fit before the deadline is abandoned there.
     work_after_parse = 6.0
->>>>>>> i25:kvops/sources/target.py
 
     def __init__(self, url: str, options: FetchOptions | None = None) -> None:
         self.target = normalise_target(url)

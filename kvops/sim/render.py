@@ -113,7 +113,9 @@ class SimCollector:
         subs = {
             "num_gpu_blocks": str(cfg.num_gpu_blocks),
             "block_size": str(cfg.block_size),
-            "kv_offloading_size": "None" if cfg.kv_offloading_size_gib is None else _fmt(cfg.kv_offloading_size_gib),
+            "kv_offloading_size": "None"
+            if cfg.kv_offloading_size_gib is None
+            else _fmt(cfg.kv_offloading_size_gib),
             "kv_cache_size_tokens": str(tokens),
             "kv_cache_max_concurrency": f"{tokens / cfg.max_model_len:.2f}",
         }
