@@ -42,7 +42,7 @@ def _run_ci(tmp_path: Path, fail: dict[str, int]) -> tuple[int, list[str]]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.log"
-    for tool in ("apt-get", "pip", "python", "ruff"):
+    for tool in ("apt-get", "pip", "python", "ruff", "lint-imports"):
         stand_in = bin_dir / tool
         stand_in.write_text(f'#!/bin/sh\necho "{tool} $*" >> "{calls}"\nexit {fail.get(tool, 0)}\n')
         stand_in.chmod(0o755)
@@ -65,7 +65,10 @@ def test_a_failing_step_fails_ci(tmp_path: Path, failing: str, code: int, not_re
 def test_all_steps_run_in_order_on_a_clone_with_nothing_beside_it(tmp_path: Path) -> None:
     rc, calls = _run_ci(tmp_path, {})
     assert rc == 0
-    assert [c.split()[0] for c in calls] == ["apt-get", "apt-get", "pip", "python", "python", "ruff", "ruff"]
+    assert [c.split()[0] for c in calls] == [
+        *("apt-get", "apt-get", "pip", "python", "python", "ruff", "ruff", "python", "lint-imports")
+    ]
+    assert calls[7] == "python -m mypy"  # issue 27: types and layers
     assert calls[3] == "python -m pytest"
     assert calls[4].startswith("python -m pytest -m vllm_release")  # doctor --repro on real vLLM code
     # the clone went to a fresh temporary directory, which is gone afterwards

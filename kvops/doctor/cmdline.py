@@ -214,11 +214,11 @@ class ServeCommand:
                     value = {key: value}
                 _deep_update(merged, value)
             return merged, None
-        raw = self.get(flag)
-        if raw is None:
+        whole = self.get(flag)
+        if whole is None:
             return None, None
         try:
-            return json.loads(raw), None
+            return json.loads(whole), None
         except json.JSONDecodeError as exc:
             return None, f"{flag} is not valid JSON: {exc}"
 
@@ -306,10 +306,10 @@ class ServeCommand:
             args = [a for a in args if a.flag.partition(".")[0] not in same]
             args.append(Arg(flag, value if sep else None, joined=bool(sep)))
         new_env = list(self.env)
-        for name, value in (env or {}).items():
+        for name, setting in (env or {}).items():
             new_env = [(k, v) for k, v in new_env if k != name]
-            if value is not None:
-                new_env.append((name, str(value)))
+            if setting is not None:
+                new_env.append((name, str(setting)))
         opts = list(self.docker_opts)
         if self.launcher == "docker":
             for token in docker_add:
@@ -673,7 +673,8 @@ def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]], schema: 
     opts: list[Arg] = []
     i = 0
     while i < len(tokens) and tokens[i].startswith("-"):
-        name, eq, value = tokens[i].partition("=")
+        name, eq, written = tokens[i].partition("=")
+        value: str | None = written
         if not eq and name in _DOCKER_VALUE_OPTS and i + 1 < len(tokens):
             value = tokens[i + 1]
             i += 1

@@ -263,7 +263,8 @@ def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context, partial: b
         applicable = cmd.launcher == "docker" or fix.remove or fix.add or fix.env
         if finding.fixed_command is None and applicable and not partial:
             finding.notes.append("the command already carries this fix")
-    kept, commands = [], []
+    kept: list[Any] = []
+    commands: list[Any] = []
     for alt in pb.alternatives:
         if alt.is_empty():
             kept.append(alt)

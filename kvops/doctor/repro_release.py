@@ -72,7 +72,7 @@ def _flag(cmd: Any, flag: str) -> str | None:
 
 
 def shipped_model(name: str) -> Path:
-    return Path(str(resources.files("kvops.doctor").joinpath("repro_models", name)))
+    return Path(str(resources.files("kvops.doctor").joinpath("repro_models").joinpath(name)))
 
 
 def model_request(model: ModelInfo) -> dict[str, Any]:

@@ -30,9 +30,9 @@ from kvops.termsafe import visible
 from kvops.top import fleet, units
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
-from kvops.top.command import View
 from kvops.top.table import TargetTable
 from kvops.top.tiers_view import signals_table, tiers_table
+from kvops.top.view import View
 
 log = logging.getLogger(__name__)
 

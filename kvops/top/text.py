@@ -9,7 +9,7 @@ from kvops.top import fleet, units
 from kvops.top.board import Board
 
 if TYPE_CHECKING:
-    from kvops.top.command import View
+    from kvops.top.view import View
 
 _HEADER = ("TARGET", "MODEL", "ENG", "KV", "LOCAL HIT", "EXT HIT", "STORE", "LOAD", "LOAD:STORE",
            "RUN", "WAIT", "PREEMPT")  # fmt: skip

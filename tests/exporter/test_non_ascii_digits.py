@@ -13,7 +13,7 @@ import pytest
 
 from kvops.doctor.cmdline import parse as parse_command_line
 from kvops.engines.common import rank_of
-from kvops.engines.vllm import normalise
+from kvops.engines.registry import normalise
 from kvops.errors import UsageError
 from kvops.exporter.server import parse_listen, scrape_timeout
 from kvops.exporter.webconfig import WebConfig
