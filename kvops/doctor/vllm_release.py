@@ -24,7 +24,31 @@ from typing import TextIO
 
 from kvops.errors import UsageError
 
-_VERSION = re.compile(r"^\d+\.\d+(?:\.\d+)*(?:\.post\d+|rc\d+)?$")
+# A PEP 440 release as vLLM numbers them: 0.14.0, 0.11 (a minor line), 0.11.0rc2, 0.4.0.post1,
+# 0.14.0.dev3, a local build's +cu128; an optional leading v (a GitHub tag). ASCII digits only (\d
+# would take Arabic-Indic ones), the whole text (a trailing newline is not a release), bounded.
+RELEASE = re.compile(
+    r"v?(?P<release>\d{1,6}(?:\.\d{1,6}){1,3}(?:(?:a|b|rc)\d{1,6})?(?:\.post\d{1,6})?(?:\.dev\d{1,6})?"
+    r"(?:\+[a-z0-9]{1,16}(?:\.[a-z0-9]{1,16}){0,3})?)",
+    re.ASCII,
+)
+MAX_RELEASE = 64
+
+
+def release_number(text: str, flag: str = "--vllm-version") -> str:
+    """`text` as a release number (a leading v dropped); UsageError (one line) for anything else."""
+    m = RELEASE.fullmatch(text) if len(text) <= MAX_RELEASE else None
+    if m is None:
+        from kvops.termsafe import visible
+
+        shown = visible(text if len(text) <= 40 else text[:40] + "...")
+        size = f" ({len(text):,} characters)" if len(text) > 40 else ""
+        raise UsageError(
+            f"{flag} '{shown}'{size}: expected a vLLM release like 0.14.0, 0.11.0rc2 or 0.4.0.post1"
+        )
+    return m.group("release")
+
+
 MANIFEST = "kvops-release.json"
 
 
@@ -68,8 +92,7 @@ def cached(version: str, cache: Path | None = None) -> Release | None:
 
 def fetch(version: str, log: TextIO = sys.stderr, cache: Path | None = None) -> Release:
     """The release's source, from the cache or downloaded now with pip (progress goes to `log`)."""
-    if not _VERSION.match(version):
-        raise UsageError(f"--vllm-version {version!r} is not a release number such as 0.14.0")
+    version = release_number(version)
     cache = cache or cache_dir()
     have = cached(version, cache)
     if have is not None:

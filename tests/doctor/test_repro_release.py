@@ -81,7 +81,7 @@ def test_a_cached_release_is_used_without_pip(tmp_path: Path, monkeypatch: pytes
 
 @pytest.mark.parametrize("version", ["latest", "0.14.0; rm -rf /", "../0.14.0", ""])
 def test_a_version_that_is_not_a_release_number_is_a_usage_error(version: str, tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="not a release number"):
+    with pytest.raises(UsageError, match="expected a vLLM release"):
         vllm_release.fetch(version, cache=tmp_path)
 
 
