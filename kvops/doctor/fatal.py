@@ -30,7 +30,7 @@ TRACEBACK = "Traceback (most recent call last)"
 # checkout's top package (`/sgl-workspace/sglang/python/sglang/srt/...`).
 _PACKAGE = re.compile(r"(?:site|dist)-packages/(?P<pkg>[\w.-]+)/(?P<rest>[\w./-]*)")
 _CHECKOUT = re.compile(
-    r"/(?P<pkg>vllm|sglang|lmcache|dynamo|kvbm|llmd_fs_backend|torch|flashinfer|triton)/(?P<rest>[\w./-]*)"
+    r".*/(?P<pkg>vllm|sglang|lmcache|dynamo|kvbm|llmd_fs_backend|torch|flashinfer|triton)/(?P<rest>[\w./-]*)"
 )
 # substrings of every line feed() uses: a cheap test before it is called
 HINTS = ("Error", "Exception", "Traceback", "Fatal", "panicked", "Segmentation", "terminate", "Abort")
@@ -40,7 +40,7 @@ WINDOW = 80  # a traceback's frames and its exception are at most this many line
 
 
 def _component(path: str) -> str | None:
-    m = _PACKAGE.search(path) or _CHECKOUT.search(path)
+    m = _PACKAGE.search(path) or _CHECKOUT.match(path)  # a checkout's innermost package
     if not m:
         return None
     return f"{m.group('pkg')}/{m.group('rest')}".rstrip("/")
@@ -52,39 +52,42 @@ class Fatal:
     exception: tuple[int, str] | None = None  # the exception (type: message) or the crash line
     component: str | None = None  # package/path.py of the deepest frame before the exception
     frame_at: int = 0
+    exception_text: str = ""  # the exception line without the log's prefix
 
-    def feed(self, line_no: int, msg: str, level: str | None = None) -> None:
-        """One log line, its prefix stripped (`level`: the prefix's ERROR, CRITICAL...); does
-        nothing once the first failure is known."""
+    def feed(self, line_no: int, msg: str, level: str | None = None, raw: str | None = None) -> None:
+        """One log line, its prefix stripped (`level`: the prefix's ERROR, CRITICAL...; `raw`: the
+        line as written, which is what is quoted); does nothing once the first failure is known."""
         if self.exception is not None:
             return
         text = msg.strip()
         if not text:
             return
+        shown = (raw if raw is not None else msg).strip()[:MAX_TEXT]
         if level in ("ERROR", "CRITICAL") and (self.first_line is None or line_no - self.frame_at > WINDOW):
-            self.first_line = (line_no, text[:MAX_TEXT])  # "EngineCore failed to start." before its traceback
+            self.first_line = (line_no, shown)  # "EngineCore failed to start." before its traceback
             self.frame_at = line_no
         if text.startswith(TRACEBACK) or text.endswith(TRACEBACK + ":"):
             if self.first_line is None or line_no - self.frame_at > WINDOW:
-                self.first_line = (line_no, text[:MAX_TEXT])
+                self.first_line = (line_no, shown)
             self.frame_at = line_no
             return
         frame = FRAME.match(text)
         if frame:
             if self.first_line is None or line_no - self.frame_at > WINDOW:
-                self.first_line = (line_no, text[:MAX_TEXT])
+                self.first_line = (line_no, shown)
             self.component = _component(frame.group("path")) or self.component
             self.frame_at = line_no
             return
         crash = CRASH.search(text)
         if crash:
             if self.first_line is None or line_no - self.frame_at > WINDOW:
-                self.first_line = (line_no, text[:MAX_TEXT])
-            self.exception = (line_no, crash.group()[:MAX_TEXT])
+                self.first_line = (line_no, shown)
+            self.exception, self.exception_text = (line_no, shown), crash.group()[:MAX_TEXT]
             return
         exc = EXCEPTION.match(text)
         if exc and self.first_line is not None and line_no - self.frame_at <= WINDOW:
-            self.exception = (line_no, text[:MAX_TEXT])
+            self.exception = (line_no, shown)
+            self.exception_text = text[:MAX_TEXT]
 
     @property
     def found(self) -> bool:
@@ -94,11 +97,11 @@ class Fatal:
         """What to paste into a tracker's search: the exception type, its message without the
         numbers, paths and ids that differ per run, and the component."""
         assert self.exception is not None
-        text = self.exception[1]
+        text = self.exception_text or self.exception[1]
         m = EXCEPTION.match(text)
         kind, message = (m.group("type").rsplit(".", 1)[-1], m.group("msg") or "") if m else ("", text)
         message = re.sub(r"'[^']*'|\"[^\"]*\"|\S*[/\\]\S*|0x[0-9a-f]+|\b\d[\d.,:]*\w*", " ", message)
-        words = " ".join(message.split()[:12])
+        words = " ".join([w for w in message.split() if re.fullmatch(r"[A-Za-z][\w-]*", w)][:12])
         parts = [engine, kind, words]
         if self.component:
             package, _, rest = self.component.partition("/")

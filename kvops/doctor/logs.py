@@ -435,7 +435,7 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
                 shm_bytes = shm_size(line)
             if not fatal.found and any(h in line for h in FATAL_HINTS):
                 m = PREFIX.match(line)
-                fatal.feed(n, line[m.end() :] if m else line, m.group("level") if m else None)
+                fatal.feed(n, line[m.end() :] if m else line, m.group("level") if m else None, line)
             # Pending hits waiting for their context in the lines after them.
             if pending:
                 still = []
