@@ -263,7 +263,9 @@ def _load_nvml() -> Any:
     try:
         import pynvml
     except ImportError:
-        raise NvmlUnavailable("nvidia-ml-py is not installed (pip install 'kvops[nvidia]')") from None
+        from kvops.install_hint import install_command
+
+        raise NvmlUnavailable(f"nvidia-ml-py is not installed ({install_command('nvidia')})") from None
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as e:

@@ -23,6 +23,13 @@ examples:
 """
 
 
+def user_defaults() -> dict[str, Any]:
+    """$XDG_CONFIG_HOME/kvops/exporter.yml is the --config when none is given."""
+    from kvops.userconfig import exporter_defaults
+
+    return exporter_defaults()
+
+
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target",
