@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kvops.snapshot import EngineSample, GpuSample, Histogram, Snapshot
+from kvops.units import GIB
 
 # `kvops top --once --json`'s shape (docs/DESIGN.md), raised on every change of shape:
 # 1 (no field): the first release; 2: schema_version itself, per-tier figures and derived signals,
@@ -401,7 +402,7 @@ def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | N
 # Cross-check slack: PCIe counters also carry inputs, weights and other processes' traffic,
 # and drivers sample them; only a clear gap is flagged.
 CROSS_CHECK_SLACK_BYTES = 64 * (1 << 20)
-CROSS_CHECK_MIN_MOVED_BYTES = float(1 << 30)
+CROSS_CHECK_MIN_MOVED_BYTES = float(GIB)
 
 
 def pcie_cross_check(engine_load_bytes: float | None, pcie_rx_bytes: float | None) -> str | None:

@@ -14,7 +14,8 @@ import json
 import re
 from pathlib import Path
 
-GIB = 1 << 30
+from kvops.units import GIB
+
 # vLLM's default --gpu-memory-utilization, and the share of it the weights may take and still leave
 # a useful KV cache and activation space (a judgement, stated in the evidence).
 DEFAULT_UTILIZATION = 0.9

@@ -23,8 +23,7 @@ from kvops.engines.common import Engine, Engines, Page
 from kvops.exposition.histograms import histograms, merged, sample_names
 from kvops.exposition.parser import Labels, ParseResult, families_of
 from kvops.snapshot import Histogram
-
-GIB = float(1 << 30)
+from kvops.units import GIB
 
 # EngineSample field -> sample names, preferred first.
 _SCALARS: dict[str, tuple[str, ...]] = {

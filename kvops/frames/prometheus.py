@@ -90,7 +90,7 @@ def delta_query(flavour: Flavour, offset: str, matcher: str = "") -> str:
     return f"({now} - {before}) >= 0"
 
 
-# What the fleet's charts draw (kvops.top.series.deltas_of), each engine's names for it.
+# What the fleet's charts draw (kvops.top.history.deltas_of), each engine's names for it.
 FLEET_COUNTERS: tuple[str, ...] = tuple(sorted(registry.CHART_COUNTERS))
 
 

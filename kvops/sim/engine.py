@@ -25,8 +25,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from kvops.sim.workload import Arrival, Workload
+from kvops.units import GIB
 
-GIB = 1 << 30
 # Llama-3.1-8B at bf16: 32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 bytes.
 DEFAULT_KV_BYTES_PER_TOKEN = 131072
 # PCIe Gen5 x16, one direction (docs/research/hardware.md §1.5); DMA reaches a fraction of it.

@@ -24,9 +24,10 @@ from prometheus_client.process_collector import ProcessCollector
 
 from kvops import __version__
 from kvops.errors import UsageError
-from kvops.sim.engine import GIB, Engine, Histogram
+from kvops.sim.engine import Engine, Histogram
 from kvops.sim.layouts import CACHE_CONFIG_LABELS, LAYOUTS, PRESENCE, Family
 from kvops.snapshot import EngineSample
+from kvops.units import GIB
 
 SIMULATED = " [simulated by kvops sim]"
 OLDEST, NEWEST = (0, 10, 0), (0, 33)

@@ -149,7 +149,7 @@ def build_source(args: argparse.Namespace, interval: float) -> Any:
         from kvops.frames.prometheus import PrometheusSource, auth_options
 
         return PrometheusSource(prometheus, timeout, auth_options(*auth))
-    from kvops.top.live import LiveSource
+    from kvops.top.live_source import LiveSource
 
     return LiveSource(urls or [DEFAULT_URL], timeout)
 

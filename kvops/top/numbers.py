@@ -6,8 +6,9 @@ free -g and nvidia-smi); ratios are percent. An unknown value is "-", never 0.
 
 from __future__ import annotations
 
+from kvops.units import GIB
+
 GB = 1e9
-GIB = float(1 << 30)
 
 # What stands out (issue 4): a hit rate under half, a link more than 90 % busy, a resource
 # about to run out.
