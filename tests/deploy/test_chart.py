@@ -299,7 +299,7 @@ def test_every_deploy_file_and_the_cli_share_one_default_port_that_is_not_taken(
     root = Path(__file__).resolve().parents[2]
     port = exporter_command.DEFAULT_LISTEN.rsplit(":", 1)[1]
     assert port not in TAKEN_PORTS
-    files = ["deploy/Dockerfile", "deploy/helm/kvops/values.yaml", "deploy/kubernetes/daemonset.yaml",
+    files = ["Containerfile", "deploy/helm/kvops/values.yaml", "deploy/kubernetes/daemonset.yaml",
              "deploy/kubernetes/service.yaml"]  # fmt: skip
     for rel in files:
         text = (root / rel).read_text()
