@@ -43,7 +43,8 @@ def counter_delta(prev: float | None, cur: float | None) -> float | None:
 def ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
-    return num / den
+    out = num / den
+    return out if math.isfinite(out) else None  # a subnormal denominator: +Inf is unknown
 
 
 def histogram_delta(prev: Histogram | None, cur: Histogram | None) -> Histogram | None:
@@ -71,7 +72,8 @@ def quantile(q: float, hist: Histogram | None) -> float | None:
                 return finite[-1] if finite else None
             if count == lower_count:
                 return bound
-            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
+            out = lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
+            return out if math.isfinite(out) else None
         lower_bound, lower_count = bound, count
     return None
 

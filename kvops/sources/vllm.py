@@ -256,7 +256,9 @@ def detect_format(result: ParseResult) -> str:
 
 
 def normalise(result: ParseResult, target: str) -> TargetSample:
-    """Map one parsed exposition to a TargetSample (up when a vllm:/lmcache: sample parsed)."""
+    """Map one parsed exposition to a TargetSample (up when a vllm:/lmcache: sample parsed).
+    NaN and ±Inf values are unknown: left out, as an absent series."""
+    result.known_only()
     engines: dict[_EngineKey, EngineSample] = {}
 
     def engine(key: _EngineKey) -> EngineSample:
