@@ -26,6 +26,7 @@ from kvops.rates import interval
 from kvops.snapshot import Snapshot
 from kvops.sources import kvops_exposition, prometheus, vllm
 from kvops.sources.exposition import ParseResult
+from kvops.top import units
 from kvops.top.board import Board
 from support.upstream import Upstream, body
 
@@ -242,3 +243,19 @@ def test_a_store_answering_non_finite_values_gives_exit_0_and_unknown_figures(ca
     if spelled != "-0":
         for row in doc["targets"]:
             assert row.get("requests_running") is None and row.get("local_hit_rate") is None
+
+
+@given(st.lists(st.sampled_from([*NON_FINITE, -0.0, None]) | st.floats(0, 1e12), min_size=1, max_size=20))
+def test_every_unit_writes_non_finite_values_as_unknown(values_seen: list[float | None]):
+    for value in values_seen:
+        for write in (units.pct, units.gbps, units.gb, units.gib, units.ratio, units.count):
+            text = write(value)
+            assert "nan" not in text and "inf" not in text and "-0" not in text.replace("e-0", "")
+            if value is None or not math.isfinite(value):
+                assert text == units.UNKNOWN
+        for style in (units.hit_rate_style, units.link_style, units.usage_style):
+            style(value)
+        if value is not None:
+            assert len(units.bar(value, 10)) == 10
+    line = units.sparkline(values_seen, 20)
+    assert len(line) == 20
