@@ -1,6 +1,6 @@
 """Reading and writing the snapshot fields a MetricSpec is bound to (kvops/names.py).
 
-The exporter (encoding), sources/kvops_exposition.py (decoding) and rates all go through
+The exporter (encoding), frames/kvops_exposition.py (decoding) and rates all go through
 these two functions, so which field feeds which kvops_* series is written once, in names.py.
 """
 

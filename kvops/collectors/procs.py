@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 from kvops.snapshot import GpuSample, ProcessMemory
-from kvops.sources.address import host_port
+from kvops.transport.address import host_port
 
 _KB = 1024
 # /proc/PID/status field -> ProcessMemory attribute
@@ -174,6 +174,10 @@ class ProcessTracker:
         self.ttl = ttl
         self._trees: dict[str, tuple[float, list[int]]] = {}
         self._local: dict[str, tuple[str, int] | None] = {}
+
+    def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None:
+        for pm in processes:
+            attach_gpus(pm, gpus)
 
     def _local_target(self, target: str) -> tuple[str, int] | None:
         if target not in self._local:

@@ -12,14 +12,14 @@ import socket
 import pytest
 
 from kvops.doctor.cmdline import parse as parse_command_line
+from kvops.engines.common import rank_of
+from kvops.engines.registry import normalise
 from kvops.errors import UsageError
 from kvops.exporter.server import parse_listen, scrape_timeout
 from kvops.exporter.webconfig import WebConfig
+from kvops.exposition.parser import parse
 from kvops.sim.command import parse_listen as sim_parse_listen
-from kvops.sources.engines import rank_of
-from kvops.sources.exposition import parse
-from kvops.sources.kubernetes import pod_target
-from kvops.sources.vllm import normalise
+from kvops.transport.kubernetes import pod_target
 
 # Latin-1 superscripts (what an HTTP header byte decodes to) and other scripts' digits.
 NON_ASCII_DIGITS = ["\xb2", "\xb9", "\xb3", "1\xb2", "\u0661\u0660", "\uff11"]

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kvops.sources.exposition import parse
-from kvops.sources.vllm import WANTED
+from kvops.engines.registry import WANTED
+from kvops.exposition.parser import parse
 from support.exporter_harness import parse_exposition, value
 from support.paths import VLLM_FIXTURES
 from support.upstream import body, hang, trickle

@@ -17,9 +17,9 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from kvops.sources import page_filter
-from kvops.sources.runner import ScrapeRunner
-from kvops.sources.target import TargetScraper
+from kvops.scrape import page_filter
+from kvops.scrape.runner import ScrapeRunner
+from kvops.scrape.target import TargetScraper
 from tests.support.upstream import Upstream, body
 
 LABELS = ["model_name", "engine"]

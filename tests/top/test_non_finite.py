@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 
 from kvops import names
 from kvops.cli import main
+from kvops.engines import registry
+from kvops.exposition.parser import ParseResult
+from kvops.frames import kvops_exposition, prometheus
 from kvops.rates import interval
 from kvops.snapshot import Snapshot
-from kvops.sources import kvops_exposition, prometheus, vllm
-from kvops.sources.exposition import ParseResult
 from kvops.top import units
 from kvops.top.board import Board
 from support.upstream import Upstream, body
@@ -62,7 +63,7 @@ def _kvops_series() -> list[tuple[str, dict[str, str]]]:
 
 
 KVOPS_SERIES = _kvops_series()
-VLLM_NAMES = sorted(vllm.WANTED)
+VLLM_NAMES = sorted(registry.WANTED)  # every engine's names
 
 
 def _result(series: list[tuple[str, dict[str, str]]], palette: list[float]) -> ParseResult:
@@ -115,8 +116,8 @@ def test_the_kvops_decoder_reads_non_finite_values_as_unknown(first: list[float]
 @given(palettes, palettes)
 def test_the_engine_readers_read_non_finite_values_as_unknown(first: list[float], second: list[float]):
     series = [(name, {"model_name": "m", "engine": "0", "le": "1"}) for name in VLLM_NAMES]
-    before = Snapshot(time=100.0, targets=[vllm.normalise(_result(series, first), "t")])
-    after = Snapshot(time=101.0, targets=[vllm.normalise(_result(series, second), "t")])
+    before = Snapshot(time=100.0, targets=[registry.normalise(_result(series, first), "t")])
+    after = Snapshot(time=101.0, targets=[registry.normalise(_result(series, second), "t")])
     _served(before, after)
 
 
