@@ -208,6 +208,20 @@ LOOKUP_DELAY = _engine(
     ("mode",),
     split=(("sync", "lookup_sync_delay"), ("async", "lookup_async_delay")),
 )
+TIME_TO_FIRST_TOKEN = _engine(
+    "histogram",
+    "kvops_time_to_first_token_seconds",
+    "Time to first token as the engine measured it, passed through with its own buckets "
+    "(vllm:time_to_first_token_seconds): the latency offloading is meant to cut (docs/payoff.md).",
+    field="ttft",
+)
+REQUEST_QUEUE_TIME = _engine(
+    "histogram",
+    "kvops_request_queue_time_seconds",
+    "Time a request waited before it was scheduled, with the engine's own buckets "
+    "(vllm:request_queue_time_seconds).",
+    field="queue_time",
+)
 TRANSFER_SIZE = _engine(
     "histogram",
     "kvops_offload_transfer_size_bytes",

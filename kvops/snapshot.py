@@ -68,6 +68,9 @@ class EngineSample:
     kv_block_lifetime: Histogram | None = None
     kv_block_idle_before_evict: Histogram | None = None
     kv_block_reuse_gap: Histogram | None = None
+    # Whether offloading pays off (docs/payoff.md): the engine's own request latency histograms.
+    ttft: Histogram | None = None  # time to first token, seconds
+    queue_time: Histogram | None = None  # time waiting before scheduled, seconds
     # Other engines' tier figures (docs/tiers.md), absent where the engine does not count them.
     store_tokens: float | None = None  # tokens copied into the offload tier (SGLang backup)
     load_tokens: float | None = None  # tokens copied back to the GPU (SGLang load-back)

@@ -59,6 +59,8 @@ _HISTOGRAMS: dict[str, str] = {
     "kv_block_lifetime": "vllm:kv_block_lifetime_seconds",
     "kv_block_idle_before_evict": "vllm:kv_block_idle_before_evict_seconds",
     "kv_block_reuse_gap": "vllm:kv_block_reuse_gap_seconds",
+    "ttft": "vllm:time_to_first_token_seconds",  # every release kvops reads
+    "queue_time": "vllm:request_queue_time_seconds",
 }
 # llm-d's filesystem connector beside vLLM's CPU one (MultiConnector): the second
 # OffloadingConnector registers vLLM's 0.16-0.23 names with its spec's suffix

@@ -28,8 +28,8 @@ class View:
 EXAMPLES = """\
 examples:
   kvops top                                     # the vLLM on this host (localhost:8000)
-  kvops top http://10.0.0.5:8000 http://10.0.0.6:9435
-  kvops top --target http://10.0.0.5:8000 --target http://10.0.0.6:9435   # as the exporter takes them
+  kvops top http://10.0.0.5:8000 http://10.0.0.6:19435
+  kvops top --target http://10.0.0.5:8000 --target http://10.0.0.6:19435   # as the exporter takes them
   kvops top --prometheus http://prometheus:9090
   kvops top --once --json --replay t1.prom t2.prom
 """

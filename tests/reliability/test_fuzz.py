@@ -435,7 +435,7 @@ yaml_text = st.lists(
             "  - url: ftp://x",
             "    bearer_token_file: /nonexistent",
             "    ca_file: /nonexistent.pem",
-            "listen: :9435",
+            "listen: :19435",
             "timeout: 0",
             "timeout: soon",
             "timeout: 1e9",
