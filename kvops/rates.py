@@ -45,7 +45,8 @@ def counter_delta(prev: float | None, cur: float | None) -> float | None:
 def ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
-    return num / den
+    out = num / den
+    return out if math.isfinite(out) else None  # a subnormal denominator: +Inf is unknown
 
 
 def histogram_delta(prev: Histogram | None, cur: Histogram | None) -> Histogram | None:

@@ -51,7 +51,9 @@ def has_kvops_samples(result: ParseResult) -> bool:
 def decode(result: ParseResult, time: float, target_of: Callable[[Labels], str] | None = None) -> Snapshot:
     """Snapshot from kvops_* samples. `target_of` maps a sample's labels to the target it
     belongs to (default: its `target` label); the fleet source uses it to tell apart
-    exporters behind one Prometheus."""
+    exporters behind one Prometheus. NaN and ±Inf values are unknown: left out, as an absent
+    series (an int field such as a PCIe generation cannot hold one)."""
+    result.known_only()
     target_of = target_of or (lambda labels: labels.get("target", ""))
     snap = Snapshot(time=time)
     targets: dict[str, TargetSample] = {}
