@@ -201,6 +201,12 @@ def diagnose(
         finding.evidence = [visible(redact_text(e, secrets)) for e in finding.evidence]
         finding.notes = [visible(n) for n in finding.notes]
         findings.append(finding)
+    # A failure the log shows the server died of rules out what the configuration predicts for a
+    # later stage (a playbook's `supersedes`): MLA refused at model load never reaches
+    # register_kv_caches, where the MLA offloading KeyError would be raised.
+    superseded = {str(s) for f in findings if f.source == "log" and not f.unconfirmed
+                  for s in f.playbook.meta.get("supersedes") or ()}  # fmt: skip
+    findings = [f for f in findings if f.source == "log" or f.id not in superseded]
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.id))
     notes = []
     if cmd is not None and cmd.schema_note:

@@ -90,6 +90,7 @@ _FLAT_TRANSFER = {
 _TYPED_BYTES = "vllm:kv_offload_total_bytes_total"
 _TYPED_TIME = "vllm:kv_offload_total_time_total"
 _OFFLOAD_CONFIG = "vllm:kv_offload_config_info"
+_OFFLOAD_PREFIX = "vllm:kv_offload_"  # families only an offloading connector registers
 _CACHE_CONFIG = "vllm:cache_config_info"
 
 # lmcache:* sample -> LMCacheSample field; LMCache's figures stay apart (snapshot.py says why).
@@ -338,6 +339,13 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
         if sample.cpu_tier_bytes is not None:
             sample.offload_tier = "host"
 
+    # No offload tier unless the page shows one: a server without a connector still exports
+    # vllm:external_prefix_cache_* (at 0) and prompt_tokens_by_source{external_kv_transfer} (0).
+    declares_offload = any(name.startswith(_OFFLOAD_PREFIX) for name in result.types)
+    for sample in engines.values():
+        if not (declares_offload or _shows_connector(sample)):
+            sample.offload_tier = None
+
     # A reader whose names the page lacks is not run (a set test in C, against each reader's
     # dozens of lookups on every vLLM page).
     present = result.samples.keys()
@@ -357,6 +365,19 @@ def normalise(result: ParseResult, target: str) -> TargetSample:
         lmcache=lmcache,
         vllm_format=detect_format(result),
         parse_errors=len(result.errors),
+    )
+
+
+def _shows_connector(sample: EngineSample) -> bool:
+    """A KV connector at work on this engine (one that names no medium: LMCache, NIXL...)."""
+    return bool(
+        sample.external_queries
+        or sample.external_hits
+        or sample.prompt_tokens_by_source.get("external_kv_transfer")
+        or sample.store_bytes is not None
+        or sample.load_bytes is not None
+        or sample.cpu_tier_bytes is not None
+        or sample.transfer_bytes_by_edge
     )
 
 
