@@ -30,6 +30,10 @@ What differs from vLLM 0.32.0, every line of it:
    and one name rebound in that private module: `_select_swap_blocks_fn` returns
    host_swap_blocks_batch, a memmove over vLLM's own (source, destination, size) copy list,
    instead of the batched device-copy kernel (ops.swap_blocks_batch / the Triton kernel).
+3. HostCopyTieringOffloadingSpec(TieringOffloadingSpec) (vLLM's multi-tier spec: CPU primary tier,
+   secondary tiers such as "fs"), for item 6 of issue 26: get_worker as in 1.; create_worker is
+   vLLM's TieringOffloadingSpec.create_worker with the worker above in place of vLLM's
+   CPUOffloadingWorker (the shared mmap region is kept: tiering always uses it).
 Copies are synchronous, so submission order is completion order (what the streams and events
 enforced), every event is complete when queried, and a transfer's time is the memmove's wall time.
 """
@@ -44,7 +48,9 @@ import time
 from typing import Any
 
 from vllm.v1.kv_offload.cpu import gpu_worker as _vllm_worker
+from vllm.v1.kv_offload.cpu.shared_offload_region import SharedOffloadRegion
 from vllm.v1.kv_offload.cpu.spec import CPUOffloadingSpec
+from vllm.v1.kv_offload.tiering.spec import TieringOffloadingSpec
 
 # (vLLM's text, replacement, times it must occur): the whole change to vLLM's worker.
 REPLACEMENTS: tuple[tuple[str, str, int], ...] = (
@@ -136,3 +142,32 @@ class HostCopyCPUOffloadingSpec(CPUOffloadingSpec):
             self._worker = self.create_worker(kv_caches)
         assert self._worker is not None
         return self._worker
+
+
+class HostCopyTieringOffloadingSpec(TieringOffloadingSpec):
+    """vLLM's TieringOffloadingSpec with the worker above (NOT STOCK vLLM: module docstring, 3.)."""
+
+    def create_worker(self, kv_caches: Any) -> Any:
+        rank = 0 if self.replicated_layout else self.config.parallel.rank
+        worker_mmap = SharedOffloadRegion(
+            engine_id=self._engine_id,
+            num_chunks=self.num_chunks,
+            rank=rank,
+            kv_bytes_per_chunk=self.kv_bytes_per_chunk,
+            cpu_page_size=self.cpu_page_size_per_worker,
+        )
+        try:
+            if self.config.canonical_layout:
+                self._validate_canonical_refs(kv_caches)
+            return _host_worker.CPUOffloadingWorker(
+                kv_caches=kv_caches,
+                blocks_per_chunk=self.blocks_per_chunk,
+                num_cpu_chunks=self.num_chunks,
+                mmap_region=worker_mmap,
+                canonical_layout=self.config.canonical_layout,
+            )
+        except Exception:
+            worker_mmap.cleanup()
+            raise
+
+    get_worker = HostCopyCPUOffloadingSpec.get_worker

@@ -43,6 +43,15 @@ MODES: dict[str, dict[str, object] | None] = {
     "plain": None,
     "offload": {**SPEC, "cpu_bytes_to_use": 64 << 20},
     "small-tier": {**SPEC, "cpu_bytes_to_use": 4 << 20, "store_threshold": 2},
+    # issue 26 item 6: vLLM's tiering spec, a 4 MiB CPU tier over a filesystem tier (root_dir: serve's cwd)
+    "fs-tier": {
+        "spec_name": "HostCopyTieringOffloadingSpec",
+        "spec_module_path": "kvops_host_offload",
+        "cpu_bytes_to_use": 4 << 20,
+        "secondary_tiers": [
+            {"type": "fs", "root_dir": "kv-fs-tier", "n_read_threads": 2, "n_write_threads": 2}
+        ],
+    },
 }
 ENV = {
     "VLLM_NO_USAGE_STATS": "1",
@@ -217,3 +226,38 @@ class RealVllm:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`PYTHONPATH=tests python -m support.real_vllm.server [MODE] [--traffic]`: one server until
+    Ctrl-C, for watching it with kvops (docs/real-vllm.md)."""
+    import argparse
+    import sys
+    import tempfile
+
+    from support.real_vllm import traffic
+
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("mode", nargs="?", default="offload", choices=list(MODES))
+    parser.add_argument("--traffic", action="store_true", help="drive the test traffic in a loop (bounded)")
+    args = parser.parse_args(argv)
+    install.install()
+    server = RealVllm(args.mode, Path(tempfile.mkdtemp(prefix="kvops-real-vllm-")))
+    try:
+        print(f"starting vllm serve ({args.mode}); log: {server.log}", file=sys.stderr, flush=True)
+        server.wait_ready()
+        print(f"ready: {server.url}  (kvops top {server.url})", flush=True)
+        rounds = 0
+        while True:
+            if args.traffic and rounds < 1000:
+                traffic.drive(server.url, MODEL_NAME, rounds=1, seed=rounds)
+                rounds += 1
+            time.sleep(1.0)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
