@@ -393,7 +393,7 @@ def _tiers(
     gpu = TierInterval(hit_rate=out.local_hit_rate)
     gpu.tokens_saved = (cached or {}).get("device", d["local_hits"])
     out.tiers["gpu"] = gpu
-    offload_name = cur.offload_tier
+    offload_name = cur.offload_tier or "external"
     saved_by_tier: dict[str, float] = {}
     for source, tokens in (cached or {}).items():
         if source != "device":

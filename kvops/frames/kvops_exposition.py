@@ -73,7 +73,11 @@ def decode(result: ParseResult, time: float, target_of: Callable[[Labels], str] 
         found = engines.get(key)
         if found is None:
             found = engines[key] = EngineSample(
-                target=t, model_name=key[1], engine=key[2], engine_kind=labels.get("engine_kind", "vllm")
+                target=t,
+                model_name=key[1],
+                engine=key[2],
+                engine_kind=labels.get("engine_kind", "vllm"),
+                offload_tier=None,  # kvops_offload_tier_info says, where the engine has one
             )
             owner = targets.get(t)
             if owner is None:  # an engine series without its kvops_target_up: still up
