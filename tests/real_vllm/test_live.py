@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from kvops.sources.target import TargetScraper
+from kvops.scrape.target import TargetScraper
 from real_vllm.conftest import Truth, one, page, parse
 from support.real_vllm import traffic
 from support.real_vllm.proxy import RecordingProxy
