@@ -17,7 +17,7 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kvops.snapshot import EngineSample, GpuSample, Histogram, Snapshot
+from kvops.snapshot import EngineSample, GpuSample, Histogram, LMCacheSample, Snapshot
 
 # `kvops top --once --json`'s shape (docs/DESIGN.md), raised on every change of shape:
 # 1 (no field): the first release; 2: schema_version itself, per-tier figures and derived signals,
@@ -126,6 +126,7 @@ class TierInterval:
     used_tokens: float | None = None
     capacity_tokens: float | None = None
     usage_ratio: float | None = None
+    used_bytes: float | None = None  # what the tier holds now (LMCache's local CPU cache)
 
 
 @dataclass
@@ -167,6 +168,7 @@ class EngineInterval:
     queue_time_p50_seconds: float | None = None
     queue_time_p90_seconds: float | None = None
     first_tokens: float | None = None  # requests that got their first token in the interval
+    evictions_per_second: float | None = None  # LMCache's local CPU cache evictions
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
     # current state
     requests_running: float | None = None
@@ -427,6 +429,50 @@ def _tiers(
         out.write_only_tier = d["store_bytes"] > 0 and not cur.load_bytes
 
 
+def lmcache_interval(
+    prev: LMCacheSample | None, cur: LMCacheSample, wall_seconds: float | None
+) -> EngineInterval:
+    """One LMCache worker as a row (docs/top.md): its lookup hit rate, remote read (load) and
+    write (store) bandwidth, local CPU cache use and evictions. Inside vLLM, LMCache *is* vLLM's
+    external tier, so the row carries no counts a fleet sum would add a second time: no
+    `*_queries` and no row-level bytes or seconds (fleet.group() sums those); the bytes are on
+    its tiers. Remote bandwidth while transferring uses LMCache's own get/put time histograms."""
+
+    def delta(name: str) -> float | None:
+        return counter_delta(getattr(prev, name) if prev is not None else None, getattr(cur, name))
+
+    def seconds(name: str) -> float | None:
+        hist = histogram_delta(getattr(prev, name) if prev is not None else None, getattr(cur, name))
+        return None if hist is None else hist.sum
+
+    looked_up = delta("lookup_tokens")
+    read, written = delta("remote_read_bytes"), delta("remote_write_bytes")
+    out = EngineInterval(
+        target=cur.target, model_name=cur.model_name, engine=cur.worker_id, engine_kind=cur.engine_kind
+    )
+    out.external_hit_rate = ratio(delta("lookup_hits"), looked_up)
+    out.load_bandwidth_bytes_per_second = ratio(read, seconds("remote_get_seconds"))
+    out.store_bandwidth_bytes_per_second = ratio(written, seconds("remote_put_seconds"))
+    out.load_offered_bytes_per_second = ratio(read, wall_seconds)
+    out.store_offered_bytes_per_second = ratio(written, wall_seconds)
+    out.load_store_ratio = ratio(read, written)
+    out.evictions_per_second = ratio(delta("evictions"), wall_seconds)
+    out.prompt_tokens = looked_up
+    if read is not None or written is not None:
+        remote = out.tiers.setdefault("storage", TierInterval())
+        remote.load_bytes, remote.store_bytes = read, written
+        remote.load_bandwidth_bytes_per_second = out.load_bandwidth_bytes_per_second
+        remote.store_bandwidth_bytes_per_second = out.store_bandwidth_bytes_per_second
+    for tier, hits in (("host", delta("l1_hit_tokens")), ("storage", delta("l2_hit_tokens"))):
+        if hits is not None:  # multi-process mode: L1 is LMCache's memory, L2 its backends
+            figures = out.tiers.setdefault(tier, TierInterval())
+            figures.tokens_saved = hits
+            figures.prompt_share = ratio(hits, looked_up)
+    if cur.local_cache_usage_bytes is not None:
+        out.tiers.setdefault("host", TierInterval()).used_bytes = cur.local_cache_usage_bytes
+    return out
+
+
 def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | None) -> GpuInterval:
     def per_second(counter: str, gauge: str) -> float | None:
         if getattr(cur, counter) is not None and prev is not None and getattr(prev, counter) is not None:
@@ -496,6 +542,7 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
     wall = cur.time - prev.time if cur.time > prev.time else None
     prev_targets = {t.target: t for t in prev.targets}
     prev_engines = {e.key: e for e in prev.engines()}
+    prev_lmcache = {item.key: item for t in prev.targets for item in t.lmcache}
     pcie_rx = _pcie_rx_by_target(prev, cur)
     targets: list[EngineInterval | DownTarget] = []
     for target in cur.targets:
@@ -510,6 +557,11 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
                 entry.clear_interval()
             elif len(target.engines) == 1:  # PCIe is per GPU set, not per data-parallel rank
                 entry.pcie_cross_check = pcie_cross_check(entry.load_bytes, pcie_rx.get(target.target))
+            targets.append(entry)
+        for item in target.lmcache:  # LMCache's workers: a row each (docs/top.md)
+            entry = lmcache_interval(prev_lmcache.get(item.key), item, wall)
+            if not start_known:
+                entry.clear_interval()
             targets.append(entry)
     prev_gpus = {g.uuid: g for g in prev.gpus}
     gpus = [gpu_interval(prev_gpus.get(g.uuid), g, wall) for g in cur.gpus]
