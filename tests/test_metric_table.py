@@ -1,5 +1,5 @@
-"""docs/exporter.md's metric table (moved there from the README) lists every engine and LMCache family kvops exports (names.py is
-the source; a family added there without a row fails here)."""
+"""docs/exporter.md's metric table (moved there from the README) lists every engine and LMCache
+family kvops exports (names.py is the source; a family added there without a row fails here)."""
 
 from __future__ import annotations
 
