@@ -149,6 +149,9 @@ class TargetSample:
     scrape_seconds: float | None = None
     vllm_format: str | None = None  # which naming generation was seen, e.g. "0.24+"
     parse_errors: int = 0  # malformed lines skipped
+    # A discovered pod's namespace, pod and container (kvops.transport.kubernetes): labels the
+    # exporter adds to every series of the target; {} for a target given by URL.
+    identity: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
