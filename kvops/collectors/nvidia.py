@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from kvops.collectors import linkspeed
@@ -217,7 +218,7 @@ class NvidiaCollector:
         return s.pcie_tx_bytes is None or s.pcie_rx_bytes is None
 
     def _field_values(
-        self, uuid: str, h: Any, ids: list[tuple[int, int]]
+        self, uuid: str, h: Any, ids: Sequence[int | tuple[int, int]]
     ) -> dict[tuple[int, int], tuple[float, int, bool]]:
         """{(field, scope): (value, bits, signed)} for the entries NVML filled.
 

@@ -72,18 +72,28 @@ def _flag(cmd: Any, flag: str) -> str | None:
 
 
 def shipped_model(name: str) -> Path:
-    return Path(str(resources.files("kvops.doctor").joinpath("repro_models", name)))
+    return Path(str(resources.files("kvops.doctor").joinpath("repro_models").joinpath(name)))
 
 
 def model_request(model: ModelInfo) -> dict[str, Any]:
     return {"num_layers": model.num_layers, "mla": model.is_mla, "dsa": model.is_dsa, "source": model.path}
 
 
+# What a release's code imports, on the paths the cases run, beyond kvops's own dependencies: found
+# by running every case in a venv holding kvops alone (docs/doctor.md). pyproject's `repro` extra
+# installs exactly these (tests/doctor/test_repro_release.py holds the two lists together).
+REPRO_MODULES = ("torch", "numpy", "packaging", "pydantic", "regex", "requests")
+
+
 def missing_runtime() -> str | None:
-    """What this machine lacks to run a release's Python code (None when nothing)."""
-    if importlib.util.find_spec("torch") is None:
-        return "torch is not installed (a CPU build is enough: pip install torch)"
-    return None
+    """What this machine lacks to run a release's Python code, with the command that adds it
+    (None when nothing)."""
+    missing = [name for name in REPRO_MODULES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    from kvops.install_hint import install_command
+
+    return f"{', '.join(missing)} not installed (a CPU build of torch is enough): {install_command('repro')}"
 
 
 def execute(
@@ -98,7 +108,9 @@ def execute(
         "config": _text_config(model.path),
         **(params or {}),
     }
-    env = dict(os.environ, VLLM_CONFIGURE_LOGGING="0", CUDA_VISIBLE_DEVICES="")
+    # no bytecode written into the verified tree: a __pycache__ there would be a file the wheel's
+    # RECORD does not list (and a .pyc runs instead of its checked .py), so the next run refuses it
+    env = dict(os.environ, VLLM_CONFIGURE_LOGGING="0", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "kvops.doctor.repro_cases"],
@@ -125,7 +137,15 @@ def execute(
     result.setdefault("file", None)
     result.setdefault("function", None)
     result.setdefault("traceback", None)
-    result["wheel"] = {"file": release.wheel, "sha256": release.sha256, "bytes": release.wheel_bytes}
+    result["wheel"] = {
+        "file": release.wheel,
+        "bytes": release.wheel_bytes,
+        # the wheel's own hash only when this run downloaded it; a cached tree was checked file by
+        # file against the wheel's RECORD instead
+        "sha256": release.sha256,
+        "record_sha256": release.record_sha256,
+        "files_verified_against_record": release.verified_files,
+    }
     return result
 
 

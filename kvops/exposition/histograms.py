@@ -18,7 +18,7 @@ def _le(raw: str | None) -> float | None:
         return None
     found = _LE.get(raw, False)
     if found is not False:
-        return found  # type: ignore[return-value]
+        return found
     try:
         value: float | None = float(raw)  # "+Inf" parses to inf
     except ValueError:
@@ -44,7 +44,7 @@ def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram
     for labels, value in bucket_samples:
         raw = labels.get("le")
         le = _le(raw)
-        if le is None:  # a bucket without a usable bound is not one
+        if le is None or raw is None:  # a bucket without a usable bound is not one
             continue
         items = list(labels.items())
         items.remove(("le", raw))  # in C: a third of filtering the items in a generator

@@ -107,6 +107,14 @@ class ParseResult:
     def get(self, name: str) -> list[tuple[Labels, float]]:
         return self.samples.get(name, [])
 
+    def known_only(self) -> ParseResult:
+        """Drops NaN and ±Inf samples (here they mean "unknown", and a store can hold them) and
+        makes -0 a 0, in place: what every decoder of a page into figures reads."""
+        for name, samples in self.samples.items():
+            if any(not math.isfinite(v) or (v == 0 and math.copysign(1.0, v) < 0) for _, v in samples):
+                self.samples[name] = [(labels, v + 0.0) for labels, v in samples if math.isfinite(v)]
+        return self
+
 
 class ParseError(ValueError):
     pass
@@ -140,7 +148,10 @@ def parse_label_set(text: str) -> tuple[Labels, str | None]:
         labels = dict(pairs) if "\\" not in text else {name: _unescape(value) for name, value in pairs}
         if len(labels) != len(pairs):
             seen: set[str] = set()
-            twice = next(name for name, _ in pairs if name in seen or seen.add(name))
+            for twice, _ in pairs:  # the first name seen a second time
+                if twice in seen:
+                    break
+                seen.add(twice)
             raise ParseError(f"duplicate label name {twice[:40]!r}")
         if "__name__" in labels:
             raise ParseError("label name __name__ is reserved")
@@ -503,7 +514,8 @@ def _read_matches(
             return None
         start = m.start() + 1
         if kind == "value":
-            problem = _add_split(result, *m.group("sample", "labels", "value"), count_prefixes, limit)
+            sample, head, token = m.group("sample", "labels", "value")
+            problem = _add_split(result, sample, head, token, count_prefixes, limit)
             if problem is not None:
                 errors.append((number(start), problem))
             if result.over_limit:
