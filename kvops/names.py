@@ -24,7 +24,7 @@ LMCACHE_LABELS: tuple[str, ...] = ("target", "model_name", "worker_id", "engine_
 class MetricSpec:
     """One kvops_* family and, where it is bound, the snapshot field it carries.
 
-    The binding is the one table encoding (exporter), decoding (sources/kvops_exposition.py)
+    The binding is the one table encoding (exporter), decoding (frames/kvops_exposition.py)
     and rates read, as dcgm-exporter's counters file is for DCGM fields:
     - `field` alone: one value per owner (labels = the owner's labels);
     - `split`: the last label tells fields apart, ((label value, field), ...);

@@ -346,11 +346,11 @@ def _tiers(
             saved_by_tier[tier] = saved_by_tier.get(tier, 0.0) + tokens
     has_offload = any(v is not None for v in (d["external_queries"], d["store_bytes"], d["load_bytes"]))
     if has_offload or saved_by_tier:
-        tier = out.tiers.setdefault(offload_name, TierInterval())
-        tier.hit_rate = out.external_hit_rate
-        tier.store_bytes, tier.load_bytes = d["store_bytes"], d["load_bytes"]
-        tier.store_bandwidth_bytes_per_second = out.store_bandwidth_bytes_per_second
-        tier.load_bandwidth_bytes_per_second = out.load_bandwidth_bytes_per_second
+        offload = out.tiers.setdefault(offload_name, TierInterval())
+        offload.hit_rate = out.external_hit_rate
+        offload.store_bytes, offload.load_bytes = d["store_bytes"], d["load_bytes"]
+        offload.store_bandwidth_bytes_per_second = out.store_bandwidth_bytes_per_second
+        offload.load_bandwidth_bytes_per_second = out.load_bandwidth_bytes_per_second
         if not saved_by_tier:
             # No per-tier split: the connector's tokens are the offload tier's (vLLM's own
             # external_kv_transfer count where it exists, else its external hits).
@@ -360,8 +360,8 @@ def _tiers(
     for name, tokens in saved_by_tier.items():
         out.tiers.setdefault(name, TierInterval()).tokens_saved = tokens
     _edges(out, prev, cur)
-    for tier in out.tiers.values():
-        tier.prompt_share = ratio(tier.tokens_saved, prompt)
+    for part in out.tiers.values():
+        part.prompt_share = ratio(part.tokens_saved, prompt)
     offload_saved = (
         sum(t.tokens_saved or 0.0 for n, t in out.tiers.items() if n != "gpu") if saved_by_tier else None
     )

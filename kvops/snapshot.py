@@ -8,6 +8,7 @@ rates.py, computed from two Snapshots.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -228,3 +229,18 @@ class Snapshot:
 
     def engines(self) -> list[EngineSample]:
         return [e for t in self.targets for e in t.engines]
+
+
+# What a hardware or host collector reads: the host, or the GPUs it sees.
+Reading = HostSample | list[GpuSample]
+
+
+class Collector(Protocol):
+    """A hardware or host collector (kvops.collectors): `name` is its `collector` label;
+    `collect()` returns its reading or raises, which costs only its own series."""
+
+    name: str
+
+    def collect(self) -> Reading: ...
+
+    def close(self) -> None: ...

@@ -194,7 +194,7 @@ class ServeCommand:
 
     def tensor_parallel_size(self) -> int:
         value = self.get("--tensor-parallel-size")
-        return int(value) if value and value.isdigit() else 1
+        return int(value) if value and value.isascii() and value.isdigit() else 1
 
     def json_value(self, flag: str) -> tuple[Any, str | None]:
         """(value, error) of a JSON-valued flag as vLLM builds it: dotted `--flag.key v` pairs, when
@@ -633,11 +633,13 @@ def config_tokens(path: str) -> list[str] | None:
     (True -> --key, False -> nothing, a list -> --key item...); None when it cannot be read here."""
     import yaml
 
+    from kvops.doctor import yaml_bounded
+
     if not path.endswith((".yaml", ".yml")):
         return None
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh.read(1 << 20))
+            data = yaml_bounded.load(fh.read(1 << 20))  # aliases bounded: a bomb is not readable
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     if not isinstance(data, dict):

@@ -17,8 +17,7 @@ from kvops.doctor.cmdline import ServeCommand, redact_text, reparse, secret_valu
 from kvops.doctor.logs import FACTS, LogScan, clip
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
-from kvops.doctor.rules import CONDITIONS, FIX_VALUES, Context, evaluate, version_tuple
-from kvops.errors import UsageError
+from kvops.doctor.rules import CONDITIONS, FIX_VALUES, Context, evaluate
 from kvops.termsafe import visible
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -97,11 +96,10 @@ class Diagnosis:
 
 def resolve_version(flag: str | None, log: LogScan | None) -> tuple[str | None, str]:
     """--vllm-version, else the log's `vLLM API server version X` line, else the installed vllm."""
-    if flag:
-        if version_tuple(flag) is None or len(flag) > 64:
-            shown = visible(flag if len(flag) <= 40 else flag[:40] + f"... ({len(flag)} characters)")
-            raise UsageError(f"--vllm-version {shown!r}: expected a release like 0.17.0 or 0.11")
-        return flag, "--vllm-version"
+    if flag is not None:
+        from kvops.doctor.vllm_release import release_number
+
+        return release_number(flag), "--vllm-version"
     if log is not None and log.version:
         return log.version, "log"
     try:

@@ -109,6 +109,10 @@ ARGS_MARK = "non-default args: "  # vllm/entrypoints/utils.py log_non_default_ar
 BEFORE = 80  # a traceback's frames come before its last line
 AFTER = 40  # ...and vLLM often logs "EngineCore failed to start" and the cause after it
 WRAP = 3  # a signature hard-wrapped over at most this many lines is still found
+# A wrapped match crosses a line break, so only the text near the breaks is joined: this many
+# characters each side (far longer than any signature's match). Joining whole 64 KiB lines made
+# every candidate line cost a search of ~200 KB per signature.
+WRAP_SPAN = 1024
 CONTINUATION = re.compile(r"^[\s>|+]*")  # what a wrapped line starts with besides its text
 MAX_EVIDENCE = 4
 BLOCK = 2048  # lines per pre-filter block
@@ -261,9 +265,14 @@ def read_version(line: str) -> str | None:
 
 
 def _unwrapped(parts: list[str]) -> list[tuple[str, list[int]]]:
-    """Joins of consecutive lines, without and with a space, and the offsets where lines meet."""
-    first = strip_prefix(parts[0]).rstrip()
+    """Joins of consecutive lines, without and with a space, and the offsets where lines meet:
+    the first line's tail and the last line's head (WRAP_SPAN); none when a middle line is longer
+    than that (a match across it would be too: the shorter windows hold any real one)."""
+    first = strip_prefix(parts[0]).rstrip()[-WRAP_SPAN:]
     rest = [CONTINUATION.sub("", strip_prefix(p)).strip() for p in parts[1:]]
+    if any(len(r) > WRAP_SPAN for r in rest[:-1]):
+        return []
+    rest[-1] = rest[-1][:WRAP_SPAN]
     out = []
     for sep in ("", " "):
         text, cuts = first, []
@@ -354,7 +363,8 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
         return bool(command_text) and any(c.search(command_text) for c in pb.context)
 
     def read_facts(block: list[str], first_no: int) -> None:
-        text = "\n".join(block)
+        # a fact is a word in an ordinary line: a huge line is read by its head and tail only
+        text = "\n".join(t if len(t) <= 2 * WRAP_SPAN else t[:WRAP_SPAN] + t[-WRAP_SPAN:] for t in block)
         for name, rx in FACTS.items():
             if name in facts:
                 continue
@@ -380,6 +390,8 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     def wrapped_match(window: list[tuple[int, str]]) -> bool:
         """A signature that only matches across the lines of the window (a hard wrap)."""
         joins = _unwrapped([t for _, t in window])
+        if not joins:
+            return False
         shown = joins[1][0]  # the lines as one, continuation markers dropped
         for text, cuts in joins:
             for pb in books:

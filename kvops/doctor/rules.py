@@ -606,7 +606,9 @@ def _offload_size_gib(ctx: Context) -> tuple[str | None, str]:
         from kvops.doctor.sizing import SizeReport
 
         raw_len = cmd.get("--max-model-len") if cmd is not None else None
-        max_len = int(raw_len) if raw_len and raw_len.isdigit() else m.max_position_embeddings
+        max_len = (
+            int(raw_len) if raw_len and raw_len.isascii() and raw_len.isdigit() else m.max_position_embeddings
+        )
         if max_len:
             dtype = (cmd.get("--kv-cache-dtype") if cmd is not None else None) or "auto"
             rep = SizeReport(m, dtype, max_len, 1, tp, None)

@@ -257,8 +257,12 @@ def _looks_like_yaml(text: str) -> bool:
 def _from_yaml(text: str) -> list[str] | None:
     import yaml
 
+    from kvops.doctor import yaml_bounded
+
     try:
-        doc = list(yaml.safe_load_all(text))
+        doc = yaml_bounded.load_all(text)
+    except yaml_bounded.AliasBombError as exc:
+        raise UsageError(f"--cmd is YAML whose {exc}; paste the service's command expanded") from None
     except yaml.YAMLError:
         return None
     for node in _walk(doc):

@@ -21,9 +21,9 @@ from typing import Any
 
 from kvops.errors import UsageError, one_line
 from kvops.exporter.operator_files import check_file, kind, load_yaml_mapping, read_secret
-from kvops.sources.http import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SAMPLES, FetchOptions, normalise_target
-from kvops.sources.runner import DEFAULT_TIMEOUT
+from kvops.scrape.runner import DEFAULT_TIMEOUT
 from kvops.termsafe import visible
+from kvops.transport.http import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SAMPLES, FetchOptions, normalise_target
 
 log = logging.getLogger(__name__)
 

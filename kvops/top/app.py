@@ -130,7 +130,7 @@ def columns_for(rows: list[Row]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-class Source(Protocol):
+class FrameSource(Protocol):
     """Where frames come from: live scrapes, a Prometheus server, or a replay."""
 
     description: str
@@ -435,7 +435,7 @@ class TopApp(App[int]):
     #filter.shown { display: block; }
     """
 
-    def __init__(self, source: Source, interval: float = 1.0, view: View | None = None) -> None:
+    def __init__(self, source: FrameSource, interval: float = 1.0, view: View | None = None) -> None:
         super().__init__()
         view = view or View()
         self.source = source

@@ -8,6 +8,9 @@ lookups weighs as little as it counted.
 
 Each figure is a ring of float32 (4 bytes a point, NaN for unknown) rather than a deque of
 Python floats (32 bytes a point): 5,000 engines × 9 figures × 300 points stay under 60 MB.
+Frame times are the exception: float64, as a float32 holds a Unix time (1.8e9) only to
+128 s and `monotonic()` on a host up 97 days only to 1 s, and every frame then fell on
+one x (issue 25).
 """
 
 from __future__ import annotations
@@ -29,12 +32,13 @@ SAVED = tuple(f"saved_{tier}" for tier in TIERS)
 
 
 class Ring:
-    """The last `size` values appended; None (unknown) is stored as NaN and read back as None."""
+    """The last `size` values appended; None (unknown) is stored as NaN and read back as None.
+    `typecode` "f" (float32) for figures, "d" (float64) where a value must be exact (times)."""
 
     __slots__ = ("_data", "_next", "size")
 
-    def __init__(self, size: int = HISTORY_POINTS) -> None:
-        self._data = array("f")
+    def __init__(self, size: int = HISTORY_POINTS, typecode: str = "f") -> None:
+        self._data = array(typecode)
         self._next = 0  # where the next value goes once the ring is full
         self.size = size
 
@@ -100,7 +104,7 @@ class Trend:
     __slots__ = ("deltas", "ends", "seconds")
 
     def __init__(self, size: int = HISTORY_POINTS) -> None:
-        self.ends = Ring(size)  # the frame's end, seconds on the source's clock
+        self.ends = Ring(size, "d")  # the frame's end, seconds on the source's clock: exact
         self.seconds = Ring(size)  # the frame's interval length
         self.deltas = {name: Ring(size) for name in DELTAS}
 

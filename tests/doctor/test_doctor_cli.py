@@ -165,7 +165,7 @@ def test_secrets_never_printed_in_any_output(kvops, tmp_path) -> None:
         (["--cmd", "rm -rf /"], "not a vllm serve"),
         (["--check", "no-such-check"], "unknown check"),
         (["--frobnicate"], "unrecognized arguments"),
-        (["--vllm-version", "banana", "--cmd", "vllm serve m"], "expected a release"),
+        (["--vllm-version", "banana", "--cmd", "vllm serve m"], "expected a vLLM release"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(kvops, argv: list[str], message: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 from rich.text import Text
 from textual.widgets import Input
 
-from kvops.sources.replay import ReplaySource
+from kvops.frames.replay import ReplaySource
 from kvops.top.app import COLUMNS, DetailScreen, HelpScreen, TopApp
 from kvops.top.live import LiveSource
 from kvops.top.table import TargetTable
