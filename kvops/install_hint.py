@@ -59,7 +59,7 @@ def _editable(info: dict[str, Any]) -> bool:
 def install_command(extra: str) -> str:
     """e.g. `/venv/bin/python -m pip install -e '/src/kvops[repro]'`."""
     packages = EXTRA_PACKAGES[extra]
-    if "/pipx/venvs/" in sys.prefix.replace("\\", "/") + "/":
+    if (Path(sys.prefix) / "pipx_metadata.json").is_file():  # pipx's record in each venv it makes
         return f"pipx inject kvops {packages}"
     pip = f"{shlex.quote(sys.executable)} -m pip install"
     tree = _source_tree()

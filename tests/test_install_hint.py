@@ -60,6 +60,7 @@ def test_a_clone_that_is_still_there_is_named_with_its_path(monkeypatch, tmp_pat
         assert install_hint.install_command("nvidia").endswith(f"install {prefix}'{tmp_path}[nvidia]'")
 
 
-def test_under_pipx_the_extra_is_injected(monkeypatch):
-    monkeypatch.setattr(sys, "prefix", str(Path.home() / ".local/share/pipx/venvs/kvops"))
+def test_under_pipx_the_extra_is_injected(monkeypatch, tmp_path):
+    (tmp_path / "pipx_metadata.json").write_text("{}")  # what pipx leaves in each venv it makes
+    monkeypatch.setattr(sys, "prefix", str(tmp_path))
     assert install_hint.install_command("amd") == "pipx inject kvops amdsmi"

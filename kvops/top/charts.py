@@ -49,7 +49,8 @@ CHARTS: tuple[Chart, ...] = (
         Line("GPU cache", "local_hits", "local_queries", 0.01, "green"),
         Line("offload tier", "external_hits", "external_queries", 0.01, "cyan"),
     ), percent=True),
-    Chart("bandwidth", "Moved per second", "GB/s", (
+    # Bytes over elapsed time, not the table's GB/s while moving (bytes over transfer time).
+    Chart("bandwidth", "Per wall-clock s", "GB/s", (
         Line("stored", "store_bytes", None, numbers.GB, "magenta"),
         Line("loaded", "load_bytes", None, numbers.GB, "yellow"),
     )),
