@@ -107,9 +107,10 @@ GROUP_DROP_ORDER = ("loaded", "stored", "preempt", "waiting", "running", "load",
 def tier_hit_rate(row: Row, tier: str) -> float | None:
     """A tier's hit rate over the interval, else the engine's own gauge for it (KVBM's,
     over its own window); None where the engine has neither."""
-    figures = ((row.get("tiers") or {}).get(tier)) or {}
-    rate = figures.get("hit_rate")
-    return rate if rate is not None else figures.get("engine_hit_rate")
+    part = (row.get("tiers") or {}).get(tier)
+    if part is None:
+        return None
+    return part.hit_rate if part.hit_rate is not None else part.engine_hit_rate
 
 
 def columns_for(rows: list[Row]) -> tuple[tuple[str, str], ...]:
@@ -369,7 +370,7 @@ def _group_cells(group: dict[str, Any]) -> dict[str, Text]:
 
 
 def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
-    gpus = (board.doc or {}).get("gpus") or []
+    gpus = board.interval.gpus if board.interval is not None else []
     if not gpus:
         return Text("GPUs: none reported by this source", style="dim")
     table = Table(box=None, padding=(0, 1), header_style="bold", expand=False)
@@ -377,8 +378,8 @@ def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
     for name in (first, "Name", "Memory GiB", "PCIe TX GB/s", "PCIe RX GB/s", "Link max GB/s"):
         table.add_column(name)
     for g in gpus:
-        used, total = g.get("memory_used_bytes"), g.get("memory_total_bytes")
-        link = g.get("pcie_link_max_bytes_per_second")
+        used, total = g.memory_used_bytes, g.memory_total_bytes
+        link = g.pcie_link_max_bytes_per_second
 
         def direction(rate: float | None, fraction: float | None) -> Text:
             if rate is None:
@@ -390,11 +391,11 @@ def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
         memory = Text(numbers.bar(used / total, 8) + " " if used is not None and total else "", style="green")
         memory.append(f"{numbers.gib(used).removesuffix(' GiB')} / {numbers.gib(total)}")
         table.add_row(
-            Text(visible(g.get("gpu"))),
-            Text(visible(g.get("name") or numbers.UNKNOWN)),
+            Text(visible(g.gpu)),
+            Text(visible(g.name or numbers.UNKNOWN)),
             memory,
-            direction(g.get("pcie_transmit_bytes_per_second"), g.get("pcie_transmit_link_fraction")),
-            direction(g.get("pcie_receive_bytes_per_second"), g.get("pcie_receive_link_fraction")),
+            direction(g.pcie_transmit_bytes_per_second, g.pcie_transmit_link_fraction),
+            direction(g.pcie_receive_bytes_per_second, g.pcie_receive_link_fraction),
             numbers.UNKNOWN if link is None else f"{link / numbers.GB:.1f}",
         )
     return table
@@ -403,7 +404,7 @@ def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
 def host_line(board: Board, simulated: bool = False) -> Text:
     """The host's RAM and /dev/shm against the offload tier. `simulated`: the demo's host,
     said so, since comparing a simulated tier with this machine's RAM would be a false alarm."""
-    host = (board.doc or {}).get("host") or {}
+    host = board.interval.host if board.interval is not None else {}
     tier = board.offload_tier_bytes()
     if not host:
         tier_text = f" · offload tier configured {numbers.gib(tier)}" if tier else ""
@@ -540,7 +541,7 @@ class TopApp(App[int]):
         self._render_charts()
         self._render_status()
         simulated = bool(getattr(self.source, "simulated_hardware", False))
-        gpus = (self.board.doc or {}).get("gpus") or []
+        gpus = self.board.interval.gpus if self.board.interval is not None else []
         self._update("#gpus", repr(gpus), lambda: gpu_table(self.board, simulated))
         host = host_line(self.board, simulated)
         self._update("#host", repr(host), lambda: host)
