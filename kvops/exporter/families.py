@@ -85,7 +85,21 @@ def target_families(targets: list[TargetSample]) -> list[Metric]:
     lmcache = [s for t in targets for s in t.lmcache]
     # LMCache families only where an LMCache was seen: no empty HELP/TYPE for every vLLM.
     cache = [m for m in bound_families("lmcache", lmcache) if m.samples]
-    return [up, duration, *bound_families("engine", engines), *cache]
+    out = [up, duration, *bound_families("engine", engines), *cache]
+    _add_pod_labels(out, {t.target: t.identity for t in targets if t.identity})
+    return out
+
+
+def _add_pod_labels(metrics: list[Metric], identity: dict[str, dict[str, str]]) -> None:
+    """A discovered pod's namespace, pod and container on every series of its target (as
+    dcgm-exporter and AMD's device-metrics-exporter label a pod's series)."""
+    if not identity:
+        return
+    for metric in metrics:
+        for sample in metric.samples:
+            labels = identity.get(sample.labels.get("target", ""))
+            if labels:
+                sample.labels.update((k, v) for k, v in labels.items() if v and k not in sample.labels)
 
 
 def self_families(statuses: list[CollectorStatus]) -> list[Metric]:

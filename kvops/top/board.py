@@ -132,9 +132,8 @@ class Board:
             else:
                 seen.update(self._update_down(entry.target, entry.error))
         for target in snap.targets:
-            if target.up and not target.engines:  # up, but no engine rates cover (LMCache only)
-                kind = target.lmcache[0].engine_kind if target.lmcache else ""
-                seen.add(self._update_engineless(target.target, kind))
+            if target.up and not target.engines and not target.lmcache:  # up, nothing rates cover
+                seen.add(self._update_engineless(target.target, ""))
         self.fleet_engines = None if fleet is None else fleet[1]
         for key, row in list(self.rows.items()):
             if key not in seen and fleet is not None:  # off the page: not shown, not down

@@ -59,6 +59,8 @@ def signals_table(row: Row) -> Table:
     text, style = CROSS_CHECK_TEXT.get(check or "", (visible(check) if check else numbers.UNKNOWN, ""))
     table.add_row("PCIe cross-check", Text(text, style=style))
     table.add_row("prompt tokens in the interval", numbers.count(row.get("prompt_tokens")))
+    if row.kind == "lmcache":  # LMCache's local CPU cache
+        table.add_row("evictions /s", numbers.ratio(row.get("evictions_per_second")))
     # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
     # (the left column of the detail view).
     table.add_row("offload share of prompt", numbers.pct(offload_share(row.get("tiers") or {})))
@@ -84,6 +86,8 @@ def _use(figures: TierInterval) -> str:
     text = numbers.pct(usage)
     if used is not None and capacity is not None:
         text += f" ({used:.0f} of {capacity:.0f} tok)"
+    if figures.get("used_bytes") is not None and usage is None:  # LMCache's local CPU cache
+        text = numbers.gib(figures["used_bytes"])
     return text
 
 

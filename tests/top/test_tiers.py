@@ -175,12 +175,15 @@ async def test_narrow_terminal_leaves_the_extra_tier_columns_out_first():
 
 
 @drive
-async def test_lmcache_alone_is_labelled_lmcache():
+async def test_lmcache_alone_has_a_row_per_worker_with_its_figures():
+    """Issue 28: an LMCache page is a row per worker with its lookup hit rate, not one blank
+    row labelled lmcache (tests/top/test_lmcache_rows.py checks the figures)."""
     app = replay(LMCACHE)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_until(pilot, lambda: app.ended)
-        [row] = cells(app).values()
-        assert row["model"] == "lmcache"
+        rows = list(cells(app).values())
+        assert len(rows) == 2
+        assert all(row["external"] == "29.7" and row["engine"] in ("0", "1") for row in rows)
 
 
 # --- several engines, live -------------------------------------------------------------------
