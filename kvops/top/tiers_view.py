@@ -86,8 +86,8 @@ def _use(figures: TierInterval) -> str:
     text = numbers.pct(usage)
     if used is not None and capacity is not None:
         text += f" ({used:.0f} of {capacity:.0f} tok)"
-    if figures.get("used_bytes") is not None and usage is None:  # LMCache's local CPU cache
-        text = numbers.gib(figures["used_bytes"])
+    if figures.used_bytes is not None and usage is None:  # LMCache's local CPU cache
+        text = numbers.gib(figures.used_bytes)
     return text
 
 
