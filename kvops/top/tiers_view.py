@@ -5,11 +5,10 @@ engine's kvops.rates.interval() entry; untrusted names go through kvops.termsafe
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 from rich.text import Text
 
+from kvops.rates import TierInterval
 from kvops.termsafe import visible
 from kvops.top import numbers
 from kvops.top.board import Row
@@ -68,32 +67,27 @@ def signals_table(row: Row) -> Table:
     return table
 
 
-def offload_share(tiers: dict[str, Any]) -> float | None:
+def offload_share(tiers: dict[str, TierInterval]) -> float | None:
     """The share of prompt tokens every tier below the GPU served together (None: unmeasured)."""
-    shares = [(t or {}).get("prompt_share") for name, t in tiers.items() if name != "gpu"]
+    shares = [t.prompt_share for name, t in tiers.items() if name != "gpu"]
     known = [s for s in shares if s is not None]
     return sum(known) if known else None
 
 
-def _moved(figures: dict[str, Any], direction: str) -> str:
+def _moved(moved: float | None, blocks: float | None) -> str:
     """Bytes moved one way, else blocks (an engine that counts blocks only: KVBM)."""
-    moved, blocks = figures.get(f"{direction}_bytes"), figures.get(f"{direction}_blocks")
     if moved is not None:
         return numbers.gb(moved)
     return numbers.UNKNOWN if blocks is None else f"{blocks:.0f} blocks"
 
 
-def _use(figures: dict[str, Any]) -> str:
-    usage, used, capacity = (
-        figures.get("usage_ratio"),
-        figures.get("used_tokens"),
-        figures.get("capacity_tokens"),
-    )
+def _use(figures: TierInterval) -> str:
+    usage, used, capacity = figures.usage_ratio, figures.used_tokens, figures.capacity_tokens
     text = numbers.pct(usage)
     if used is not None and capacity is not None:
         text += f" ({used:.0f} of {capacity:.0f} tok)"
-    if figures.get("used_bytes") is not None and usage is None:  # LMCache's local CPU cache
-        text = numbers.gib(figures["used_bytes"])
+    if figures.used_bytes is not None and usage is None:  # LMCache's local CPU cache
+        text = numbers.gib(figures.used_bytes)
     return text
 
 
@@ -110,24 +104,24 @@ def tiers_table(row: Row) -> Table | Text:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     engine_gauge = False
     for tier in [*(t for t in TIERS if t in tiers), *sorted(t for t in tiers if t not in TIERS)]:
-        figures = tiers[tier] or {}
-        rate = figures.get("hit_rate")
+        figures: TierInterval = tiers[tier]
+        rate = figures.hit_rate
         if rate is not None:
             hit = Text(numbers.pct(rate), style=numbers.hit_rate_style(rate))
-        elif figures.get("engine_hit_rate") is not None:
+        elif figures.engine_hit_rate is not None:
             engine_gauge = True
-            hit = Text(numbers.pct(figures["engine_hit_rate"]) + "*")
+            hit = Text(numbers.pct(figures.engine_hit_rate) + "*")
         else:
             hit = Text(numbers.UNKNOWN)
         table.add_row(
             Text(visible(tier)),
             hit,
-            numbers.count(figures.get("tokens_saved")),
-            numbers.pct(figures.get("prompt_share")),
-            _moved(figures, "store"),
-            _moved(figures, "load"),
-            numbers.gbps(figures.get("store_bandwidth_bytes_per_second")).removesuffix(" GB/s"),
-            numbers.gbps(figures.get("load_bandwidth_bytes_per_second")).removesuffix(" GB/s"),
+            numbers.count(figures.tokens_saved),
+            numbers.pct(figures.prompt_share),
+            _moved(figures.store_bytes, figures.store_blocks),
+            _moved(figures.load_bytes, figures.load_blocks),
+            numbers.gbps(figures.store_bandwidth_bytes_per_second).removesuffix(" GB/s"),
+            numbers.gbps(figures.load_bandwidth_bytes_per_second).removesuffix(" GB/s"),
             _use(figures),
         )
     if engine_gauge:
