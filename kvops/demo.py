@@ -10,6 +10,8 @@ this machine's RAM compared with a simulated 64 GiB tier would be a false alarm.
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from kvops.snapshot import GpuSample, HostSample, Snapshot
@@ -110,38 +112,42 @@ class DemoSource:
         self.live_source.close()
 
 
+@contextlib.contextmanager
+def simulated(vllm_version: str, workload: str, interval: float) -> Iterator[DemoSource]:
+    """The demo's simulated vLLM, started and caught up to its steady state, as a source for
+    `kvops top` (also docs/gen_screenshot.py's); stopped on leaving."""
+    from kvops.sim.server import start
+    from kvops.top import command as top
+
+    # A small GPU cache (2048 blocks = 4 GiB of Llama-3.1-8B KV) so blocks spill to the CPU
+    # tier and come back within seconds: the demo shows offload hits and loads right away.
+    sim = start(vllm_version=vllm_version, workload=workload, rate=DEMO_RATE, num_gpu_blocks=DEMO_GPU_BLOCKS)
+    sim.sim.started -= WARMUP_SECONDS  # the first scrape catches the engine up to that
+    try:
+        yield DemoSource(
+            sim.url,
+            sim.sim.engines,
+            timeout=min(top.MAX_SCRAPE_TIMEOUT, max(1.0, interval)),
+            description=f"kvops demo: simulated vLLM {vllm_version} at {sim.url}",
+        )
+    finally:
+        sim.stop()
+
+
 def run(args: argparse.Namespace) -> int:
     from kvops.errors import UsageError
-    from kvops.sim.server import start
     from kvops.top import command as top
 
     interval = top.parse_interval(args.interval)
     if args.json and not args.once:
         raise UsageError("--json goes with --once")
     top.quiet_logs()
-    # A small GPU cache (2048 blocks = 4 GiB of Llama-3.1-8B KV) so blocks spill to the CPU
-    # tier and come back within seconds: the demo shows offload hits and loads right away.
-    sim = start(
-        vllm_version=args.vllm_version,
-        workload=args.workload,
-        rate=DEMO_RATE,
-        num_gpu_blocks=DEMO_GPU_BLOCKS,
-    )
-    sim.sim.started -= WARMUP_SECONDS  # the first scrape catches the engine up to that
-    try:
-        if not args.once:
-            top.require_terminal()
-        source = DemoSource(
-            sim.url,
-            sim.sim.engines,
-            timeout=min(top.MAX_SCRAPE_TIMEOUT, max(1.0, interval)),
-            description=f"kvops demo: simulated vLLM {args.vllm_version} at {sim.url}",
-        )
+    if not args.once:
+        top.require_terminal()
+    with simulated(args.vllm_version, args.workload, interval) as source:
         if args.once:
             try:
                 return top.print_once(source, interval, args.json)
             finally:
                 source.close()
         return top.run_app(source, interval)
-    finally:
-        sim.stop()

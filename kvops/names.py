@@ -24,7 +24,7 @@ LMCACHE_LABELS: tuple[str, ...] = ("target", "model_name", "worker_id", "engine_
 class MetricSpec:
     """One kvops_* family and, where it is bound, the snapshot field it carries.
 
-    The binding is the one table encoding (exporter), decoding (sources/kvops_exposition.py)
+    The binding is the one table encoding (exporter), decoding (frames/kvops_exposition.py)
     and rates read, as dcgm-exporter's counters file is for DCGM fields:
     - `field` alone: one value per owner (labels = the owner's labels);
     - `split`: the last label tells fields apart, ((label value, field), ...);
@@ -207,6 +207,20 @@ LOOKUP_DELAY = _engine(
     "is one lookup call, async the time from a deferred lookup to its resolution.",
     ("mode",),
     split=(("sync", "lookup_sync_delay"), ("async", "lookup_async_delay")),
+)
+TIME_TO_FIRST_TOKEN = _engine(
+    "histogram",
+    "kvops_time_to_first_token_seconds",
+    "Time to first token as the engine measured it, passed through with its own buckets "
+    "(vllm:time_to_first_token_seconds): the latency offloading is meant to cut (docs/payoff.md).",
+    field="ttft",
+)
+REQUEST_QUEUE_TIME = _engine(
+    "histogram",
+    "kvops_request_queue_time_seconds",
+    "Time a request waited before it was scheduled, with the engine's own buckets "
+    "(vllm:request_queue_time_seconds).",
+    field="queue_time",
 )
 TRANSFER_SIZE = _engine(
     "histogram",

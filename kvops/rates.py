@@ -22,7 +22,8 @@ from kvops.snapshot import EngineSample, GpuSample, Histogram, Snapshot
 # `kvops top --once --json`'s shape (docs/DESIGN.md), raised on every change of shape:
 # 1 (no field): the first release; 2: schema_version itself, per-tier figures and derived signals,
 # `groups` with --group-by, every engine from --prometheus (two branches that each said 2);
-# 3: both of those together.
+# 3: both of those together. Fields added beside existing ones (the TTFT and queue-time
+# quantiles of docs/payoff.md) keep the version: a reader of 3 reads them unchanged.
 SCHEMA_VERSION = 3
 GB = 1e9
 
@@ -58,22 +59,54 @@ def histogram_delta(prev: Histogram | None, cur: Histogram | None) -> Histogram 
 
 
 def quantile(q: float, hist: Histogram | None) -> float | None:
-    """Prometheus's histogram_quantile(): linear within the bucket, the highest finite bound
-    when the rank falls in +Inf, None without observations."""
-    if hist is None or not hist.buckets or hist.buckets[-1][1] <= 0:
+    """Prometheus's histogram_quantile() for classic buckets (promql/quantile.go,
+    bucketQuantile): buckets with the same bound merged, counts within 1e-12 of the previous one
+    set to it, then made monotonic; linear within the bucket the rank falls in (from 0 for the
+    lowest bucket, or its bound if that is <= 0); the highest finite bound when it falls in +Inf.
+    Where Prometheus gives NaN (no +Inf bucket, fewer than 2 buckets, no observations) or q is
+    outside [0, 1] (-Inf/+Inf there): None, unknown."""
+    if hist is None or not hist.buckets or not 0.0 <= q <= 1.0:
         return None
-    rank = q * hist.buckets[-1][1]
-    lower_bound, lower_count = 0.0, 0.0
-    for bound, count in hist.buckets:
-        if count >= rank:
-            if math.isinf(bound):
-                finite = [b for b, _ in hist.buckets if not math.isinf(b)]
-                return finite[-1] if finite else None
-            if count == lower_count:
-                return bound
-            return lower_bound + (bound - lower_bound) * (rank - lower_count) / (count - lower_count)
-        lower_bound, lower_count = bound, count
-    return None
+    ordered = sorted(hist.buckets, key=lambda b: b[0])
+    if not math.isinf(ordered[-1][0]) or ordered[-1][0] < 0:
+        return None
+    buckets: list[list[float]] = []
+    for bound, count in ordered:  # coalesceBuckets
+        if buckets and buckets[-1][0] == bound:
+            buckets[-1][1] += count
+        else:
+            buckets.append([bound, count])
+    prev = buckets[0][1]
+    for b in buckets[1:]:  # correctPrecisionErrors(buckets, 1e-12)
+        delta = abs(b[1] - prev)
+        if delta == 0:
+            continue
+        if b[1] != 0 and delta / b[1] <= 1e-12:
+            b[1] = prev
+        else:
+            prev = b[1]
+    top = buckets[0][1]
+    for b in buckets[1:]:  # ensureMonotonic
+        top = b[1] = max(top, b[1])
+    if len(buckets) < 2:
+        return None
+    observations = buckets[-1][1]
+    if not observations > 0:  # 0 (or NaN) observations
+        return None
+    rank = q * observations
+    # sort.Search over all but the +Inf bucket: the first whose count reaches the rank
+    b = next((i for i in range(len(buckets) - 1) if buckets[i][1] >= rank), len(buckets) - 1)
+    if b == len(buckets) - 1:
+        return buckets[-2][0]
+    if b == 0 and buckets[0][0] <= 0:
+        return buckets[0][0]
+    start, end, count = 0.0, buckets[b][0], buckets[b][1]
+    if b > 0:
+        start = buckets[b - 1][0]
+        count -= buckets[b - 1][1]
+        rank -= buckets[b - 1][1]
+    value = start + (end - start) * (rank / count) if count else math.nan
+    return value if math.isfinite(value) else None
 
 
 @dataclass
@@ -127,6 +160,13 @@ class EngineInterval:
     stores_skipped_per_second: float | None = None
     dropped_tokens_per_second: float | None = None
     lookup_delay_p99_seconds: dict[str, float | None] = field(default_factory=dict)
+    # Whether offloading pays off (docs/payoff.md): the engine's own histograms over the interval,
+    # read as histogram_quantile() reads them; beside tiers[*].prompt_share.
+    ttft_p50_seconds: float | None = None
+    ttft_p90_seconds: float | None = None
+    queue_time_p50_seconds: float | None = None
+    queue_time_p90_seconds: float | None = None
+    first_tokens: float | None = None  # requests that got their first token in the interval
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
     # current state
     requests_running: float | None = None
@@ -287,7 +327,21 @@ def engine_interval(
         hist = histogram_delta(getattr(prev, name) if prev else None, getattr(cur, name))
         if hist is not None:
             out.lookup_delay_p99_seconds[mode] = quantile(0.99, hist)
+    _payoff(prev, out, cur)
     return out
+
+
+def _payoff(prev: EngineSample | None, out: EngineInterval, cur: EngineSample) -> None:
+    """TTFT and queue time over the interval: rate()-style bucket deltas, then the quantile."""
+    ttft = histogram_delta(prev.ttft if prev else None, cur.ttft)
+    if ttft is not None:
+        out.first_tokens = ttft.count
+        out.ttft_p50_seconds = quantile(0.5, ttft)
+        out.ttft_p90_seconds = quantile(0.9, ttft)
+    queue = histogram_delta(prev.queue_time if prev else None, cur.queue_time)
+    if queue is not None:
+        out.queue_time_p50_seconds = quantile(0.5, queue)
+        out.queue_time_p90_seconds = quantile(0.9, queue)
 
 
 def _edges(out: EngineInterval, prev: EngineSample | None, cur: EngineSample) -> None:
@@ -346,11 +400,11 @@ def _tiers(
             saved_by_tier[tier] = saved_by_tier.get(tier, 0.0) + tokens
     has_offload = any(v is not None for v in (d["external_queries"], d["store_bytes"], d["load_bytes"]))
     if has_offload or saved_by_tier:
-        tier = out.tiers.setdefault(offload_name, TierInterval())
-        tier.hit_rate = out.external_hit_rate
-        tier.store_bytes, tier.load_bytes = d["store_bytes"], d["load_bytes"]
-        tier.store_bandwidth_bytes_per_second = out.store_bandwidth_bytes_per_second
-        tier.load_bandwidth_bytes_per_second = out.load_bandwidth_bytes_per_second
+        offload = out.tiers.setdefault(offload_name, TierInterval())
+        offload.hit_rate = out.external_hit_rate
+        offload.store_bytes, offload.load_bytes = d["store_bytes"], d["load_bytes"]
+        offload.store_bandwidth_bytes_per_second = out.store_bandwidth_bytes_per_second
+        offload.load_bandwidth_bytes_per_second = out.load_bandwidth_bytes_per_second
         if not saved_by_tier:
             # No per-tier split: the connector's tokens are the offload tier's (vLLM's own
             # external_kv_transfer count where it exists, else its external hits).
@@ -360,8 +414,8 @@ def _tiers(
     for name, tokens in saved_by_tier.items():
         out.tiers.setdefault(name, TierInterval()).tokens_saved = tokens
     _edges(out, prev, cur)
-    for tier in out.tiers.values():
-        tier.prompt_share = ratio(tier.tokens_saved, prompt)
+    for part in out.tiers.values():
+        part.prompt_share = ratio(part.tokens_saved, prompt)
     offload_saved = (
         sum(t.tokens_saved or 0.0 for n, t in out.tiers.items() if n != "gpu") if saved_by_tier else None
     )

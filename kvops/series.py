@@ -1,6 +1,6 @@
 """Reading and writing the snapshot fields a MetricSpec is bound to (kvops/names.py).
 
-The exporter (encoding), sources/kvops_exposition.py (decoding) and rates all go through
+The exporter (encoding), frames/kvops_exposition.py (decoding) and rates all go through
 these two functions, so which field feeds which kvops_* series is written once, in names.py.
 """
 
@@ -75,4 +75,6 @@ def assign(spec: MetricSpec, sample: Any, split_value: str | None, value: Any) -
 
 def _order(label_value: str) -> tuple[int, str]:
     # NVLink links and pids sort as numbers, vLLM's source values as text.
-    return (int(label_value), "") if label_value.isdigit() else (1 << 30, label_value)
+    return (
+        (int(label_value), "") if label_value.isascii() and label_value.isdigit() else (1 << 30, label_value)
+    )

@@ -8,6 +8,7 @@ rates.py, computed from two Snapshots.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Protocol
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,9 @@ class EngineSample:
     kv_block_lifetime: Histogram | None = None
     kv_block_idle_before_evict: Histogram | None = None
     kv_block_reuse_gap: Histogram | None = None
+    # Whether offloading pays off (docs/payoff.md): the engine's own request latency histograms.
+    ttft: Histogram | None = None  # time to first token, seconds
+    queue_time: Histogram | None = None  # time waiting before scheduled, seconds
     # Other engines' tier figures (docs/tiers.md), absent where the engine does not count them.
     store_tokens: float | None = None  # tokens copied into the offload tier (SGLang backup)
     load_tokens: float | None = None  # tokens copied back to the GPU (SGLang load-back)
@@ -229,3 +233,18 @@ class Snapshot:
 
     def engines(self) -> list[EngineSample]:
         return [e for t in self.targets for e in t.engines]
+
+
+# What a hardware or host collector reads: the host, or the GPUs it sees.
+Reading = HostSample | list[GpuSample]
+
+
+class Collector(Protocol):
+    """A hardware or host collector (kvops.collectors): `name` is its `collector` label;
+    `collect()` returns its reading or raises, which costs only its own series."""
+
+    name: str
+
+    def collect(self) -> Reading: ...
+
+    def close(self) -> None: ...

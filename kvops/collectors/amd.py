@@ -48,7 +48,9 @@ def _import_amdsmi() -> Any:
         with contextlib.redirect_stdout(captured):
             import amdsmi
     except ImportError:
-        raise AmdSmiUnavailable("amdsmi is not installed (pip install 'kvops[amd]')") from None
+        from kvops.install_hint import install_command
+
+        raise AmdSmiUnavailable(f"amdsmi is not installed ({install_command('amd')})") from None
     except Exception:  # KeyError('libamd_smi.so') and the like: the library did not load
         printed = " ".join(captured.getvalue().split())
         log.debug("import amdsmi: %s", printed)

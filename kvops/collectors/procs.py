@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from kvops.snapshot import GpuSample, ProcessMemory
-from kvops.sources.address import host_port
+from kvops.transport.address import host_port
 
 _KB = 1024
 # /proc/PID/status field -> ProcessMemory attribute
@@ -49,7 +49,7 @@ def _all_statuses(root: str) -> dict[int, dict[str, float]]:
     except OSError:
         return statuses
     for name in names:
-        if name.isdigit():
+        if name.isascii() and name.isdigit():
             st = read_status(int(name), root)
             if st is not None:
                 statuses[int(name)] = st
@@ -173,6 +173,10 @@ class ProcessTracker:
         self.ttl = ttl
         self._trees: dict[str, tuple[float, list[int]]] = {}
         self._local: dict[str, tuple[str, int] | None] = {}
+
+    def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None:
+        for pm in processes:
+            attach_gpus(pm, gpus)
 
     def _local_target(self, target: str) -> tuple[str, int] | None:
         if target not in self._local:

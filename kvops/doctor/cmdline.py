@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvops.doctor import cli_schema, credentials, serve_line
+from kvops.doctor import cli_schema, credentials, engines, serve_line
 from kvops.doctor.cli_schema import Schema, is_option
 from kvops.errors import UsageError
 
@@ -133,7 +133,7 @@ class CliProblem:
 
 @dataclass(frozen=True)
 class ServeCommand:
-    launcher: str  # vllm-serve | api-server | docker
+    launcher: str  # vllm-serve | api-server | docker | sglang | dynamo
     launch: tuple[str, ...]  # tokens that start the server: ("vllm", "serve") or the python -m form
     model: str | None  # positional model of vllm serve
     args: tuple[Arg, ...]
@@ -147,6 +147,11 @@ class ServeCommand:
     schema_note: str | None = None  # set when that is another release's table
     tokens: tuple[str, ...] = ()  # the vLLM arguments as given (re-parsed for another release)
     config_args: tuple[Arg, ...] = ()  # from a readable `--config FILE.yaml`; the CLI's flags win
+
+    @property
+    def engine(self) -> str:
+        """vllm | sglang | dynamo (engines.py): which engine the launch tokens start."""
+        return engines.engine_of(self.launch)
 
     def effective_args(self) -> tuple[Arg, ...]:
         """What vLLM parses: the --config file's flags first (FlexibleArgumentParser inserts them
@@ -189,7 +194,7 @@ class ServeCommand:
 
     def tensor_parallel_size(self) -> int:
         value = self.get("--tensor-parallel-size")
-        return int(value) if value and value.isdigit() else 1
+        return int(value) if value and value.isascii() and value.isdigit() else 1
 
     def json_value(self, flag: str) -> tuple[Any, str | None]:
         """(value, error) of a JSON-valued flag as vLLM builds it: dotted `--flag.key v` pairs, when
@@ -247,7 +252,14 @@ class ServeCommand:
         return None
 
     def connector(self) -> str | None:
-        """The KV connector vLLM will build: from --kv-transfer-config, else the offloading flags."""
+        """The KV connector vLLM will build: from --kv-transfer-config, else the offloading flags
+        (SGLang's HiCache and LMCache switches, Dynamo's `--connector kvbm`, by their own names)."""
+        if self.engine == engines.SGLANG:
+            if self.has("--enable-hierarchical-cache"):
+                return "HiCache"
+            return "LMCache (SGLang)" if self.has("--enable-lmcache") else None
+        if self.engine == engines.DYNAMO and "kvbm" in [v.lower() for v in self.get_all("--connector")]:
+            return "DynamoConnector"
         cfg = self.kv_transfer_config()
         if cfg and cfg.get("kv_connector"):
             return str(cfg["kv_connector"])
@@ -263,7 +275,7 @@ class ServeCommand:
             return None
         if name in ("OffloadingConnector", "SimpleCPUOffloadConnector"):
             return "native"
-        if name.startswith("LMCache"):
+        if name.startswith("LMCache") and self.engine == engines.VLLM:
             return "lmcache"
         return name
 
@@ -577,6 +589,8 @@ def parse_tokens(tokens: list[str], version: str | None = None) -> ServeCommand:
             "--cmd is not a vllm serve, python -m vllm.entrypoints.openai.api_server or docker run line"
         )
     launcher = "vllm-serve" if "serve" in launch else "api-server"
+    if engines.other_launch(launch) is not None:
+        launcher = engines.engine_of(launch)
     return _command(launcher, launch, rest, env, schema)
 
 
@@ -619,11 +633,13 @@ def config_tokens(path: str) -> list[str] | None:
     (True -> --key, False -> nothing, a list -> --key item...); None when it cannot be read here."""
     import yaml
 
+    from kvops.doctor import yaml_bounded
+
     if not path.endswith((".yaml", ".yml")):
         return None
     try:
         with open(path, encoding="utf-8") as fh:
-            data = yaml.safe_load(fh.read(1 << 20))
+            data = yaml_bounded.load(fh.read(1 << 20))  # aliases bounded: a bomb is not readable
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return None
     if not isinstance(data, dict):
@@ -650,6 +666,9 @@ def reparse(cmd: ServeCommand, version: str | None) -> ServeCommand:
 
 
 def _split_launch(tokens: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
+    other = engines.other_launch(tokens)
+    if other is not None:
+        return tuple(tokens[: other[1]]), tokens[other[1] :]
     if len(tokens) >= 2 and tokens[0].endswith("vllm") and tokens[1] == "serve":
         return tuple(tokens[:2]), tokens[2:]
     python_m = len(tokens) >= 3 and re.search(r"python[\d.]*$", tokens[0]) and tokens[1] == "-m"

@@ -89,6 +89,10 @@ def _run(args: argparse.Namespace) -> int:
         from kvops.doctor import live
 
         return live.run(args.target, as_json=args.json, strict=args.strict)
+    if args.vllm_version is not None:  # checked before anything reads it (pip, the cache, a report)
+        from kvops.doctor.vllm_release import release_number
+
+        args.vllm_version = release_number(args.vllm_version)
     catalog = catalog_mod.load()
     if args.list_checks:
         print(report.list_checks(catalog, args.json))

@@ -17,8 +17,8 @@ from dataclasses import asdict, dataclass
 from kvops.errors import UsageError, one_line
 from kvops.playbooks_path import playbooks_dir
 from kvops.rates import EngineInterval, interval
+from kvops.scrape.target import TargetScraper
 from kvops.snapshot import Snapshot, TargetSample
-from kvops.sources.target import TargetScraper
 from kvops.termsafe import visible
 
 INTERVAL_SECONDS = 10.0
@@ -109,7 +109,7 @@ def run(url: str, as_json: bool, strict: bool, interval_seconds: float | None = 
         interval_seconds = INTERVAL_SECONDS
     # The scraper logs a target going down for the long-running exporter; here doctor says why
     # itself, in its one line on stderr.
-    scrape_log = logging.getLogger("kvops.sources.target")
+    scrape_log = logging.getLogger("kvops.scrape.target")
     level = scrape_log.level
     scrape_log.setLevel(logging.ERROR)
     try:

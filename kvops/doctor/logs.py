@@ -29,7 +29,11 @@ from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
+from kvops.doctor import engines
 from kvops.doctor.catalog import Playbook
+from kvops.doctor.fatal import HINTS as FATAL_HINTS
+from kvops.doctor.fatal import Fatal
+from kvops.doctor.weights import CAPACITY, GPU_NAME, LOADED
 from kvops.errors import UsageError
 from kvops.termsafe import visible
 
@@ -91,11 +95,24 @@ FACTS: dict[str, re.Pattern[str]] = {
         r"kv[-_]offload|offloadingconnector|simplecpuoffload|vllm_offload_|cpu_bytes_to_use|num_cpu_blocks",
         re.I,
     ),
+    # the user's own words asking for KV-cache offloading (a report's prose, a comment in a script)
+    "kv_intent": re.compile(
+        r"offload(?:ing)?\s+(?:of\s+)?(?:the\s+)?kv(?:[-_ ]?cache)?\b|\bkv[-_ ]?cache\s+(?:cpu\s+)?offload"
+        r"|\bkv\s+offload|(?:cpu|host|ram)\s+kv[-_ ]?cache"
+        r"|kv[-_ ]?cache\s+(?:to|on|in)\s+(?:the\s+)?(?:cpu|host|ram)",
+        re.I,
+    ),
+    "gpu_memory": re.compile(f"{CAPACITY.pattern}|{GPU_NAME.pattern}"),
+    "weights_loaded": LOADED,
 }
 ARGS_MARK = "non-default args: "  # vllm/entrypoints/utils.py log_non_default_args
 BEFORE = 80  # a traceback's frames come before its last line
 AFTER = 40  # ...and vLLM often logs "EngineCore failed to start" and the cause after it
 WRAP = 3  # a signature hard-wrapped over at most this many lines is still found
+# A wrapped match crosses a line break, so only the text near the breaks is joined: this many
+# characters each side (far longer than any signature's match). Joining whole 64 KiB lines made
+# every candidate line cost a search of ~200 KB per signature.
+WRAP_SPAN = 1024
 CONTINUATION = re.compile(r"^[\s>|+]*")  # what a wrapped line starts with besides its text
 MAX_EVIDENCE = 4
 BLOCK = 2048  # lines per pre-filter block
@@ -143,6 +160,10 @@ class LogScan:
     lines: int
     serve_args: str | None = None  # the dict of vLLM's first `non-default args: {...}` line
     facts: dict[str, tuple[int, str]] = field(default_factory=dict)  # fact -> (line no, line)
+    fatal: Fatal = field(default_factory=Fatal)  # the first fatal error, whether a playbook knows it
+    engine: str | None = None  # sglang | dynamo when the log shows it comes from one (engines.py)
+    engine_version: str | None = None  # that engine's release, when a line names it
+    shm_bytes: int | None = None  # /dev/shm's size from a `df` line the log carries
 
 
 _META = set(".^$*+?{}[]()|")
@@ -244,9 +265,14 @@ def read_version(line: str) -> str | None:
 
 
 def _unwrapped(parts: list[str]) -> list[tuple[str, list[int]]]:
-    """Joins of consecutive lines, without and with a space, and the offsets where lines meet."""
-    first = strip_prefix(parts[0]).rstrip()
+    """Joins of consecutive lines, without and with a space, and the offsets where lines meet:
+    the first line's tail and the last line's head (WRAP_SPAN); none when a middle line is longer
+    than that (a match across it would be too: the shorter windows hold any real one)."""
+    first = strip_prefix(parts[0]).rstrip()[-WRAP_SPAN:]
     rest = [CONTINUATION.sub("", strip_prefix(p)).strip() for p in parts[1:]]
+    if any(len(r) > WRAP_SPAN for r in rest[:-1]):
+        return []
+    rest[-1] = rest[-1][:WRAP_SPAN]
     out = []
     for sep in ("", " "):
         text, cuts = first, []
@@ -318,6 +344,10 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     facts: dict[str, tuple[int, str]] = {}
     version: str | None = None
     serve_args: str | None = None
+    fatal = Fatal()
+    engine: str | None = None
+    engine_versions: dict[str, str] = {}
+    shm_bytes: int | None = None
     n = 0
 
     def record(pb: Playbook, line_no: int, line: str, ctx: tuple[int, str] | None) -> None:
@@ -333,7 +363,8 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
         return bool(command_text) and any(c.search(command_text) for c in pb.context)
 
     def read_facts(block: list[str], first_no: int) -> None:
-        text = "\n".join(block)
+        # a fact is a word in an ordinary line: a huge line is read by its head and tail only
+        text = "\n".join(t if len(t) <= 2 * WRAP_SPAN else t[:WRAP_SPAN] + t[-WRAP_SPAN:] for t in block)
         for name, rx in FACTS.items():
             if name in facts:
                 continue
@@ -359,6 +390,8 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     def wrapped_match(window: list[tuple[int, str]]) -> bool:
         """A signature that only matches across the lines of the window (a hard wrap)."""
         joins = _unwrapped([t for _, t in window])
+        if not joins:
+            return False
         shown = joins[1][0]  # the lines as one, continuation markers dropped
         for text, cuts in joins:
             for pb in books:
@@ -387,8 +420,12 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
         if needles is not None and not pending and not wrap_left and not first_block:
             # A block with no needle (and no version line still sought) is skipped whole:
             # one join and a few C substring searches instead of a Python loop per line.
-            sought = (version is None and any(h in text for h in _VERSION_HINTS)) or (
-                serve_args is None and ARGS_MARK in text
+            sought = (
+                (version is None and any(h in text for h in _VERSION_HINTS))
+                or (serve_args is None and ARGS_MARK in text)
+                or (not fatal.found and any(h in text for h in FATAL_HINTS))
+                or (engine not in engine_versions and any(h in text for h in engines.HINTS))
+                or (shm_bytes is None and "/dev/shm" in text)
             )
             if not sought and not any(lit in text for lit in literals or ()):
                 recent.extend(enumerate(block[-BEFORE:], start=n + 1 + max(0, len(block) - BEFORE)))
@@ -401,6 +438,16 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
                 version = read_version(line)
             if serve_args is None and ARGS_MARK in line:
                 serve_args = line.split(ARGS_MARK, 1)[1]
+            if engine not in engine_versions and any(h in line for h in engines.HINTS):
+                engine = engine or engines.engine_in(line)
+                for name in (engines.SGLANG, engines.DYNAMO):
+                    if name not in engine_versions and (found := engines.version_in(name, line)):
+                        engine_versions[name] = found
+            if shm_bytes is None and "/dev/shm" in line:
+                shm_bytes = shm_size(line)
+            if not fatal.found and any(h in line for h in FATAL_HINTS):
+                m = PREFIX.match(line)
+                fatal.feed(n, line[m.end() :] if m else line, m.group("level") if m else None, line)
             # Pending hits waiting for their context in the lines after them.
             if pending:
                 still = []
@@ -433,7 +480,21 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
         if first_block or sum(h.count for h in hits.values()) != seen_hits or pending:
             read_facts(block, block_start)  # the start-up block and every block with a match
         first_block = False
-    return LogScan(hits, version, n, serve_args, facts)
+    engine_version = engine_versions.get(engine) if engine else None
+    return LogScan(hits, version, n, serve_args, facts, fatal, engine, engine_version, shm_bytes)
+
+
+# `df -h /dev/shm` as people paste it: "shm  64M  0  64M  0% /dev/shm" (or tmpfs / none / overlay).
+_DF_SHM = re.compile(
+    r"^\s*\S+\s+(?P<size>\d+(?:\.\d+)?)(?P<unit>[KMGT])i?B?\s+\S+\s+\S+\s+\d+%\s+/dev/shm\s*$"
+)
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def shm_size(line: str) -> int | None:
+    """/dev/shm's size from a `df` output line, else None."""
+    m = _DF_SHM.match(strip_prefix(line))
+    return int(float(m.group("size")) * _UNITS[m.group("unit")]) if m else None
 
 
 def scan_file(path: str, playbooks: Iterable[Playbook], command_text: str = "") -> LogScan:

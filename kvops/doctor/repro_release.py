@@ -56,7 +56,9 @@ def case_params(pb_id: str, fixed: bool, cmd: Any, fix_add: tuple[str, ...] = ()
         given = _flag(cmd, "--block-size")
         if fixed:
             given = next((a.split("=", 1)[1] for a in fix_add if a.startswith("--block-size=")), "64")
-        return {"block_size": int(given) if given and given.isdigit() else DEFAULT_BLOCK_SIZE}
+        return {
+            "block_size": int(given) if given and given.isascii() and given.isdigit() else DEFAULT_BLOCK_SIZE
+        }
     if pb_id == "vllm-hma-disabled-unify-fail":
         return {"disable_hybrid_kv_cache_manager": not fixed}
     return {}
@@ -96,7 +98,9 @@ def execute(
         "config": _text_config(model.path),
         **(params or {}),
     }
-    env = dict(os.environ, VLLM_CONFIGURE_LOGGING="0", CUDA_VISIBLE_DEVICES="")
+    # no bytecode written into the verified tree: a __pycache__ there would be a file the wheel's
+    # RECORD does not list (and a .pyc runs instead of its checked .py), so the next run refuses it
+    env = dict(os.environ, VLLM_CONFIGURE_LOGGING="0", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "kvops.doctor.repro_cases"],
@@ -123,7 +127,15 @@ def execute(
     result.setdefault("file", None)
     result.setdefault("function", None)
     result.setdefault("traceback", None)
-    result["wheel"] = {"file": release.wheel, "sha256": release.sha256, "bytes": release.wheel_bytes}
+    result["wheel"] = {
+        "file": release.wheel,
+        "bytes": release.wheel_bytes,
+        # the wheel's own hash only when this run downloaded it; a cached tree was checked file by
+        # file against the wheel's RECORD instead
+        "sha256": release.sha256,
+        "record_sha256": release.record_sha256,
+        "files_verified_against_record": release.verified_files,
+    }
     return result
 
 

@@ -13,6 +13,7 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
+from kvops.doctor import engines
 from kvops.errors import UsageError
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -42,7 +43,9 @@ def clean(text: str) -> str:
 
 
 def is_launch(tokens: list[str]) -> bool:
-    """vllm serve, python -m vllm.entrypoints..., or docker/podman run."""
+    """vllm serve, python -m vllm.entrypoints..., SGLang's or Dynamo's launch, or docker/podman run."""
+    if engines.other_launch(tokens) is not None:
+        return True
     if len(tokens) >= 2 and tokens[0].endswith("vllm") and tokens[1] == "serve":
         return True
     if len(tokens) >= 3 and re.search(r"python[\d.]*$", tokens[0]) and tokens[1] == "-m":
@@ -254,8 +257,12 @@ def _looks_like_yaml(text: str) -> bool:
 def _from_yaml(text: str) -> list[str] | None:
     import yaml
 
+    from kvops.doctor import yaml_bounded
+
     try:
-        doc = list(yaml.safe_load_all(text))
+        doc = yaml_bounded.load_all(text)
+    except yaml_bounded.AliasBombError as exc:
+        raise UsageError(f"--cmd is YAML whose {exc}; paste the service's command expanded") from None
     except yaml.YAMLError:
         return None
     for node in _walk(doc):

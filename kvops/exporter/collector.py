@@ -1,4 +1,4 @@
-"""The exporter's families for one Snapshot (kvops.sources.runner makes the Snapshot)."""
+"""The exporter's families for one Snapshot (kvops.scrape.runner makes the Snapshot)."""
 
 from __future__ import annotations
 

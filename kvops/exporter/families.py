@@ -42,7 +42,7 @@ def add(metric: Metric, labels: Iterable[str], value: float | Histogram | None) 
     if isinstance(value, Histogram):
         _add_histogram(metric, labels, value)
     else:
-        metric.add_metric(list(labels), value)
+        metric.add_metric(list(labels), value)  # type: ignore[attr-defined]  # every family here has it
 
 
 def _add_histogram(metric: Metric, labels: Iterable[str], value: Histogram) -> None:

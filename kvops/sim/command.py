@@ -12,7 +12,7 @@ DEFAULT_LISTEN = "127.0.0.1:8000"
 def parse_listen(text: str) -> tuple[str, int]:
     """HOST:PORT, [IPv6]:PORT or :PORT (all interfaces) -> (host, port)."""
     host, sep, port_text = text.rpartition(":")
-    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+    if not sep or not (port_text.isascii() and port_text.isdigit()) or int(port_text) > 65535:
         raise UsageError(f"--listen {text!r}: expected HOST:PORT, e.g. 127.0.0.1:8000")
     if host.startswith("[") and host.endswith("]"):
         host = host[1:-1]

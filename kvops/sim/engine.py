@@ -370,16 +370,16 @@ class Engine:
             req = self.waiting[0]
             if self._blocked == (req.rid, self._freed):
                 break  # it did not fit, and no block has been freed since
-            n = self._admit(req, budget)
-            if n is None:
+            admitted = self._admit(req, budget)
+            if admitted is None:
                 self._blocked = (req.rid, self._freed)
                 break
             self.waiting.popleft()
             self.running.append(req)
             req.running = True
-            if n > 0:
-                scheduled.append((req, n))
-                budget -= n
+            if admitted > 0:
+                scheduled.append((req, admitted))
+                budget -= admitted
 
         # 3. Execute: prefill chunks, decode tokens; hash blocks that became full; store them.
         prefill_tokens = sum(n for _, n in scheduled)

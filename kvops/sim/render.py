@@ -10,6 +10,7 @@ families docs/research/vllm-metrics.json says that release had.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -119,7 +120,9 @@ class SimCollector:
         subs = {
             "num_gpu_blocks": str(cfg.num_gpu_blocks),
             "block_size": str(cfg.block_size),
-            "kv_offloading_size": _fmt(cfg.kv_offloading_size_gib) if cfg.offload else "None",
+            "kv_offloading_size": "None"
+            if cfg.kv_offloading_size_gib is None
+            else _fmt(cfg.kv_offloading_size_gib),
             "kv_cache_size_tokens": str(tokens),
             "kv_cache_max_concurrency": f"{tokens / cfg.max_model_len:.2f}",
         }
@@ -137,8 +140,9 @@ class SimCollector:
 
     def _values(self, e: Engine) -> dict[str, Callable[[], list[tuple[dict[str, str], Any]]]]:
         c = e.counters
-        one = lambda v: lambda: [({}, v)]  # noqa: E731 - a table of one-liners reads best
-        by = lambda key, pairs: lambda: [({key: k}, v) for k, v in pairs]  # noqa: E731
+        Reader = Callable[[], list[tuple[dict[str, str], Any]]]
+        one: Callable[[Any], Reader] = lambda v: lambda: [({}, v)]  # noqa: E731 - a table of one-liners reads best
+        by: Callable[[str, Any], Reader] = lambda key, pairs: lambda: [({key: k}, v) for k, v in pairs]  # noqa: E731
         seen = e.first_seen
         store_seen, load_seen = "store" in seen, "load" in seen
 
@@ -339,7 +343,7 @@ class SimCollector:
         }
 
     @staticmethod
-    def _add(metric: Metric, fam: dict[str, Any], labels: dict[str, str], value: Any, created: float) -> None:
+    def _add(metric: Metric, fam: Family, labels: dict[str, str], value: Any, created: float) -> None:
         name = fam["name"]
         kind = fam["type"]
         if kind == "histogram":
@@ -375,8 +379,11 @@ class _Relabelled:
     def collect(self) -> Iterator[Metric]:
         for collector in self.collectors:
             for metric in collector.collect():
-                metric.documentation += self.NOTE
-                yield metric
+                # A copy: PlatformCollector yields the same cached object every scrape, so
+                # adding to its HELP in place added the note once more each time.
+                relabelled = copy.copy(metric)
+                relabelled.documentation = metric.documentation + self.NOTE
+                yield relabelled
 
 
 def histogram_bounds() -> dict[str, tuple[float, ...]]:

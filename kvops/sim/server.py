@@ -145,8 +145,9 @@ class SimServer:
         self._thread = thread
         self.sim = httpd.sim
         host, port = httpd.server_address[:2]
-        host = f"[{host}]" if ":" in str(host) else str(host)
-        self.url = f"http://{host}:{port}"
+        shown = str(host)
+        shown = f"[{shown}]" if ":" in shown else shown
+        self.url = f"http://{shown}:{port}"
         self.metrics_url = f"{self.url}/metrics"
 
     def stop(self) -> None:

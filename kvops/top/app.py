@@ -50,6 +50,7 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("running", "Run"),
     ("waiting", "Wait"),
     ("preempt", "Pre-\nempt"),
+    ("ttft", "TTFT\np90 ms"),
     ("store_trend", "Stored\nper s"),
     ("load_trend", "Loaded\nper s"),
 )
@@ -64,7 +65,7 @@ TIER_COLUMNS: tuple[tuple[str, str, str], ...] = (
     ("external", "hit_external", "Conn.\nhit %"),
 )
 NUMERIC_COLUMNS = frozenset(
-    ("kv", "local", "external", "store", "load", "ratio", "running", "waiting", "preempt",
+    ("kv", "local", "external", "store", "load", "ratio", "running", "waiting", "preempt", "ttft",
      *(key for _, key, _ in TIER_COLUMNS))
 )  # fmt: skip
 # Left out first when the terminal is narrow (the detail view and the charts still have
@@ -73,6 +74,7 @@ DROP_ORDER = (
     *(key for _, key, _ in reversed(TIER_COLUMNS)),
     "load_trend",
     "store_trend",
+    "ttft",
     "engine",
     "ratio",
     "running",
@@ -130,7 +132,7 @@ def columns_for(rows: list[Row]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-class Source(Protocol):
+class FrameSource(Protocol):
     """Where frames come from: live scrapes, a Prometheus server, or a replay."""
 
     description: str
@@ -217,6 +219,12 @@ _DETAIL_FIELDS: tuple[tuple[str, str, Any], ...] = (
     ("requests running", "requests_running", units.count),
     ("requests waiting", "requests_waiting", units.count),
     ("offload tier configured", "cpu_tier_bytes", units.gib),
+    # does offloading pay off (docs/payoff.md): the engine's own histograms over the interval
+    ("TTFT p50", "ttft_p50_seconds", units.ms),
+    ("TTFT p90", "ttft_p90_seconds", units.ms),
+    ("queue time p50", "queue_time_p50_seconds", units.ms),
+    ("queue time p90", "queue_time_p90_seconds", units.ms),
+    ("first tokens in the interval", "first_tokens", units.count),
 )
 
 
@@ -326,6 +334,7 @@ def _row_cells(row: Row) -> dict[str, Text]:
         "running": Text(units.count(row.get("requests_running"))),
         "waiting": Text(units.count(row.get("requests_waiting"))),
         "preempt": Text(units.count(row.get("preemptions"))),
+        "ttft": Text(num(row.get("ttft_p90_seconds"), 0.001, 0)),
         "store_trend": Text(units.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
         "load_trend": Text(units.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
     }
@@ -435,7 +444,7 @@ class TopApp(App[int]):
     #filter.shown { display: block; }
     """
 
-    def __init__(self, source: Source, interval: float = 1.0, view: View | None = None) -> None:
+    def __init__(self, source: FrameSource, interval: float = 1.0, view: View | None = None) -> None:
         super().__init__()
         view = view or View()
         self.source = source

@@ -61,13 +61,13 @@ class LineChart(Widget):
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
         self.title = Text()
-        self.lines: list[tuple[str, Points]] = []  # (rich style, points)
+        self.lines: Sequence[tuple[str, Points]] = []  # (rich style, points)
         self.y_max = 1.0
         self.x_span = 60.0  # x runs from -x_span (oldest) to 0 (now)
         self._strips: list[Strip] = []
         self._built_for: tuple[int, int] | None = None
 
-    def set_data(self, title: Text, lines: list[tuple[str, Points]], y_max: float, x_span: float) -> None:
+    def set_data(self, title: Text, lines: Sequence[tuple[str, Points]], y_max: float, x_span: float) -> None:
         self.title, self.lines = title, lines
         self.y_max, self.x_span = (y_max if y_max > 0 else 1.0), max(x_span, 1.0)
         self._built_for = None

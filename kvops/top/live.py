@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import logging
 
+from kvops.collectors.registry import default_collectors
+from kvops.engines import registry
+from kvops.exposition.histograms import sample_names
+from kvops.exposition.parser import ParseResult
+from kvops.frames import kvops_exposition
 from kvops.names import bound
+from kvops.scrape.runner import ScrapeRunner
+from kvops.scrape.target import TargetScraper
 from kvops.snapshot import Snapshot, TargetSample
-from kvops.sources import kvops_exposition, vllm
-from kvops.sources.exposition import ParseResult
-from kvops.sources.histograms import sample_names
-from kvops.sources.http import FetchError, FetchOptions
-from kvops.sources.runner import ScrapeRunner, default_hardware_sources
-from kvops.sources.target import TargetScraper
 from kvops.top.board import MAX_ROWS
+from kvops.transport.http import FetchError, FetchOptions
 
 log = logging.getLogger(__name__)
 
@@ -28,13 +30,13 @@ log = logging.getLogger(__name__)
 # Every family kvops reads, less the histograms top computes no figure from (the exporter passes
 # them through), in vLLM's names and in a kvops exporter's: on a vLLM 0.33 page the lines top
 # reads go from 113 to 48, and benchmarks/top_cpu.py from 3.4-3.8 % to 2.8-3.1 % of a core.
-_PASS_THROUGH = vllm.PASS_THROUGH_HISTOGRAMS | {
+_PASS_THROUGH = registry.PASS_THROUGH_HISTOGRAMS | {
     name
     for spec in bound("engine")
-    if spec.type == "histogram" and {spec.field, *(f for _, f in spec.split)} & vllm.PASS_THROUGH_FIELDS
+    if spec.type == "histogram" and {spec.field, *(f for _, f in spec.split)} & registry.PASS_THROUGH_FIELDS
     for name in sample_names(spec.name)
 }
-_WANTED = (vllm.WANTED | kvops_exposition.EXPORTED) - _PASS_THROUGH
+_WANTED = (registry.WANTED | kvops_exposition.EXPORTED) - _PASS_THROUGH
 
 
 class UrlScraper(TargetScraper):
@@ -47,16 +49,21 @@ class UrlScraper(TargetScraper):
         super().__init__(url, options)
         self.exporter: Snapshot | None = None
 
-    def finish(self, outcome: str | FetchError, fetch_seconds: float) -> TargetSample:
+    # _trim() bounds what follows the parse: a fraction of it, not the exporter's encoding.
+    work_after_parse = 1.0
+
+    def finish(
+        self, outcome: str | FetchError, fetch_seconds: float, deadline: float | None = None
+    ) -> TargetSample:
         self.exporter = None  # set again by interpret() if this scrape got an exporter's page
-        return super().finish(outcome, fetch_seconds)
+        return super().finish(outcome, fetch_seconds, deadline)
 
     def interpret(self, result: ParseResult, started: float) -> TargetSample:
         _trim(result)
         if kvops_exposition.has_kvops_samples(result):
             self.exporter = kvops_exposition.decode(result, started)
             return TargetSample(self.target, up=True)
-        return vllm.normalise(result, self.target)
+        return registry.normalise(result, self.target)
 
 
 # The dashboard keeps at most MAX_ROWS engines (board.py): samples of a family beyond a few
@@ -83,7 +90,7 @@ class LiveSource:
                 self.scrapers.append(scraper)
             else:
                 scraper.close()
-        sources = default_hardware_sources() if hardware else []
+        sources = default_collectors() if hardware else []
         self.runner = ScrapeRunner(self.scrapers, sources, timeout=timeout)  # type: ignore[arg-type]
         self.description = f"{len(urls)} URL(s), every scrape live"
 

@@ -8,6 +8,9 @@ lookups weighs as little as it counted.
 
 Each figure is a ring of float32 (4 bytes a point, NaN for unknown) rather than a deque of
 Python floats (32 bytes a point): 5,000 engines × 9 figures × 300 points stay under 60 MB.
+Frame times are the exception: float64, as a float32 holds a Unix time (1.8e9) only to
+128 s and `monotonic()` on a host up 97 days only to 1 s, and every frame then fell on
+one x (issue 25).
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ from typing import Any
 HISTORY_POINTS = 300  # 5 minutes at the default 1 s interval
 
 # Per-interval deltas kept per engine, as kvops.rates.interval() names them.
-DELTAS = ("local_hits", "local_queries", "external_hits", "external_queries", "store_bytes", "load_bytes")
+DELTAS = ("local_hits", "local_queries", "external_hits", "external_queries", "store_bytes", "load_bytes",
+          # the payoff chart (docs/payoff.md): TTFT p90 weighted by the requests it covers, and
+          # the prompt tokens the tiers below the GPU served against all prompt tokens
+          "ttft_p90_weighted", "first_tokens", "offload_saved", "prompt_tokens")  # fmt: skip
 # The tiers of docs/tiers.md, in the order the charts and the detail view list them.
 TIERS = ("gpu", "host", "disk", "storage", "peer", "external")
 # Prompt tokens each tier served in the interval (its `tokens_saved`). Kept only for the tiers
@@ -29,12 +35,13 @@ SAVED = tuple(f"saved_{tier}" for tier in TIERS)
 
 
 class Ring:
-    """The last `size` values appended; None (unknown) is stored as NaN and read back as None."""
+    """The last `size` values appended; None (unknown) is stored as NaN and read back as None.
+    `typecode` "f" (float32) for figures, "d" (float64) where a value must be exact (times)."""
 
     __slots__ = ("_data", "_next", "size")
 
-    def __init__(self, size: int = HISTORY_POINTS) -> None:
-        self._data = array("f")
+    def __init__(self, size: int = HISTORY_POINTS, typecode: str = "f") -> None:
+        self._data = array(typecode)
         self._next = 0  # where the next value goes once the ring is full
         self.size = size
 
@@ -72,7 +79,14 @@ def deltas_of(entry: dict[str, Any]) -> dict[str, float | None]:
             out[f"{tier}_hits"] = 0.0 if queries == 0 else None
     out["store_bytes"] = entry.get("store_bytes")
     out["load_bytes"] = entry.get("load_bytes")
+    p90, first = entry.get("ttft_p90_seconds"), entry.get("first_tokens")
+    out["first_tokens"] = first if p90 is not None else None
+    out["ttft_p90_weighted"] = p90 * first if p90 is not None and first is not None else None
+    out["prompt_tokens"] = entry.get("prompt_tokens")
     tiers = entry.get("tiers") or {}
+    below = [(t or {}).get("tokens_saved") for name, t in tiers.items() if name != "gpu"]
+    known = [v for v in below if v is not None]
+    out["offload_saved"] = sum(known) if known else None
     for tier, name in zip(TIERS, SAVED, strict=True):
         saved = (tiers.get(tier) or {}).get("tokens_saved")
         if saved is not None:
@@ -100,7 +114,7 @@ class Trend:
     __slots__ = ("deltas", "ends", "seconds")
 
     def __init__(self, size: int = HISTORY_POINTS) -> None:
-        self.ends = Ring(size)  # the frame's end, seconds on the source's clock
+        self.ends = Ring(size, "d")  # the frame's end, seconds on the source's clock: exact
         self.seconds = Ring(size)  # the frame's interval length
         self.deltas = {name: Ring(size) for name in DELTAS}
 

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from kvops.top.command import View
 
 _HEADER = ("TARGET", "MODEL", "ENG", "KV", "LOCAL HIT", "EXT HIT", "STORE", "LOAD", "LOAD:STORE",
-           "RUN", "WAIT", "PREEMPT")  # fmt: skip
+           "RUN", "WAIT", "PREEMPT", "TTFT P90")  # fmt: skip
 
 
 def render(board: Board, simulated: bool = False, view: View | None = None) -> str:
@@ -27,7 +27,7 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
         if not row.up:
             rows.append((visible(row.target), visible(row.model or row.kind or units.UNKNOWN),
                          visible(row.engine or units.UNKNOWN), f"DOWN: {visible(row.error)}",
-                         *([""] * 8)))  # fmt: skip
+                         *([""] * 9)))  # fmt: skip
             continue
         rows.append((
             visible(row.target),
@@ -42,6 +42,7 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
             units.count(row.get("requests_running")),
             units.count(row.get("requests_waiting")),
             units.count(row.get("preemptions")),
+            units.ms(row.get("ttft_p90_seconds")),
         ))  # fmt: skip
     if len({row.kind for row in shown if row.up and row.kind}) > 1:  # mixed kinds: name each
         kinds = ["KIND", *(visible(row.kind) for row in shown)]

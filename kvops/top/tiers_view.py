@@ -58,7 +58,17 @@ def signals_table(row: Row) -> Table:
     text, style = CROSS_CHECK_TEXT.get(check or "", (visible(check) if check else units.UNKNOWN, ""))
     table.add_row("PCIe cross-check", Text(text, style=style))
     table.add_row("prompt tokens in the interval", units.count(row.get("prompt_tokens")))
+    # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
+    # (the left column of the detail view).
+    table.add_row("offload share of prompt", units.pct(offload_share(row.get("tiers") or {})))
     return table
+
+
+def offload_share(tiers: dict[str, Any]) -> float | None:
+    """The share of prompt tokens every tier below the GPU served together (None: unmeasured)."""
+    shares = [(t or {}).get("prompt_share") for name, t in tiers.items() if name != "gpu"]
+    known = [s for s in shares if s is not None]
+    return sum(known) if known else None
 
 
 def _moved(figures: dict[str, Any], direction: str) -> str:

@@ -35,6 +35,10 @@ def gib(value: float | None) -> str:
     return UNKNOWN if value is None else f"{value / GIB:.1f} GiB"
 
 
+def ms(value: float | None) -> str:
+    return UNKNOWN if value is None else f"{value * 1000:.0f} ms"
+
+
 def ratio(value: float | None) -> str:
     return UNKNOWN if value is None else f"{value:.2f}"
 

@@ -10,8 +10,8 @@ from kube_api import KubeApi, pod
 
 from kvops.errors import UsageError
 from kvops.exporter.collector import render
-from kvops.sources.kubernetes import ApiAccess, DiscoveryError, KubernetesDiscovery, pod_target
-from kvops.sources.runner import ScrapeRunner
+from kvops.scrape.runner import ScrapeRunner
+from kvops.transport.kubernetes import ApiAccess, DiscoveryError, KubernetesDiscovery, pod_target
 from support.exporter_harness import parse_exposition
 from support.paths import VLLM_FIXTURES
 from support.upstream import Upstream, body
@@ -236,7 +236,7 @@ def test_exporter_flags_wire_discovery_into_the_runner(kube_api, service_account
 
     from kvops.exporter import command
     from kvops.exporter.config import load_config
-    from kvops.sources import kubernetes
+    from kvops.transport import kubernetes
 
     upstream = Upstream()
     try:

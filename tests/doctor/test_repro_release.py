@@ -7,7 +7,10 @@ deselects them and .ci/run runs them as their own step. The rest build small rel
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -23,20 +26,29 @@ from .conftest import MODELS
 KEY = "model.layers.0.self_attn.indexer.k_cache"
 
 
+def _record_row(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
 def _fake_wheel(tmp_path: Path) -> Path:
+    """A wheel shaped like vLLM's: its .py members, a compiled module, and the RECORD of their hashes."""
+    members = {
+        "vllm/__init__.py": b"",
+        "vllm/layers.py": b"class Base:\n    pass\n\n\nclass Special(Base):\n    pass\n",
+        "vllm/lookup.py": b"from vllm.layers import Base\n\n\n"
+        b"def pick(ctx, names):\n"
+        b"    found = {n: ctx[n] for n in names if isinstance(ctx[n], Base)}\n"
+        b"    return {n: found[n] for n in names}\n",
+        "vllm/_C.abi3.so": b"\x7fELF",
+        "vllm-9.9.9.dist-info/METADATA": b"Name: vllm\n",
+    }
+    record = "\n".join(_record_row(n, d) for n, d in members.items()) + "\nvllm-9.9.9.dist-info/RECORD,,\n"
     wheel = tmp_path / "vllm-9.9.9-cp38-abi3-manylinux_2_31_x86_64.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr("vllm/__init__.py", "")
-        zf.writestr("vllm/layers.py", "class Base:\n    pass\n\n\nclass Special(Base):\n    pass\n")
-        zf.writestr(
-            "vllm/lookup.py",
-            "from vllm.layers import Base\n\n\n"
-            "def pick(ctx, names):\n"
-            "    found = {n: ctx[n] for n in names if isinstance(ctx[n], Base)}\n"
-            "    return {n: found[n] for n in names}\n",
-        )
-        zf.writestr("vllm/_C.abi3.so", b"\x7fELF")
-        zf.writestr("vllm-9.9.9.dist-info/METADATA", "Name: vllm\n")
+        for name, data in members.items():
+            zf.writestr(name, data)
+        zf.writestr("vllm-9.9.9.dist-info/RECORD", record)
         zf.writestr("../escape.py", "x = 1\n")
         zf.writestr("vllm/../../escape2.py", "x = 1\n")
     return wheel
@@ -50,8 +62,12 @@ def test_unpack_keeps_only_the_release_python_and_records_the_extensions(tmp_pat
     assert files == ["vllm/__init__.py", "vllm/layers.py", "vllm/lookup.py"]
     assert release.extensions == ("vllm._C",)
     assert not list(tmp_path.rglob("escape*.py"))
-    assert len(release.sha256) == 64 and release.wheel.startswith("vllm-9.9.9-")
-    assert vllm_release.cached("9.9.9", cache) == release
+    assert (
+        release.sha256 is not None and len(release.sha256) == 64 and release.wheel.startswith("vllm-9.9.9-")
+    )
+    again = vllm_release.cached("9.9.9", cache)
+    assert again is not None and again.root == release.root and again.verified_files == 3
+    assert again.sha256 is None  # the wheel is gone: no hash is claimed for it from the manifest
 
 
 def test_a_corrupt_wheel_is_one_usage_error_and_leaves_no_partial_tree(tmp_path: Path) -> None:
@@ -81,7 +97,7 @@ def test_a_cached_release_is_used_without_pip(tmp_path: Path, monkeypatch: pytes
 
 @pytest.mark.parametrize("version", ["latest", "0.14.0; rm -rf /", "../0.14.0", ""])
 def test_a_version_that_is_not_a_release_number_is_a_usage_error(version: str, tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match="not a release number"):
+    with pytest.raises(UsageError, match="expected a vLLM release"):
         vllm_release.fetch(version, cache=tmp_path)
 
 
@@ -272,3 +288,71 @@ def test_a_kernel_failure_says_it_has_no_cpu_reproduction(kvops) -> None:
     assert code == 0 and data["reproduced"] is None and "executed" not in data
     assert any("MI300-class GPU" in c for c in data["could_not"])
     assert data["failing_command"].startswith("VLLM_ROCM_USE_AITER=1 vllm serve")
+
+
+# --- the cache is checked against the wheel's RECORD before any of its code runs ----------------
+def _unpacked(tmp_path: Path) -> tuple[Path, vllm_release.Release]:
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    return cache, vllm_release._unpack("9.9.9", _fake_wheel(tmp_path), cache)
+
+
+def test_planted_code_in_a_cached_module_is_refused(tmp_path: Path) -> None:
+    cache, release = _unpacked(tmp_path)
+    target = release.root / "vllm" / "layers.py"
+    target.write_text(target.read_text() + "import os; os.system('touch /tmp/pwned')\n")
+    with pytest.raises(UsageError, match=r"layers\.py differs from the wheel's RECORD"):
+        vllm_release.fetch("9.9.9", cache=cache)
+
+
+@pytest.mark.parametrize(
+    "extra", ["vllm/sitecustomize.py", "torch.py", "vllm/__pycache__/layers.cpython-311.pyc"]
+)
+def test_a_file_the_wheel_did_not_carry_is_refused(tmp_path: Path, extra: str) -> None:
+    cache, release = _unpacked(tmp_path)
+    (release.root / extra).parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    (release.root / extra).write_text("print('planted')\n")
+    with pytest.raises(UsageError, match="does not list"):
+        vllm_release.fetch("9.9.9", cache=cache)
+
+
+def test_a_made_up_sha256_in_the_manifest_is_never_reported(tmp_path: Path) -> None:
+    cache, release = _unpacked(tmp_path)
+    manifest = release.root / vllm_release.MANIFEST
+    meta = json.loads(manifest.read_text())
+    meta["sha256"] = meta["sha256_at_download"] = "0" * 64
+    manifest.write_text(json.dumps(meta))
+    again = vllm_release.cached("9.9.9", cache)
+    assert again is not None and again.sha256 is None
+    assert "0" * 64 not in repr(again)
+
+
+def test_a_cache_dir_not_owned_by_the_user_is_refused(tmp_path: Path) -> None:
+    cache, release = _unpacked(tmp_path)
+    if os.getuid() == 0:  # root owns what it creates: chown to another uid to play the other user
+        os.chown(release.root, 65534, 65534)
+    else:
+        pytest.skip("needs root to make a directory another user owns")
+    with pytest.raises(UsageError, match="not you"):
+        vllm_release.fetch("9.9.9", cache=cache)
+
+
+def test_a_cache_dir_others_can_write_is_refused(tmp_path: Path) -> None:
+    cache, release = _unpacked(tmp_path)
+    (release.root / "vllm").chmod(0o777)
+    with pytest.raises(UsageError, match="writable by group or others"):
+        vllm_release.fetch("9.9.9", cache=cache)
+
+
+def test_a_tree_unpacked_by_an_older_kvops_without_record_is_fetched_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache, release = _unpacked(tmp_path)
+    (release.root / vllm_release.RECORD).unlink()
+    meta = json.loads((release.root / vllm_release.MANIFEST).read_text())
+    meta.pop("record")
+    (release.root / vllm_release.MANIFEST).write_text(json.dumps(meta))
+    assert vllm_release.cached("9.9.9", cache) is None
+    monkeypatch.setattr(vllm_release, "_pip_download", lambda version, dest, log: _fake_wheel(dest))
+    fresh = vllm_release.fetch("9.9.9", cache=cache, log=open(os.devnull, "w"))  # noqa: SIM115
+    assert fresh.sha256 is not None and (fresh.root / vllm_release.RECORD).is_file()

@@ -133,6 +133,17 @@ def test_port_in_use_is_one_line_exit_2() -> None:
     assert len(proc.stderr.strip().splitlines()) == 1 and "cannot listen" in proc.stderr
 
 
+def test_help_text_is_the_same_on_every_scrape():
+    """Issue 25 item 8: python_info's HELP gained one more "[kvops sim: ...]" note per scrape
+    (the note was added to prometheus_client's cached metric object)."""
+    with server.start(port=0) as sim:
+        pages = [urllib.request.urlopen(sim.metrics_url, timeout=10).read().decode() for _ in range(8)]
+    helps = [[line for line in page.splitlines() if line.startswith("# HELP python_")] for page in pages]
+    assert helps[0], "python_info and the gc families are served"
+    assert all(h == helps[0] for h in helps), helps[-1]
+    assert all(line.count("[kvops sim:") == 1 for line in helps[0]), helps[0]
+
+
 FILTER = "?name[]=vllm:num_requests_running&name[]=vllm:prefix_cache_hits_total"
 
 

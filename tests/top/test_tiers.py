@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from rich.text import Text
 
-from kvops.sources.replay import ReplaySource
+from kvops.frames.replay import ReplaySource
 from kvops.top.app import DetailScreen, TopApp
 from kvops.top.command import View, print_once
 from kvops.top.live import LiveSource
