@@ -58,6 +58,12 @@ def signals_table(row: Row) -> Table:
     text, style = CROSS_CHECK_TEXT.get(check or "", (visible(check) if check else units.UNKNOWN, ""))
     table.add_row("PCIe cross-check", Text(text, style=style))
     table.add_row("prompt tokens in the interval", units.count(row.get("prompt_tokens")))
+    for label, name in (("promotion alloc. failures /s", "promotion_allocation_failures_per_second"),
+                        ("stores dropped, pool full", "pool_full_drop_ratio")):  # fmt: skip
+        value = row.get(name)
+        if value is not None:  # vLLM multi-tier offloading / SimpleCPUOffloadConnector only
+            shown = units.pct(value) if name.endswith("ratio") else f"{value:.2f}"
+            table.add_row(label, Text(shown, style="bold red" if value else ""))
     if row.kind == "lmcache":  # LMCache's local CPU cache
         table.add_row("evictions /s", units.ratio(row.get("evictions_per_second")))
     # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
@@ -92,6 +98,22 @@ def _use(figures: dict[str, Any]) -> str:
         text += f" ({used:.0f} of {capacity:.0f} tok)"
     if figures.get("used_bytes") is not None and usage is None:  # LMCache's local CPU cache
         text = units.gib(figures["used_bytes"])
+    blocks, pool = figures.get("used_blocks"), figures.get("capacity_blocks")
+    if pool is not None:  # SimpleCPUOffloadConnector: pinned blocks of its pool (no block size)
+        text = f"{units.count(blocks)} of {pool:.0f} blk pinned"
+    return text
+
+
+def _jobs(figures: dict[str, Any]) -> Text:
+    """vLLM multi-tier offloading: failed promotions/cascades in the interval (red when any),
+    and the jobs in flight now (promotions/cascades)."""
+    failed = [figures.get("promotion_failures"), figures.get("cascade_failures")]
+    active = [figures.get("active_promotions"), figures.get("active_cascades")]
+    if all(v is None for v in (*failed, *active)):
+        return Text(units.UNKNOWN)
+    count = sum(v or 0.0 for v in failed)
+    text = Text(f"{count:.0f} failed", style="bold red" if count else "")
+    text.append(f" · {units.count(active[0])}/{units.count(active[1])} in flight")
     return text
 
 
@@ -106,6 +128,13 @@ def tiers_table(row: Row) -> Table | Text:
                           ("Of prompt", "right"), ("Stored", "right"), ("Loaded", "right"),
                           ("Store GB/s", "right"), ("Load GB/s", "right"), ("Use", "right")):  # fmt: skip
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    jobs = any(
+        (f or {}).get(k) is not None
+        for f in tiers.values()
+        for k in ("promotion_failures", "cascade_failures", "active_promotions", "active_cascades")
+    )
+    if jobs:  # vLLM multi-tier offloading: its tiers' jobs
+        table.add_column("Jobs (promote/cascade)", justify="right")
     engine_gauge = False
     for tier in [*(t for t in TIERS if t in tiers), *sorted(t for t in tiers if t not in TIERS)]:
         figures = tiers[tier] or {}
@@ -127,6 +156,7 @@ def tiers_table(row: Row) -> Table | Text:
             units.gbps(figures.get("store_bandwidth_bytes_per_second")).removesuffix(" GB/s"),
             units.gbps(figures.get("load_bandwidth_bytes_per_second")).removesuffix(" GB/s"),
             _use(figures),
+            *([_jobs(figures)] if jobs else []),
         )
     if engine_gauge:
         table.caption = "* the engine's own hit-rate gauge, over its own window"
