@@ -671,6 +671,61 @@ LMCACHE_L1_CHUNKS = _lmcache(
     ("op",),
     split=(("read", "l1_read_chunks"), ("write", "l1_write_chunks"), ("evict", "l1_evicted_chunks")),
 )
+LMCACHE_L1_ALLOCATION_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_l1_allocation_failures_chunks_total",
+    "Chunks LMCache's L1 could not allocate room for (multi-process mode, "
+    "lmcache_mp_l1_allocation_failure_chunks): during=l1_store|l2_prefetch.",
+    ("during",),
+    field="l1_allocation_failures",
+    open_split=True,
+)
+LMCACHE_L1_READ_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_l1_read_failures_chunks_total",
+    "L1 reads that failed after a lookup found the chunk (lmcache_mp_l1_read_failure_chunks), "
+    "by reason (not_found, write_locked); should stay near 0.",
+    ("reason",),
+    field="l1_read_failures",
+    open_split=True,
+)
+LMCACHE_L2_PREFETCH_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_l2_prefetch_failures_chunks_total",
+    "Chunks expected in L2 that failed to load into L1 (lmcache_mp_l2_prefetch_failure_chunks), "
+    "by reason: l1_oom (no room in L1), l1_contended, not_found.",
+    ("reason",),
+    field="l2_prefetch_failures",
+    open_split=True,
+)
+LMCACHE_L2_CHUNKS = _lmcache(
+    "counter",
+    "kvops_lmcache_l2_chunks_total",
+    "Chunks stored to L2 and prefetched from it (lmcache_mp_l2_store_completed_objects_chunks, "
+    "lmcache_mp_l2_prefetch_load_completed_chunks); op=store|prefetch.",
+    ("op",),
+    split=(("store", "l2_stored_chunks"), ("prefetch", "l2_prefetched_chunks")),
+)
+LMCACHE_L1_USAGE = _lmcache(
+    "gauge",
+    "kvops_lmcache_l1_usage_bytes",
+    "Bytes held in LMCache's L1 (lmcache_mp_l1_memory_usage_bytes).",
+    field="l1_usage_bytes",
+)
+LMCACHE_L1_USAGE_RATIO = _lmcache(
+    "gauge",
+    "kvops_lmcache_l1_usage_ratio",
+    "LMCache's L1 used over total, 0-1 (lmcache_mp_l1_usage_ratio).",
+    field="l1_usage_ratio",
+)
+LMCACHE_L2_USAGE = _lmcache(
+    "gauge",
+    "kvops_lmcache_l2_usage_bytes",
+    "Bytes held in each L2 adapter (lmcache_mp_l2_usage_bytes), by l2_name.",
+    ("l2_name",),
+    field="l2_usage_bytes",
+    open_split=True,
+)
 LMCACHE_SPEED = _lmcache(
     "histogram",
     "kvops_lmcache_speed_tokens_per_second",

@@ -186,6 +186,9 @@ class EngineInterval:
     # SimpleCPUOffloadConnector: share of store decisions dropped because its pool was full
     pool_full_drop_ratio: float | None = None
     pool_full_drops_per_second: float | None = None  # blocks
+    # LMCache multi-process health over the interval, in chunks: "l1_allocation/<during>",
+    # "l1_read/<reason>", "l2_prefetch/<reason>"
+    lmcache_failures: dict[str, float] = field(default_factory=dict)
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
     # current state
     requests_running: float | None = None
@@ -203,6 +206,7 @@ class EngineInterval:
             setattr(self, name, None)
         self.tiers = {}
         self.lookup_delay_p99_seconds = {}
+        self.lmcache_failures = {}
 
 
 _LEAVES = (float, int, str, bool, type(None))
@@ -231,7 +235,7 @@ INTERVAL_FIELDS = tuple(
     f.name
     for f in fields(EngineInterval)
     if f.name not in {"target", "model_name", "engine", "engine_kind", "up", "kv_cache_usage", "tiers",
-                      "lookup_delay_p99_seconds", "requests_running", "requests_waiting",
+                      "lookup_delay_p99_seconds", "lmcache_failures", "requests_running", "requests_waiting",
                       "requests_waiting_by_reason", "cpu_tier_bytes", "cpu_in_flight"}
 )  # fmt: skip
 
@@ -556,6 +560,18 @@ def lmcache_interval(
             figures.prompt_share = ratio(hits, looked_up)
     if cur.local_cache_usage_bytes is not None:
         out.tiers.setdefault("host", TierInterval()).used_bytes = cur.local_cache_usage_bytes
+    if cur.l1_usage_bytes is not None or cur.l1_usage_ratio is not None:  # multi-process L1
+        l1 = out.tiers.setdefault("host", TierInterval())
+        l1.used_bytes, l1.usage_ratio = cur.l1_usage_bytes, cur.l1_usage_ratio
+    if cur.l2_usage_bytes:
+        out.tiers.setdefault("storage", TierInterval()).used_bytes = sum(cur.l2_usage_bytes.values())
+    for kind, name in (("l1_allocation", "l1_allocation_failures"), ("l1_read", "l1_read_failures"),
+                       ("l2_prefetch", "l2_prefetch_failures")):  # fmt: skip
+        for key in getattr(cur, name):
+            before = getattr(prev, name).get(key) if prev is not None else None
+            failed = counter_delta(before, getattr(cur, name)[key])
+            if failed is not None:
+                out.lmcache_failures[f"{kind}/{key}"] = failed
     return out
 
 

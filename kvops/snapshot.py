@@ -155,6 +155,15 @@ class LMCacheSample:
     l1_read_chunks: float | None = None
     l1_write_chunks: float | None = None
     l1_evicted_chunks: float | None = None
+    # Multi-process health (LMCache 0.5.6): chunks, keyed by the label LMCache tags them with.
+    l1_allocation_failures: dict[str, float] = field(default_factory=dict)  # during -> chunks
+    l1_read_failures: dict[str, float] = field(default_factory=dict)  # reason -> chunks
+    l2_prefetch_failures: dict[str, float] = field(default_factory=dict)  # reason -> chunks
+    l2_stored_chunks: float | None = None
+    l2_prefetched_chunks: float | None = None
+    l1_usage_bytes: float | None = None
+    l1_usage_ratio: float | None = None  # 0-1
+    l2_usage_bytes: dict[str, float] = field(default_factory=dict)  # l2_name -> bytes
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -64,8 +64,11 @@ def signals_table(row: Row) -> Table:
         if value is not None:  # vLLM multi-tier offloading / SimpleCPUOffloadConnector only
             shown = units.pct(value) if name.endswith("ratio") else f"{value:.2f}"
             table.add_row(label, Text(shown, style="bold red" if value else ""))
-    if row.kind == "lmcache":  # LMCache's local CPU cache
+    if row.kind == "lmcache":  # LMCache's local CPU cache, its multi-process health
         table.add_row("evictions /s", units.ratio(row.get("evictions_per_second")))
+        for name, chunks in sorted((row.get("lmcache_failures") or {}).items()):
+            label = "failed " + visible(name).replace("/", " · ")
+            table.add_row(label, Text(f"{chunks:.0f} chunks", style="bold red" if chunks else ""))
     # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
     # (the left column of the detail view).
     table.add_row("offload share of prompt", units.pct(offload_share(row.get("tiers") or {})))
