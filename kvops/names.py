@@ -324,6 +324,45 @@ PROMOTION_ALLOCATION_FAILURES = _engine(
     field="promotion_allocation_failures",
 )
 
+# --- SGLang HiCache L3 storage and eviction (kvops/engines/sglang_storage.py) -----------------
+STORAGE_TOKENS = _engine(
+    "counter",
+    "kvops_offload_storage_tokens_total",
+    "Tokens moved between host memory and L3 storage (sglang:prefetched_tokens, backuped_tokens): "
+    "direction=load (prefetched from storage) or store (backed up to it).",
+    ("direction",),
+    split=(("load", "storage_prefetched_tokens"), ("store", "storage_backed_up_tokens")),
+)
+STORAGE_UNFULFILLED = _engine(
+    "counter",
+    "kvops_offload_storage_unfulfilled_tokens_total",
+    "Storage-hit tokens that did not become a usable prefetch, by SGLang's reason "
+    "(sglang:storage_prefetch_unfulfilled_tokens; host_capacity, deadline, ...).",
+    ("reason",),
+    field="storage_unfulfilled_tokens",
+    open_split=True,
+)
+STORAGE_OP_BANDWIDTH = _engine(
+    "histogram",
+    "kvops_offload_storage_op_bandwidth_bytes_per_second",
+    "Per-op L3 wire bandwidth (sglang:{prefetch,backup}_bandwidth, GB/s converted to bytes/s): "
+    "direction=load (prefetch) or store (backup).",
+    ("direction",),
+    split=(("load", "storage_prefetch_bandwidth"), ("store", "storage_backup_bandwidth")),
+)
+EVICTED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_evicted_tokens_total",
+    "Device KV token slots freed by eviction, backed up or not (sglang:evicted_tokens).",
+    field="evicted_tokens",
+)
+EVICTION_SECONDS = _engine(
+    "histogram",
+    "kvops_offload_eviction_seconds",
+    "Time one device eviction pass took (sglang:eviction_duration_seconds).",
+    field="eviction_seconds",
+)
+
 # --- vLLM SimpleCPUOffloadConnector (kvops/engines/vllm_simple_offload.py): blocks, never bytes --
 SIMPLE_SAVE_OUTCOMES = _engine(
     "counter",

@@ -140,6 +140,11 @@ class TierInterval:
     used_blocks: float | None = None  # pinned by transfers or hits, not how full
     pending_store_blocks: float | None = None
     capacity_blocks: float | None = None
+    # SGLang L3 storage: tokens moved, and the median per-op wire bandwidth
+    store_tokens: float | None = None
+    load_tokens: float | None = None
+    store_op_bandwidth_p50_bytes_per_second: float | None = None
+    load_op_bandwidth_p50_bytes_per_second: float | None = None
 
 
 @dataclass
@@ -189,6 +194,10 @@ class EngineInterval:
     # LMCache multi-process health over the interval, in chunks: "l1_allocation/<during>",
     # "l1_read/<reason>", "l2_prefetch/<reason>"
     lmcache_failures: dict[str, float] = field(default_factory=dict)
+    # SGLang: storage hits that did not become a usable prefetch (reason -> tokens), eviction
+    storage_unfulfilled_tokens: dict[str, float] = field(default_factory=dict)
+    evicted_tokens_per_second: float | None = None
+    eviction_mean_seconds: float | None = None
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
     # current state
     requests_running: float | None = None
@@ -207,6 +216,7 @@ class EngineInterval:
         self.tiers = {}
         self.lookup_delay_p99_seconds = {}
         self.lmcache_failures = {}
+        self.storage_unfulfilled_tokens = {}
 
 
 _LEAVES = (float, int, str, bool, type(None))
@@ -235,7 +245,8 @@ INTERVAL_FIELDS = tuple(
     f.name
     for f in fields(EngineInterval)
     if f.name not in {"target", "model_name", "engine", "engine_kind", "up", "kv_cache_usage", "tiers",
-                      "lookup_delay_p99_seconds", "lmcache_failures", "requests_running", "requests_waiting",
+                      "lookup_delay_p99_seconds", "lmcache_failures", "storage_unfulfilled_tokens",
+                      "requests_running", "requests_waiting",
                       "requests_waiting_by_reason", "cpu_tier_bytes", "cpu_in_flight"}
 )  # fmt: skip
 
@@ -353,7 +364,39 @@ def engine_interval(
     _payoff(prev, out, cur)
     _tiering(prev, out, cur, wall_seconds)
     _simple_offload(prev, out, cur, wall_seconds)
+    _sglang_storage(prev, out, cur, wall_seconds)
     return out
+
+
+def _sglang_storage(
+    prev: EngineSample | None, out: EngineInterval, cur: EngineSample, wall: float | None
+) -> None:
+    """SGLang HiCache's L3 storage tier (tokens each way, median per-op bandwidth, unfulfilled
+    prefetch tokens by reason) and device eviction (tokens per second, mean pass time)."""
+
+    def d(name: str) -> float | None:
+        return counter_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+
+    loaded, stored = d("storage_prefetched_tokens"), d("storage_backed_up_tokens")
+    if loaded is not None or stored is not None:
+        storage = out.tiers.setdefault("storage", TierInterval())
+        storage.load_tokens, storage.store_tokens = loaded, stored
+        for name, direction in (
+            ("storage_prefetch_bandwidth", "load"),
+            ("storage_backup_bandwidth", "store"),
+        ):
+            attr = f"{direction}_op_bandwidth_p50_bytes_per_second"
+            hist = histogram_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+            setattr(storage, attr, quantile(0.5, hist))
+    for reason in cur.storage_unfulfilled_tokens:
+        before = prev.storage_unfulfilled_tokens.get(reason) if prev else None
+        tokens = counter_delta(before, cur.storage_unfulfilled_tokens[reason])
+        if tokens:  # every reason is pre-created at 0: only those that happened
+            out.storage_unfulfilled_tokens[reason] = tokens
+    out.evicted_tokens_per_second = ratio(d("evicted_tokens"), wall)
+    passes = histogram_delta(prev.eviction_seconds if prev else None, cur.eviction_seconds)
+    if passes is not None:
+        out.eviction_mean_seconds = ratio(passes.sum, passes.count)
 
 
 def _by_tier_delta(prev: EngineSample | None, cur: EngineSample, name: str, tier: str) -> float | None:
