@@ -64,6 +64,11 @@ def signals_table(row: Row) -> Table:
         if value is not None:  # vLLM multi-tier offloading / SimpleCPUOffloadConnector only
             shown = units.pct(value) if name.endswith("ratio") else f"{value:.2f}"
             table.add_row(label, Text(shown, style="bold red" if value else ""))
+    if row.get("evicted_tokens_per_second") is not None:  # SGLang: device eviction, L3 storage
+        table.add_row("tokens evicted /s", units.count(row.get("evicted_tokens_per_second")))
+        table.add_row("eviction pass (mean)", _ms(row.get("eviction_mean_seconds")))
+    for reason, tokens in sorted((row.get("storage_unfulfilled_tokens") or {}).items()):
+        table.add_row(f"storage prefetch short ({visible(reason)})", f"{tokens:.0f} tok")
     if row.kind == "lmcache":  # LMCache's local CPU cache, its multi-process health
         table.add_row("evictions /s", units.ratio(row.get("evictions_per_second")))
         for name, chunks in sorted((row.get("lmcache_failures") or {}).items()):

@@ -371,3 +371,16 @@ async def test_simple_cpu_offload_detail_shows_blocks_and_the_pool_full_share():
     assert f"{t2['gauges']['used_blocks']} of {truth['info']['capacity_blocks']} blk pinned" in host
     share = outcomes["dropped_cpu_full"] / sum(outcomes.values())
     assert figure(screen, "stores dropped, pool full") == f"{share * 100:.1f} %"
+
+
+@drive
+async def test_sglang_storage_detail_shows_eviction_and_unfulfilled_prefetches():
+    folder = FIXTURES / "sglang-storage"
+    t1, t2 = _truth(folder)["dumps"]
+    app = replay(folder)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _detail(app, pilot)
+    evicted = t2["fed"]["evicted_tokens"] - t1["fed"]["evicted_tokens"]
+    assert figure(screen, "tokens evicted /s") == f"{evicted:.0f}"
+    short = t2["fed"]["unfulfilled"]["host_capacity"] - t1["fed"]["unfulfilled"]["host_capacity"]
+    assert figure(screen, "storage prefetch short (host_capacity)") == f"{short:.0f} tok"
