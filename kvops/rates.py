@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from kvops.snapshot import EngineSample, GpuSample, Histogram, LMCacheSample, Snapshot
+from kvops.units import GIB
 
 # `kvops top --once --json`'s shape (docs/DESIGN.md), raised on every change of shape:
 # 1 (no field): the first release; 2: schema_version itself, per-tier figures and derived signals,
@@ -44,7 +45,8 @@ def counter_delta(prev: float | None, cur: float | None) -> float | None:
 def ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
-    return num / den
+    out = num / den
+    return out if math.isfinite(out) else None  # a subnormal denominator: +Inf is unknown
 
 
 def histogram_delta(prev: Histogram | None, cur: Histogram | None) -> Histogram | None:
@@ -77,17 +79,17 @@ def quantile(q: float, hist: Histogram | None) -> float | None:
         else:
             buckets.append([bound, count])
     prev = buckets[0][1]
-    for b in buckets[1:]:  # correctPrecisionErrors(buckets, 1e-12)
-        delta = abs(b[1] - prev)
+    for bucket in buckets[1:]:  # correctPrecisionErrors(buckets, 1e-12)
+        delta = abs(bucket[1] - prev)
         if delta == 0:
             continue
-        if b[1] != 0 and delta / b[1] <= 1e-12:
-            b[1] = prev
+        if bucket[1] != 0 and delta / bucket[1] <= 1e-12:
+            bucket[1] = prev
         else:
-            prev = b[1]
+            prev = bucket[1]
     top = buckets[0][1]
-    for b in buckets[1:]:  # ensureMonotonic
-        top = b[1] = max(top, b[1])
+    for bucket in buckets[1:]:  # ensureMonotonic
+        top = bucket[1] = max(top, bucket[1])
     if len(buckets) < 2:
         return None
     observations = buckets[-1][1]
@@ -526,7 +528,7 @@ def _tiers(
     gpu = TierInterval(hit_rate=out.local_hit_rate)
     gpu.tokens_saved = (cached or {}).get("device", d["local_hits"])
     out.tiers["gpu"] = gpu
-    offload_name = cur.offload_tier
+    offload_name = cur.offload_tier or "external"
     saved_by_tier: dict[str, float] = {}
     for source, tokens in (cached or {}).items():
         if source != "device":
@@ -646,7 +648,7 @@ def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | N
 # Cross-check slack: PCIe counters also carry inputs, weights and other processes' traffic,
 # and drivers sample them; only a clear gap is flagged.
 CROSS_CHECK_SLACK_BYTES = 64 * (1 << 20)
-CROSS_CHECK_MIN_MOVED_BYTES = float(1 << 30)
+CROSS_CHECK_MIN_MOVED_BYTES = float(GIB)
 
 
 def pcie_cross_check(engine_load_bytes: float | None, pcie_rx_bytes: float | None) -> str | None:

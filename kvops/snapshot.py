@@ -48,8 +48,9 @@ class EngineSample:
     requests_waiting: float | None = None
     cpu_tier_bytes: float | None = None  # configured offload tier size
     # The tier the offload transfers go to (docs/tiers.md): "host" where the exposition names
-    # the CPU (vLLM's CPU offloading), else "external" (a connector whose medium is not said).
-    offload_tier: str = "external"
+    # the CPU (vLLM's CPU offloading), else "external" (a connector whose medium is not said);
+    # None where the page shows no offload tier at all (vLLM without a connector).
+    offload_tier: str | None = "external"
     # Tier breakdowns keyed by the engine's own label value (vLLM's `source`, ...); {} = absent.
     prompt_tokens_by_source: dict[str, float] = field(default_factory=dict)
     prompt_tokens_cached_by_source: dict[str, float] = field(default_factory=dict)

@@ -58,7 +58,7 @@ class Engine:
     # them through and `kvops top` leaves their buckets unread.
     pass_through_fields: frozenset[str] = frozenset()
     pass_through_names: frozenset[str] = frozenset()
-    # Counters the fleet view's charts draw (kvops.top.series.deltas_of), queried summed.
+    # Counters the fleet view's charts draw (kvops.top.history.deltas_of), queried summed.
     chart_counters: frozenset[str] = frozenset()
 
 

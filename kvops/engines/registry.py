@@ -58,14 +58,16 @@ _OTHERS = ", ".join(
 
 def normalise(result: ParseResult, target: str) -> TargetSample:
     """Map one parsed exposition to a TargetSample: each engine whose names the page holds
-    reads it (a set test in C, against each reader's dozens of lookups on every page)."""
+    reads it (a set test in C, against each reader's dozens of lookups on every page).
+    NaN and ±Inf values are unknown: left out, as an absent series (issue 25)."""
     page = Page(target)
+    # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed, whatever its value.
+    up = result.has_prefixed_sample or any(result.samples.get(name) for name in OTHER_ENGINE_NAMES)
+    result.known_only()
     present = result.samples.keys()
     for engine in ENGINES:
         if not engine.families.isdisjoint(present):
             engine.read(result, page)
-    # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed.
-    up = result.has_prefixed_sample or any(result.samples.get(name) for name in OTHER_ENGINE_NAMES)
     error = None if up else f"no {_PREFIXED} sample, nor one of another engine kvops reads ({_OTHERS})"
     return TargetSample(
         target=target,

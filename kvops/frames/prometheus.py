@@ -90,7 +90,7 @@ def delta_query(flavour: Flavour, offset: str, matcher: str = "") -> str:
     return f"({now} - {before}) >= 0"
 
 
-# What the fleet's charts draw (kvops.top.series.deltas_of), each engine's names for it.
+# What the fleet's charts draw (kvops.top.history.deltas_of), each engine's names for it.
 FLEET_COUNTERS: tuple[str, ...] = tuple(sorted(registry.CHART_COUNTERS))
 
 
@@ -113,10 +113,13 @@ def _offset(seconds: float) -> str:
 
 
 def _value(raw: Any) -> float | None:
+    """An instant vector's value; None for an unreadable one and for "NaN", "+Inf" and
+    "-Inf" (the API's spellings, which a store holds): unknown."""
     try:
-        return float(raw[1])
+        value = float(raw[1])
     except (TypeError, ValueError, IndexError, KeyError):
         return None
+    return value + 0.0 if math.isfinite(value) else None  # + 0.0: -0 is 0
 
 
 def _check_series(result: Any, kind: str) -> list[dict[str, Any]]:

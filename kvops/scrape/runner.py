@@ -219,8 +219,12 @@ class ScrapeRunner:
         indices = list(range(len(targets)))
         for _ in range(2):  # the second pass: whole pages for filtered ones that came back empty
             jobs = [(targets[i].client, targets[i].fetch_url()) for i in indices]
+
+            def arrived(n: int, outcome: str | FetchError, s: float, of: list[int] = indices) -> None:
+                done(of[n], outcome, s)
+
             try:
-                self._multi.fetch(jobs, deadline, lambda n, outcome, s, of=indices: done(of[n], outcome, s))
+                self._multi.fetch(jobs, deadline, arrived)
             except Exception:  # a bug in the fetch loop costs this round's targets, not the exporter
                 log.exception("fetching the targets failed")
             wait_futures(list(parsing.values()), timeout=max(0.0, deadline - time.monotonic()) + _PARSE_GRACE)

@@ -27,12 +27,12 @@ from textual.widgets import Footer, Input, Static
 from kvops import gcsettle
 from kvops.snapshot import Snapshot
 from kvops.termsafe import visible
-from kvops.top import fleet, units
+from kvops.top import fleet, numbers
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
-from kvops.top.command import View
 from kvops.top.table import TargetTable
 from kvops.top.tiers_view import signals_table, tiers_table
+from kvops.top.view import View
 
 log = logging.getLogger(__name__)
 
@@ -203,28 +203,28 @@ class HelpScreen(ModalScreen[None]):
 
 
 _DETAIL_FIELDS: tuple[tuple[str, str, Any], ...] = (
-    ("KV cache usage", "kv_cache_usage", units.pct),
-    ("local hit rate", "local_hit_rate", units.pct),
-    ("external hit rate", "external_hit_rate", units.pct),
-    ("store bandwidth (while transferring)", "store_bandwidth_bytes_per_second", units.gbps),
-    ("load bandwidth (while transferring)", "load_bandwidth_bytes_per_second", units.gbps),
-    ("stored per wall second", "store_offered_bytes_per_second", units.gbps),
-    ("loaded per wall second", "load_offered_bytes_per_second", units.gbps),
-    ("load:store bytes", "load_store_ratio", units.ratio),
-    ("stored in the interval", "store_bytes", units.gb),
-    ("loaded in the interval", "load_bytes", units.gb),
-    ("local tokens looked up", "local_queries", units.count),
-    ("external tokens looked up", "external_queries", units.count),
-    ("preemptions in the interval", "preemptions", units.count),
-    ("requests running", "requests_running", units.count),
-    ("requests waiting", "requests_waiting", units.count),
-    ("offload tier configured", "cpu_tier_bytes", units.gib),
+    ("KV cache usage", "kv_cache_usage", numbers.pct),
+    ("local hit rate", "local_hit_rate", numbers.pct),
+    ("external hit rate", "external_hit_rate", numbers.pct),
+    ("store bandwidth (while transferring)", "store_bandwidth_bytes_per_second", numbers.gbps),
+    ("load bandwidth (while transferring)", "load_bandwidth_bytes_per_second", numbers.gbps),
+    ("stored per wall second", "store_offered_bytes_per_second", numbers.gbps),
+    ("loaded per wall second", "load_offered_bytes_per_second", numbers.gbps),
+    ("load:store bytes", "load_store_ratio", numbers.ratio),
+    ("stored in the interval", "store_bytes", numbers.gb),
+    ("loaded in the interval", "load_bytes", numbers.gb),
+    ("local tokens looked up", "local_queries", numbers.count),
+    ("external tokens looked up", "external_queries", numbers.count),
+    ("preemptions in the interval", "preemptions", numbers.count),
+    ("requests running", "requests_running", numbers.count),
+    ("requests waiting", "requests_waiting", numbers.count),
+    ("offload tier configured", "cpu_tier_bytes", numbers.gib),
     # does offloading pay off (docs/payoff.md): the engine's own histograms over the interval
-    ("TTFT p50", "ttft_p50_seconds", units.ms),
-    ("TTFT p90", "ttft_p90_seconds", units.ms),
-    ("queue time p50", "queue_time_p50_seconds", units.ms),
-    ("queue time p90", "queue_time_p90_seconds", units.ms),
-    ("first tokens in the interval", "first_tokens", units.count),
+    ("TTFT p50", "ttft_p50_seconds", numbers.ms),
+    ("TTFT p90", "ttft_p90_seconds", numbers.ms),
+    ("queue time p50", "queue_time_p50_seconds", numbers.ms),
+    ("queue time p90", "queue_time_p90_seconds", numbers.ms),
+    ("first tokens in the interval", "first_tokens", numbers.count),
 )
 
 
@@ -264,9 +264,9 @@ class DetailScreen(Screen[None]):
         table.add_column()
         # Text, never markup: a "[" in a name is shown; visible(): escapes are shown, not run.
         table.add_row("target", Text(visible(row.target)))
-        table.add_row("model", Text(visible(row.model or units.UNKNOWN)))
-        table.add_row("engine", Text(visible(row.engine or units.UNKNOWN)))
-        table.add_row("engine kind", Text(visible(row.kind or units.UNKNOWN)))
+        table.add_row("model", Text(visible(row.model or numbers.UNKNOWN)))
+        table.add_row("engine", Text(visible(row.engine or numbers.UNKNOWN)))
+        table.add_row("engine kind", Text(visible(row.kind or numbers.UNKNOWN)))
         table.add_row(
             "state",
             Text("up", style="green") if row.up else Text(f"down: {visible(row.error)}", "bold red"),
@@ -299,48 +299,48 @@ def _model_cell(row: Row) -> Text:
     """The model, else the engine kind (KVBM's page names no model, LMCache's is per worker)."""
     if row.model:
         return Text(_short_model(row.model))
-    return Text(visible(row.kind) or units.UNKNOWN, style="dim")
+    return Text(visible(row.kind) or numbers.UNKNOWN, style="dim")
 
 
 def _row_cells(row: Row) -> dict[str, Text]:
     if not row.up:
-        cells = {key: Text(units.UNKNOWN) for key, _ in COLUMNS}
-        cells.update({key: Text(units.UNKNOWN) for _, key, _ in TIER_COLUMNS})
+        cells = {key: Text(numbers.UNKNOWN) for key, _ in COLUMNS}
+        cells.update({key: Text(numbers.UNKNOWN) for _, key, _ in TIER_COLUMNS})
         cells.update(
             target=Text(_short_target(row.target), style="red"), model=_model_cell(row),
             engine=Text(visible(row.engine)), kv=Text("down", style="bold red"),
             kind=Text(visible(row.kind)),
-            store_trend=Text(units.sparkline(list(row.store_history), SPARK_WIDTH)),
-            load_trend=Text(units.sparkline(list(row.load_history), SPARK_WIDTH)),
+            store_trend=Text(numbers.sparkline(list(row.store_history), SPARK_WIDTH)),
+            load_trend=Text(numbers.sparkline(list(row.load_history), SPARK_WIDTH)),
         )  # fmt: skip
         return cells
     kv = row.get("kv_cache_usage")
     local, external = row.get("local_hit_rate"), row.get("external_hit_rate")
 
     def num(value: float | None, scale: float, digits: int) -> str:
-        return units.UNKNOWN if value is None else f"{value / scale:.{digits}f}"
+        return numbers.UNKNOWN if value is None else f"{value / scale:.{digits}f}"
 
     cells = {
         "target": Text(_short_target(row.target)),
         "model": _model_cell(row),
         "engine": Text(visible(row.engine)),
         "kind": Text(visible(row.kind)),
-        "kv": Text(num(kv, 0.01, 1), style=units.usage_style(kv)),
-        "local": Text(num(local, 0.01, 1), style=units.hit_rate_style(local)),
-        "external": Text(num(external, 0.01, 1), style=units.hit_rate_style(external)),
-        "store": Text(num(row.get("store_bandwidth_bytes_per_second"), units.GB, 2)),
-        "load": Text(num(row.get("load_bandwidth_bytes_per_second"), units.GB, 2)),
-        "ratio": Text(units.ratio(row.get("load_store_ratio"))),
-        "running": Text(units.count(row.get("requests_running"))),
-        "waiting": Text(units.count(row.get("requests_waiting"))),
-        "preempt": Text(units.count(row.get("preemptions"))),
+        "kv": Text(num(kv, 0.01, 1), style=numbers.usage_style(kv)),
+        "local": Text(num(local, 0.01, 1), style=numbers.hit_rate_style(local)),
+        "external": Text(num(external, 0.01, 1), style=numbers.hit_rate_style(external)),
+        "store": Text(num(row.get("store_bandwidth_bytes_per_second"), numbers.GB, 2)),
+        "load": Text(num(row.get("load_bandwidth_bytes_per_second"), numbers.GB, 2)),
+        "ratio": Text(numbers.ratio(row.get("load_store_ratio"))),
+        "running": Text(numbers.count(row.get("requests_running"))),
+        "waiting": Text(numbers.count(row.get("requests_waiting"))),
+        "preempt": Text(numbers.count(row.get("preemptions"))),
         "ttft": Text(num(row.get("ttft_p90_seconds"), 0.001, 0)),
-        "store_trend": Text(units.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
-        "load_trend": Text(units.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
+        "store_trend": Text(numbers.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
+        "load_trend": Text(numbers.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
     }
     for tier, key, _ in TIER_COLUMNS:
         rate = tier_hit_rate(row, tier)
-        cells[key] = Text(num(rate, 0.01, 1), style=units.hit_rate_style(rate))
+        cells[key] = Text(num(rate, 0.01, 1), style=numbers.hit_rate_style(rate))
     return cells
 
 
@@ -349,22 +349,22 @@ def _group_cells(group: dict[str, Any]) -> dict[str, Text]:
 
     def num(name: str, scale: float, digits: int) -> Text:
         value = group.get(name)
-        style = units.hit_rate_style(value) if name.endswith("hit_rate") else ""
-        return Text(units.UNKNOWN if value is None else f"{value / scale:.{digits}f}", style=style)
+        style = numbers.hit_rate_style(value) if name.endswith("hit_rate") else ""
+        return Text(numbers.UNKNOWN if value is None else f"{value / scale:.{digits}f}", style=style)
 
     return {
-        "group": Text(visible(group["group"]) or units.UNKNOWN),
+        "group": Text(visible(group["group"]) or numbers.UNKNOWN),
         "engines": Text(str(group["engines"])),
         "down": Text(str(group["engines_down"]), style="bold red" if group["engines_down"] else ""),
         "local": num("local_hit_rate", 0.01, 1),
         "external": num("external_hit_rate", 0.01, 1),
-        "store": num("store_bandwidth_bytes_per_second", units.GB, 2),
-        "load": num("load_bandwidth_bytes_per_second", units.GB, 2),
-        "stored": num("store_offered_bytes_per_second", units.GB, 2),
-        "loaded": num("load_offered_bytes_per_second", units.GB, 2),
-        "running": Text(units.count(group.get("requests_running"))),
-        "waiting": Text(units.count(group.get("requests_waiting"))),
-        "preempt": Text(units.count(group.get("preemptions"))),
+        "store": num("store_bandwidth_bytes_per_second", numbers.GB, 2),
+        "load": num("load_bandwidth_bytes_per_second", numbers.GB, 2),
+        "stored": num("store_offered_bytes_per_second", numbers.GB, 2),
+        "loaded": num("load_offered_bytes_per_second", numbers.GB, 2),
+        "running": Text(numbers.count(group.get("requests_running"))),
+        "waiting": Text(numbers.count(group.get("requests_waiting"))),
+        "preempt": Text(numbers.count(group.get("preemptions"))),
     }
 
 
@@ -382,20 +382,20 @@ def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
 
         def direction(rate: float | None, fraction: float | None) -> Text:
             if rate is None:
-                return Text(units.UNKNOWN)
-            text = Text(units.bar(fraction, 8) + " " if fraction is not None else "", style="cyan")
+                return Text(numbers.UNKNOWN)
+            text = Text(numbers.bar(fraction, 8) + " " if fraction is not None else "", style="cyan")
             share = f" ({fraction * 100:.0f} %)" if fraction is not None else ""
-            return text.append(f"{rate / units.GB:.2f}{share}", style=units.link_style(fraction))
+            return text.append(f"{rate / numbers.GB:.2f}{share}", style=numbers.link_style(fraction))
 
-        memory = Text(units.bar(used / total, 8) + " " if used is not None and total else "", style="green")
-        memory.append(f"{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}")
+        memory = Text(numbers.bar(used / total, 8) + " " if used is not None and total else "", style="green")
+        memory.append(f"{numbers.gib(used).removesuffix(' GiB')} / {numbers.gib(total)}")
         table.add_row(
             Text(visible(g.get("gpu"))),
-            Text(visible(g.get("name") or units.UNKNOWN)),
+            Text(visible(g.get("name") or numbers.UNKNOWN)),
             memory,
             direction(g.get("pcie_transmit_bytes_per_second"), g.get("pcie_transmit_link_fraction")),
             direction(g.get("pcie_receive_bytes_per_second"), g.get("pcie_receive_link_fraction")),
-            units.UNKNOWN if link is None else f"{link / units.GB:.1f}",
+            numbers.UNKNOWN if link is None else f"{link / numbers.GB:.1f}",
         )
     return table
 
@@ -406,7 +406,7 @@ def host_line(board: Board, simulated: bool = False) -> Text:
     host = (board.doc or {}).get("host") or {}
     tier = board.offload_tier_bytes()
     if not host:
-        tier_text = f" · offload tier configured {units.gib(tier)}" if tier else ""
+        tier_text = f" · offload tier configured {numbers.gib(tier)}" if tier else ""
         return Text(f"Host: not reported by this source{tier_text}", style="dim")
     available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
     shm_free = host.get("shm_free_bytes")
@@ -415,10 +415,12 @@ def host_line(board: Board, simulated: bool = False) -> Text:
     def short(value: float | None) -> bool:
         return tier is not None and value is not None and value < tier
 
-    line.append(f"{units.gib(available)} of {units.gib(total)}", style="bold red" if short(available) else "")
+    line.append(
+        f"{numbers.gib(available)} of {numbers.gib(total)}", style="bold red" if short(available) else ""
+    )
     line.append(" · /dev/shm free ")
-    line.append(units.gib(shm_free), style="bold red" if short(shm_free) else "")
-    line.append(f" · offload tier {units.gib(tier)}" if tier else " · offload tier not reported")
+    line.append(numbers.gib(shm_free), style="bold red" if short(shm_free) else "")
+    line.append(f" · offload tier {numbers.gib(tier)}" if tier else " · offload tier not reported")
     return line
 
 

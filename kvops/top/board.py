@@ -3,7 +3,7 @@ history for sparklines, and which targets are down. No Textual here, so it is te
 reused (--once text) without a terminal.
 
 Every figure comes from kvops.rates.interval(): top never computes a rate itself (the
-charts' smoothed figures are sums of its per-interval deltas, series.py).
+charts' smoothed figures are sums of its per-interval deltas, binding.py).
 
 Memory stays bounded whatever a source serves: at most MAX_ROWS engines are kept (the rest
 are counted in `rows_cut`, and cut before rates are computed), each with HISTORY_POINTS
@@ -17,7 +17,7 @@ from typing import Any
 
 from kvops.rates import interval
 from kvops.snapshot import CollectorStatus, Snapshot, TargetSample
-from kvops.top.series import HISTORY_POINTS, Ring, Trend, add, deltas_of
+from kvops.top.history import HISTORY_POINTS, Ring, Trend, add, deltas_of
 
 __all__ = ["HISTORY_POINTS", "MAX_ROWS", "SORTS", "Board", "Row", "RowKey"]
 

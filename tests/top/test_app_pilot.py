@@ -13,7 +13,7 @@ from textual.widgets import Input
 
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import COLUMNS, DetailScreen, HelpScreen, TopApp
-from kvops.top.live import LiveSource
+from kvops.top.live_source import LiveSource
 from kvops.top.table import TargetTable
 from support.upstream import Upstream, body
 

@@ -23,7 +23,7 @@ from rich.text import Text
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import DetailScreen, TopApp
 from kvops.top.command import View, print_once
-from kvops.top.live import LiveSource
+from kvops.top.live_source import LiveSource
 from kvops.top.table import TargetTable
 from support.upstream import Upstream, body
 

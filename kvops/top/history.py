@@ -41,7 +41,7 @@ class Ring:
     __slots__ = ("_data", "_next", "size")
 
     def __init__(self, size: int = HISTORY_POINTS, typecode: str = "f") -> None:
-        self._data = array(typecode)
+        self._data: array[float] = array(typecode)
         self._next = 0  # where the next value goes once the ring is full
         self.size = size
 
