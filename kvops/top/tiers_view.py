@@ -59,8 +59,22 @@ def signals_table(row: Row) -> Table:
     text, style = CROSS_CHECK_TEXT.get(check or "", (visible(check) if check else numbers.UNKNOWN, ""))
     table.add_row("PCIe cross-check", Text(text, style=style))
     table.add_row("prompt tokens in the interval", numbers.count(row.get("prompt_tokens")))
-    if row.kind == "lmcache":  # LMCache's local CPU cache
+    for label, name in (("promotion alloc. failures /s", "promotion_allocation_failures_per_second"),
+                        ("stores dropped, pool full", "pool_full_drop_ratio")):  # fmt: skip
+        value = row.get(name)
+        if value is not None:  # vLLM multi-tier offloading / SimpleCPUOffloadConnector only
+            shown = numbers.pct(value) if name.endswith("ratio") else f"{value:.2f}"
+            table.add_row(label, Text(shown, style="bold red" if value else ""))
+    if row.get("evicted_tokens_per_second") is not None:  # SGLang: device eviction, L3 storage
+        table.add_row("tokens evicted /s", numbers.count(row.get("evicted_tokens_per_second")))
+        table.add_row("eviction pass (mean)", _ms(row.get("eviction_mean_seconds")))
+    for reason, tokens in sorted((row.get("storage_unfulfilled_tokens") or {}).items()):
+        table.add_row(f"storage prefetch short ({visible(reason)})", f"{tokens:.0f} tok")
+    if row.kind == "lmcache":  # LMCache's local CPU cache, its multi-process health
         table.add_row("evictions /s", numbers.ratio(row.get("evictions_per_second")))
+        for name, chunks in sorted((row.get("lmcache_failures") or {}).items()):
+            label = "failed " + visible(name).replace("/", " · ")
+            table.add_row(label, Text(f"{chunks:.0f} chunks", style="bold red" if chunks else ""))
     # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
     # (the left column of the detail view).
     table.add_row("offload share of prompt", numbers.pct(offload_share(row.get("tiers") or {})))
@@ -88,6 +102,22 @@ def _use(figures: TierInterval) -> str:
         text += f" ({used:.0f} of {capacity:.0f} tok)"
     if figures.used_bytes is not None and usage is None:  # LMCache's local CPU cache
         text = numbers.gib(figures.used_bytes)
+    blocks, pool = figures.used_blocks, figures.capacity_blocks
+    if pool is not None:  # SimpleCPUOffloadConnector: pinned blocks of its pool (no block size)
+        text = f"{numbers.count(blocks)} of {pool:.0f} blk pinned"
+    return text
+
+
+def _jobs(figures: TierInterval) -> Text:
+    """vLLM multi-tier offloading: failed promotions/cascades in the interval (red when any),
+    and the jobs in flight now (promotions/cascades)."""
+    failed = [figures.promotion_failures, figures.cascade_failures]
+    active = [figures.active_promotions, figures.active_cascades]
+    if all(v is None for v in (*failed, *active)):
+        return Text(numbers.UNKNOWN)
+    count = sum(v or 0.0 for v in failed)
+    text = Text(f"{count:.0f} failed", style="bold red" if count else "")
+    text.append(f" · {numbers.count(active[0])}/{numbers.count(active[1])} in flight")
     return text
 
 
@@ -102,6 +132,13 @@ def tiers_table(row: Row) -> Table | Text:
                           ("Of prompt", "right"), ("Stored", "right"), ("Loaded", "right"),
                           ("Store GB/s", "right"), ("Load GB/s", "right"), ("Use", "right")):  # fmt: skip
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    jobs = any(
+        getattr(f, k) is not None
+        for f in tiers.values()
+        for k in ("promotion_failures", "cascade_failures", "active_promotions", "active_cascades")
+    )
+    if jobs:  # vLLM multi-tier offloading: its tiers' jobs
+        table.add_column("Jobs (promote/cascade)", justify="right")
     engine_gauge = False
     for tier in [*(t for t in TIERS if t in tiers), *sorted(t for t in tiers if t not in TIERS)]:
         figures: TierInterval = tiers[tier]
@@ -123,6 +160,7 @@ def tiers_table(row: Row) -> Table | Text:
             numbers.gbps(figures.store_bandwidth_bytes_per_second).removesuffix(" GB/s"),
             numbers.gbps(figures.load_bandwidth_bytes_per_second).removesuffix(" GB/s"),
             _use(figures),
+            *([_jobs(figures)] if jobs else []),
         )
     if engine_gauge:
         table.caption = "* the engine's own hit-rate gauge, over its own window"
