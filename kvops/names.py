@@ -324,6 +324,45 @@ PROMOTION_ALLOCATION_FAILURES = _engine(
     field="promotion_allocation_failures",
 )
 
+# --- SGLang HiCache L3 storage and eviction (kvops/engines/sglang_storage.py) -----------------
+STORAGE_TOKENS = _engine(
+    "counter",
+    "kvops_offload_storage_tokens_total",
+    "Tokens moved between host memory and L3 storage (sglang:prefetched_tokens, backuped_tokens): "
+    "direction=load (prefetched from storage) or store (backed up to it).",
+    ("direction",),
+    split=(("load", "storage_prefetched_tokens"), ("store", "storage_backed_up_tokens")),
+)
+STORAGE_UNFULFILLED = _engine(
+    "counter",
+    "kvops_offload_storage_unfulfilled_tokens_total",
+    "Storage-hit tokens that did not become a usable prefetch, by SGLang's reason "
+    "(sglang:storage_prefetch_unfulfilled_tokens; host_capacity, deadline, ...).",
+    ("reason",),
+    field="storage_unfulfilled_tokens",
+    open_split=True,
+)
+STORAGE_OP_BANDWIDTH = _engine(
+    "histogram",
+    "kvops_offload_storage_op_bandwidth_bytes_per_second",
+    "Per-op L3 wire bandwidth (sglang:{prefetch,backup}_bandwidth, GB/s converted to bytes/s): "
+    "direction=load (prefetch) or store (backup).",
+    ("direction",),
+    split=(("load", "storage_prefetch_bandwidth"), ("store", "storage_backup_bandwidth")),
+)
+EVICTED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_evicted_tokens_total",
+    "Device KV token slots freed by eviction, backed up or not (sglang:evicted_tokens).",
+    field="evicted_tokens",
+)
+EVICTION_SECONDS = _engine(
+    "histogram",
+    "kvops_offload_eviction_seconds",
+    "Time one device eviction pass took (sglang:eviction_duration_seconds).",
+    field="eviction_seconds",
+)
+
 # --- vLLM SimpleCPUOffloadConnector (kvops/engines/vllm_simple_offload.py): blocks, never bytes --
 SIMPLE_SAVE_OUTCOMES = _engine(
     "counter",
@@ -670,6 +709,61 @@ LMCACHE_L1_CHUNKS = _lmcache(
     "lmcache_mp_l1_{read,write,evicted}_chunks); op=read|write|evict.",
     ("op",),
     split=(("read", "l1_read_chunks"), ("write", "l1_write_chunks"), ("evict", "l1_evicted_chunks")),
+)
+LMCACHE_L1_ALLOCATION_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_l1_allocation_failures_chunks_total",
+    "Chunks LMCache's L1 could not allocate room for (multi-process mode, "
+    "lmcache_mp_l1_allocation_failure_chunks): during=l1_store|l2_prefetch.",
+    ("during",),
+    field="l1_allocation_failures",
+    open_split=True,
+)
+LMCACHE_L1_READ_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_l1_read_failures_chunks_total",
+    "L1 reads that failed after a lookup found the chunk (lmcache_mp_l1_read_failure_chunks), "
+    "by reason (not_found, write_locked); should stay near 0.",
+    ("reason",),
+    field="l1_read_failures",
+    open_split=True,
+)
+LMCACHE_L2_PREFETCH_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_l2_prefetch_failures_chunks_total",
+    "Chunks expected in L2 that failed to load into L1 (lmcache_mp_l2_prefetch_failure_chunks), "
+    "by reason: l1_oom (no room in L1), l1_contended, not_found.",
+    ("reason",),
+    field="l2_prefetch_failures",
+    open_split=True,
+)
+LMCACHE_L2_CHUNKS = _lmcache(
+    "counter",
+    "kvops_lmcache_l2_chunks_total",
+    "Chunks stored to L2 and prefetched from it (lmcache_mp_l2_store_completed_objects_chunks, "
+    "lmcache_mp_l2_prefetch_load_completed_chunks); op=store|prefetch.",
+    ("op",),
+    split=(("store", "l2_stored_chunks"), ("prefetch", "l2_prefetched_chunks")),
+)
+LMCACHE_L1_USAGE = _lmcache(
+    "gauge",
+    "kvops_lmcache_l1_usage_bytes",
+    "Bytes held in LMCache's L1 (lmcache_mp_l1_memory_usage_bytes).",
+    field="l1_usage_bytes",
+)
+LMCACHE_L1_USAGE_RATIO = _lmcache(
+    "gauge",
+    "kvops_lmcache_l1_usage_ratio",
+    "LMCache's L1 used over total, 0-1 (lmcache_mp_l1_usage_ratio).",
+    field="l1_usage_ratio",
+)
+LMCACHE_L2_USAGE = _lmcache(
+    "gauge",
+    "kvops_lmcache_l2_usage_bytes",
+    "Bytes held in each L2 adapter (lmcache_mp_l2_usage_bytes), by l2_name.",
+    ("l2_name",),
+    field="l2_usage_bytes",
+    open_split=True,
 )
 LMCACHE_SPEED = _lmcache(
     "histogram",

@@ -142,6 +142,11 @@ class TierInterval:
     used_blocks: float | None = None  # pinned by transfers or hits, not how full
     pending_store_blocks: float | None = None
     capacity_blocks: float | None = None
+    # SGLang L3 storage: tokens moved, and the median per-op wire bandwidth
+    store_tokens: float | None = None
+    load_tokens: float | None = None
+    store_op_bandwidth_p50_bytes_per_second: float | None = None
+    load_op_bandwidth_p50_bytes_per_second: float | None = None
 
 
 @dataclass
@@ -188,6 +193,13 @@ class EngineInterval:
     # SimpleCPUOffloadConnector: share of store decisions dropped because its pool was full
     pool_full_drop_ratio: float | None = None
     pool_full_drops_per_second: float | None = None  # blocks
+    # LMCache multi-process health over the interval, in chunks: "l1_allocation/<during>",
+    # "l1_read/<reason>", "l2_prefetch/<reason>"
+    lmcache_failures: dict[str, float] = field(default_factory=dict)
+    # SGLang: storage hits that did not become a usable prefetch (reason -> tokens), eviction
+    storage_unfulfilled_tokens: dict[str, float] = field(default_factory=dict)
+    evicted_tokens_per_second: float | None = None
+    eviction_mean_seconds: float | None = None
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
     # current state
     requests_running: float | None = None
@@ -205,6 +217,8 @@ class EngineInterval:
             setattr(self, name, None)
         self.tiers = {}
         self.lookup_delay_p99_seconds = {}
+        self.lmcache_failures = {}
+        self.storage_unfulfilled_tokens = {}
 
 
 _LEAVES = (float, int, str, bool, type(None))
@@ -233,7 +247,8 @@ INTERVAL_FIELDS = tuple(
     f.name
     for f in fields(EngineInterval)
     if f.name not in {"target", "model_name", "engine", "engine_kind", "up", "kv_cache_usage", "tiers",
-                      "lookup_delay_p99_seconds", "requests_running", "requests_waiting",
+                      "lookup_delay_p99_seconds", "lmcache_failures", "storage_unfulfilled_tokens",
+                      "requests_running", "requests_waiting",
                       "requests_waiting_by_reason", "cpu_tier_bytes", "cpu_in_flight"}
 )  # fmt: skip
 
@@ -351,7 +366,39 @@ def engine_interval(
     _payoff(prev, out, cur)
     _tiering(prev, out, cur, wall_seconds)
     _simple_offload(prev, out, cur, wall_seconds)
+    _sglang_storage(prev, out, cur, wall_seconds)
     return out
+
+
+def _sglang_storage(
+    prev: EngineSample | None, out: EngineInterval, cur: EngineSample, wall: float | None
+) -> None:
+    """SGLang HiCache's L3 storage tier (tokens each way, median per-op bandwidth, unfulfilled
+    prefetch tokens by reason) and device eviction (tokens per second, mean pass time)."""
+
+    def d(name: str) -> float | None:
+        return counter_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+
+    loaded, stored = d("storage_prefetched_tokens"), d("storage_backed_up_tokens")
+    if loaded is not None or stored is not None:
+        storage = out.tiers.setdefault("storage", TierInterval())
+        storage.load_tokens, storage.store_tokens = loaded, stored
+        for name, direction in (
+            ("storage_prefetch_bandwidth", "load"),
+            ("storage_backup_bandwidth", "store"),
+        ):
+            attr = f"{direction}_op_bandwidth_p50_bytes_per_second"
+            hist = histogram_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+            setattr(storage, attr, quantile(0.5, hist))
+    for reason in cur.storage_unfulfilled_tokens:
+        before = prev.storage_unfulfilled_tokens.get(reason) if prev else None
+        tokens = counter_delta(before, cur.storage_unfulfilled_tokens[reason])
+        if tokens:  # every reason is pre-created at 0: only those that happened
+            out.storage_unfulfilled_tokens[reason] = tokens
+    out.evicted_tokens_per_second = ratio(d("evicted_tokens"), wall)
+    passes = histogram_delta(prev.eviction_seconds if prev else None, cur.eviction_seconds)
+    if passes is not None:
+        out.eviction_mean_seconds = ratio(passes.sum, passes.count)
 
 
 def _by_tier_delta(prev: EngineSample | None, cur: EngineSample, name: str, tier: str) -> float | None:
@@ -558,6 +605,18 @@ def lmcache_interval(
             figures.prompt_share = ratio(hits, looked_up)
     if cur.local_cache_usage_bytes is not None:
         out.tiers.setdefault("host", TierInterval()).used_bytes = cur.local_cache_usage_bytes
+    if cur.l1_usage_bytes is not None or cur.l1_usage_ratio is not None:  # multi-process L1
+        l1 = out.tiers.setdefault("host", TierInterval())
+        l1.used_bytes, l1.usage_ratio = cur.l1_usage_bytes, cur.l1_usage_ratio
+    if cur.l2_usage_bytes:
+        out.tiers.setdefault("storage", TierInterval()).used_bytes = sum(cur.l2_usage_bytes.values())
+    for kind, name in (("l1_allocation", "l1_allocation_failures"), ("l1_read", "l1_read_failures"),
+                       ("l2_prefetch", "l2_prefetch_failures")):  # fmt: skip
+        for key in getattr(cur, name):
+            before = getattr(prev, name).get(key) if prev is not None else None
+            failed = counter_delta(before, getattr(cur, name)[key])
+            if failed is not None:
+                out.lmcache_failures[f"{kind}/{key}"] = failed
     return out
 
 

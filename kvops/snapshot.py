@@ -103,6 +103,14 @@ class EngineSample:
     tier_lookup_delay: dict[str, Histogram] = field(default_factory=dict)  # sync, per chunk
     tier_promotion_latency: dict[str, Histogram] = field(default_factory=dict)  # success + failure
     promotion_allocation_failures: float | None = None
+    # SGLang HiCache's L3 storage and device eviction (kvops/engines/sglang_storage.py)
+    storage_prefetched_tokens: float | None = None  # storage -> host (a load from storage)
+    storage_backed_up_tokens: float | None = None  # host -> storage
+    storage_unfulfilled_tokens: dict[str, float] = field(default_factory=dict)  # reason -> tokens
+    storage_prefetch_bandwidth: Histogram | None = None  # per op, bytes/s
+    storage_backup_bandwidth: Histogram | None = None
+    evicted_tokens: float | None = None  # device KV freed by eviction
+    eviction_seconds: Histogram | None = None
     # vLLM's SimpleCPUOffloadConnector (kvops/engines/vllm_simple_offload.py): blocks, never bytes.
     save_outcomes: dict[str, float] = field(default_factory=dict)  # outcome -> blocks
     simple_load_blocks: float | None = None
@@ -156,6 +164,15 @@ class LMCacheSample:
     l1_read_chunks: float | None = None
     l1_write_chunks: float | None = None
     l1_evicted_chunks: float | None = None
+    # Multi-process health (LMCache 0.5.6): chunks, keyed by the label LMCache tags them with.
+    l1_allocation_failures: dict[str, float] = field(default_factory=dict)  # during -> chunks
+    l1_read_failures: dict[str, float] = field(default_factory=dict)  # reason -> chunks
+    l2_prefetch_failures: dict[str, float] = field(default_factory=dict)  # reason -> chunks
+    l2_stored_chunks: float | None = None
+    l2_prefetched_chunks: float | None = None
+    l1_usage_bytes: float | None = None
+    l1_usage_ratio: float | None = None  # 0-1
+    l2_usage_bytes: dict[str, float] = field(default_factory=dict)  # l2_name -> bytes
 
     @property
     def key(self) -> tuple[str, str, str]:

@@ -216,10 +216,14 @@ def _check_cpu_offload_is_kv(ctx: Context) -> Verdict:
     except ValueError:
         offload = 0.0
     per_gpu, where = None, ""
+    estimated = False
     if ctx.model is not None:
         found = weights.checkpoint_bytes(ctx.model.path)
+        if found is None:
+            found = _config_estimate(ctx.model.path)
+            estimated = found is not None
         if found is not None:
-            per_gpu, where = found[0] / tp, f"checkpoint {found[1]} {found[0] / GIB:.1f} GiB / TP {tp}"
+            per_gpu, where = found[0] / tp, f"{found[1]}: {found[0] / GIB:.1f} GiB / TP {tp}"
     if per_gpu is None and "weights_loaded" in ctx.log_facts:
         loaded = weights.loaded_bytes_in(ctx.log_facts["weights_loaded"][1])
         if loaded is not None and math.isfinite(offload):
@@ -231,6 +235,9 @@ def _check_cpu_offload_is_kv(ctx: Context) -> Verdict:
     elif "gpu_memory" in ctx.log_facts:
         gpu = weights.gpu_bytes_in(ctx.log_facts["gpu_memory"][1])
         gpu_where = f"log line {ctx.log_facts['gpu_memory'][0]}"
+    if per_gpu is not None and gpu is None and per_gpu > weights.LARGEST_GPU:
+        ev = f"weights {per_gpu / GIB:.0f} GiB per GPU ({where}): more than any GPU holds (288 GB)"
+        return Verdict(False, evidence=[ev + ": the weights need --cpu-offload-gb"])
     if per_gpu is None or gpu is None:
         missing = [
             *(["the weights' size (--model DIR with its safetensors)"] if per_gpu is None else []),
@@ -253,7 +260,24 @@ def _check_cpu_offload_is_kv(ctx: Context) -> Verdict:
     )
     if per_gpu <= budget:
         return Verdict(True, evidence=[ev + ": they fit without --cpu-offload-gb"])
-    return Verdict(False, evidence=[ev + ": the weights need --cpu-offload-gb"])
+    if not estimated or per_gpu > gpu:
+        return Verdict(False, evidence=[ev + ": the weights need --cpu-offload-gb"])
+    return Verdict(  # an estimate between the two bounds: not enough to claim either way
+        None,
+        unknown=[ev + ": too close to call from config.json; the checkpoint's size would tell"],
+        tentative=True,
+    )
+
+
+def _config_estimate(path: str) -> tuple[int, str] | None:
+    from kvops.doctor import weights
+    from kvops.doctor.modelcfg import read_config
+    from kvops.errors import UsageError
+
+    try:
+        return weights.config_bytes(read_config(path)[1])
+    except (UsageError, OSError):
+        return None
 
 
 def _check_host_ram(ctx: Context) -> Verdict:

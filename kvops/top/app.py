@@ -25,6 +25,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
 from kvops import gcsettle
+from kvops.rates import GpuInterval
 from kvops.snapshot import Snapshot
 from kvops.termsafe import visible
 from kvops.top import fleet, numbers
@@ -108,9 +109,10 @@ GROUP_DROP_ORDER = ("loaded", "stored", "preempt", "waiting", "running", "load",
 def tier_hit_rate(row: Row, tier: str) -> float | None:
     """A tier's hit rate over the interval, else the engine's own gauge for it (KVBM's,
     over its own window); None where the engine has neither."""
-    figures = ((row.get("tiers") or {}).get(tier)) or {}
-    rate = figures.get("hit_rate")
-    return rate if rate is not None else figures.get("engine_hit_rate")
+    part = (row.get("tiers") or {}).get(tier)
+    if part is None:
+        return None
+    return part.hit_rate if part.hit_rate is not None else part.engine_hit_rate
 
 
 def columns_for(rows: list[Row]) -> tuple[tuple[str, str], ...]:
@@ -378,7 +380,7 @@ def gpu_table(board: Board, simulated: bool = False, width: int = 200) -> Table 
     """One line per GPU, never wrapped: where `width` cannot hold the bars they are left out,
     then the headers are shortened; a name still too long is cut with "…" (the detail view and
     --once have it whole)."""
-    gpus = (board.doc or {}).get("gpus") or []
+    gpus = board.interval.gpus if board.interval is not None else []
     if not gpus:
         return Text("GPUs: none reported by this source", style="dim")
     for bars, short in ((True, False), (True, True), (False, True)):
@@ -396,9 +398,9 @@ def gpu_table(board: Board, simulated: bool = False, width: int = 200) -> Table 
     return table
 
 
-def _gpu_cells(g: dict[str, Any], bars: bool, short: bool) -> list[Text]:
-    used, total = g.get("memory_used_bytes"), g.get("memory_total_bytes")
-    link = g.get("pcie_link_max_bytes_per_second")
+def _gpu_cells(g: GpuInterval, bars: bool, short: bool) -> list[Text]:
+    used, total = g.memory_used_bytes, g.memory_total_bytes
+    link = g.pcie_link_max_bytes_per_second
 
     def direction(rate: float | None, fraction: float | None) -> Text:
         if rate is None:
@@ -409,17 +411,18 @@ def _gpu_cells(g: dict[str, Any], bars: bool, short: bool) -> list[Text]:
             numbers.marked(f"{rate / numbers.GB:.2f}{share}", numbers.link_style(fraction))
         )
 
+    fraction_used = used / total if used is not None and total else None
     memory = Text(
-        numbers.bar(used / total, 8) + " " if bars and used is not None and total else "", style="green"
+        numbers.bar(fraction_used, 8) + " " if bars and fraction_used is not None else "", style="green"
     )
     of = f"{numbers.gib(used).removesuffix(' GiB')} / {numbers.gib(total)}"
     memory.append(of.replace(" GiB", "").replace(" / ", "/") if short else of)
     return [
-        Text(visible(g.get("gpu"))),
-        Text(visible(g.get("name") or numbers.UNKNOWN)),
+        Text(visible(g.gpu)),
+        Text(visible(g.name or numbers.UNKNOWN)),
         memory,
-        direction(g.get("pcie_transmit_bytes_per_second"), g.get("pcie_transmit_link_fraction")),
-        direction(g.get("pcie_receive_bytes_per_second"), g.get("pcie_receive_link_fraction")),
+        direction(g.pcie_transmit_bytes_per_second, g.pcie_transmit_link_fraction),
+        direction(g.pcie_receive_bytes_per_second, g.pcie_receive_link_fraction),
         Text(numbers.UNKNOWN if link is None else f"{link / numbers.GB:.1f}"),
     ]
 
@@ -427,7 +430,7 @@ def _gpu_cells(g: dict[str, Any], bars: bool, short: bool) -> list[Text]:
 def host_line(board: Board, simulated: bool = False, width: int = 200) -> Text:
     """The host's RAM and /dev/shm against the offload tier. `simulated`: the demo's host,
     said so, since comparing a simulated tier with this machine's RAM would be a false alarm."""
-    host = (board.doc or {}).get("host") or {}
+    host = board.interval.host if board.interval is not None else {}
     tier = board.offload_tier_bytes()
     if not host:
         tier_text = f" · offload tier configured {numbers.gib(tier)}" if tier else ""
@@ -594,7 +597,7 @@ class TopApp(App[int]):
         self._render_charts()
         self._render_status()
         simulated = bool(getattr(self.source, "simulated_hardware", False))
-        gpus = (self.board.doc or {}).get("gpus") or []
+        gpus = self.board.interval.gpus if self.board.interval is not None else []
         width = max(20, self.size.width - 2)  # #panels' padding
         self._update("#gpus", repr((gpus, width)), lambda: gpu_table(self.board, simulated, width))
         host = host_line(self.board, simulated, width)

@@ -54,17 +54,18 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
     if view and view.group_by:
         lines.append("")
         lines.extend(_groups(doc, view.group_by))
-    for g in doc.get("gpus") or []:
-        tx, rx = g.get("pcie_transmit_bytes_per_second"), g.get("pcie_receive_bytes_per_second")
+    frame = board.interval
+    for g in frame.gpus if frame is not None else []:
+        tx, rx = g.pcie_transmit_bytes_per_second, g.pcie_receive_bytes_per_second
         label = "Simulated GPU" if simulated else "GPU"
         lines.append(
-            f"{label} {visible(g.get('gpu'))} {visible(g.get('name') or '')}:"
-            f" memory {numbers.gib(g.get('memory_used_bytes'))}"
-            f" of {numbers.gib(g.get('memory_total_bytes'))},"
+            f"{label} {visible(g.gpu)} {visible(g.name or '')}:"
+            f" memory {numbers.gib(g.memory_used_bytes)}"
+            f" of {numbers.gib(g.memory_total_bytes)},"
             f" PCIe TX {numbers.gbps(tx)} RX {numbers.gbps(rx)}"
-            f" (link max {numbers.gbps(g.get('pcie_link_max_bytes_per_second'))} per direction)"
+            f" (link max {numbers.gbps(g.pcie_link_max_bytes_per_second)} per direction)"
         )
-    host = doc.get("host") or {}
+    host = frame.host if frame is not None else {}
     if host:
         available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
         lines.append(
@@ -76,7 +77,7 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
     failing = [c for c in board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
     for c in failing:
         lines.append(f"Collector {visible(c.name)} failed: {visible(c.error)}")
-    seconds = doc.get("interval_seconds")
+    seconds = frame.interval_seconds if frame is not None else None
     lines.append(f"Interval: {seconds:g} s" if seconds else "Interval: unknown")
     return "\n".join(lines)
 

@@ -344,3 +344,18 @@ def test_an_unreadable_command_in_the_log_never_loses_the_log(kvops, tmp_path) -
     assert any(
         "--kv-transfer-config is not valid JSON: Expecting property name" in e for e in bad_json["evidence"]
     )
+
+
+def test_weights_estimated_from_the_config_against_the_gpu_named_in_the_log(kvops, tmp_path) -> None:
+    gpu = _log(tmp_path, "GPU 0: NVIDIA A100-SXM4-80GB")
+    small = "vllm serve meta-llama/Llama-3.1-8B-Instruct --cpu-offload-gb 8"
+    out = kvops("doctor", "--cmd", small, "--model", LLAMA, "--log", gpu, "--json")[1]
+    f = findings(out)["cpu-offload-gb-is-weights"]
+    assert f["severity"] == "warning" and any("estimated from config.json" in e for e in f["evidence"])
+    big = "vllm serve meta-llama/Llama-3.1-405B-Instruct --cpu-offload-gb 40 --tensor-parallel-size 8"
+    out = kvops(
+        "doctor", "--cmd", big, "--model", str(MODELS / "llama-3.1-405b.json"), "--log", gpu, "--json"
+    )[1]
+    assert "cpu-offload-gb-is-weights" not in findings(out)  # 101 GiB per rank on an 80 GB GPU
+    out = kvops("doctor", "--cmd", big, "--model", str(MODELS / "llama-3.1-405b.json"), "--json")[1]
+    assert findings(out)["cpu-offload-gb-is-weights"]["severity"] == "info"  # no GPU: cannot tell

@@ -73,3 +73,36 @@ def test_the_table_shows_the_lmcache_row(capsys):
     lines = capsys.readouterr().out.splitlines()
     rows = [line for line in lines[1:] if line.startswith("replay")]
     assert len(rows) == 2 and all("29.7 %" in line for line in rows)  # the lookup hit rate
+
+
+def test_multi_process_health_failures_by_reason_and_usage_equal_what_lmcache_was_fed(capsys):
+    folder = FIXTURES / "lmcache-mp"
+    truth = json.loads((folder / "truth.json").read_text())
+    t1, t2 = truth["dumps"]
+    [row] = _once(capsys, folder / t1["file"], folder / t2["file"])["targets"]
+    expected = {}
+    names = {"l1_allocation": "l1_allocation_failure_chunks", "l1_read": "l1_read_failure_chunks",
+             "l2_prefetch": "l2_prefetch_failure_chunks"}  # fmt: skip
+    for kind, name in names.items():
+        for key, value in t2["fed"][name].items():
+            if value:  # LMCache's counter exists from its first failure
+                expected[f"{kind}/{key}"] = value - t1["fed"][name][key]
+    assert row["lmcache_failures"] == expected
+    assert row["tiers"]["host"]["usage_ratio"] == t2["gauges"]["l1_usage_ratio"]
+    assert row["tiers"]["host"]["used_bytes"] == t2["gauges"]["l1_memory_usage_bytes"]
+    assert row["tiers"]["storage"]["used_bytes"] == sum(t2["gauges"]["l2_usage_bytes"].values())
+
+
+def test_multi_process_health_survives_the_exporter_and_its_decoder():
+    from kvops.engines.registry import WANTED, normalise
+    from kvops.exporter.encode import encode
+    from kvops.exporter.families import target_families
+    from kvops.exposition.parser import parse
+    from kvops.frames.kvops_exposition import EXPORTED, decode
+
+    sample = normalise(
+        parse((FIXTURES / "lmcache-mp" / "lmcache-mp-t2.prom").read_text(), WANTED), "http://h:9000"
+    )
+    [back] = decode(parse(encode(target_families([sample])).decode(), EXPORTED), 0.0).targets
+    assert back.lmcache == sample.lmcache
+    assert sample.lmcache[0].l2_prefetch_failures["l1_oom"] > 0

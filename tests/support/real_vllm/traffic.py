@@ -33,25 +33,35 @@ class TrafficResult:
     errors: list[str] = field(default_factory=list)
 
 
-def plan(rounds: int, seed: int = 0) -> list[list[int]]:
-    """The prompts, in order: prefix i is repeated two places after its first use."""
+def plan(rounds: int, seed: int = 0, fresh: int = 0) -> list[list[int]]:
+    """The prompts, in order: prefix i is repeated two places after its first use. With `fresh`,
+    each round slides the 12 prefixes by that many new ones, so a long run keeps storing (a tier
+    large enough for every prefix stores each one once) while the rest still load back."""
     rng = random.Random(seed)
-    prefixes = [[rng.randrange(*VOCAB) for _ in range(PREFIX_TOKENS)] for _ in range(PREFIXES)]
+    count = PREFIXES + fresh * max(rounds - 1, 0)
+    prefixes = [[rng.randrange(*VOCAB) for _ in range(PREFIX_TOKENS)] for _ in range(count)]
     order: list[int] = []
-    for _ in range(rounds):
+    for r in range(rounds):
+        base = r * fresh
         for i in range(PREFIXES):
-            order.append(i)
+            order.append(base + i)
             if i >= 2:
-                order.append(i - 2)
-        order += [PREFIXES - 2, PREFIXES - 1]
+                order.append(base + i - 2)
+        order += [base + PREFIXES - 2, base + PREFIXES - 1]
     return [prefixes[i] + [rng.randrange(*VOCAB) for _ in range(SUFFIX_TOKENS)] for i in order]
 
 
 def drive(
-    base_url: str, model: str, rounds: int = 2, concurrency: int = 2, seconds: float = 120.0, seed: int = 0
+    base_url: str,
+    model: str,
+    rounds: int = 2,
+    concurrency: int = 2,
+    seconds: float = 120.0,
+    seed: int = 0,
+    fresh: int = 0,
 ) -> TrafficResult:
-    """Send plan(rounds) with `concurrency` requests in flight; stop at the deadline."""
-    prompts = plan(rounds, seed)
+    """Send plan(rounds, seed, fresh) with `concurrency` requests in flight; stop at the deadline."""
+    prompts = plan(rounds, seed, fresh)
     end = time.monotonic() + seconds
     result = TrafficResult()
     lock = threading.Lock()
