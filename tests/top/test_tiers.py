@@ -345,8 +345,8 @@ async def test_vllm_multi_tier_rows_show_each_tiers_hit_rate_and_the_detail_its_
     async with app.run_test(size=(200, 50)) as pilot:
         await wait_until(pilot, lambda: app.ended)
         [row] = cells(app).values()
-        assert row["hit_disk"] == f"{rate('1:fs') * 100:.1f}"
-        assert row["hit_storage"] == f"{rate('2:obj') * 100:.1f}"
+        assert row["hit_disk"] == rate_shown(rate("1:fs"))  # "!" after a rate under 50 %
+        assert row["hit_storage"] == rate_shown(rate("2:obj"))
         screen = await _detail(app, pilot)
     failed = sum(t2["fed"][f"{k}_job_failures"]["2:obj"] - t1["fed"][f"{k}_job_failures"]["2:obj"]
                  for k in ("promotion", "cascade"))  # fmt: skip
