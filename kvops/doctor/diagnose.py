@@ -297,7 +297,11 @@ def _with_values(fix: Fix, ctx: Context, notes: list[str]) -> Fix:
 def _apply(cmd: ServeCommand, fix: Fix) -> str | None:
     """The command with the fix applied; None when that changes nothing (nothing to paste)."""
     fixed = cmd.with_fix(fix.remove, fix.add, fix.env, fix.docker_add)
-    return None if _same(fixed, cmd) else fixed.render()
+    if _same(fixed, cmd):
+        return None
+    from kvops.doctor import as_written
+
+    return as_written.render(cmd, fixed) or fixed.render()  # the user's text, only the serve part changed
 
 
 def _same(a: ServeCommand, b: ServeCommand) -> bool:

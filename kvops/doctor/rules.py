@@ -156,6 +156,8 @@ def _check_shm_too_small(ctx: Context) -> Verdict:
         if cmd.docker_opt("--ipc") == "host":
             return Verdict(False, evidence=["docker --ipc=host shares the host's /dev/shm"])
         raw = cmd.docker_opt("--shm-size")
+        if raw is None and cmd.elided:  # `docker run ... IMAGE`: the left-out options may size it
+            return Verdict(None, unknown=["the container's /dev/shm (docker options elided with `...`)"])
         shm = parse_size(raw) if raw else DOCKER_DEFAULT_SHM
         if shm is None:
             return Verdict(None, unknown=[f"cannot read --shm-size {raw!r}"])
