@@ -547,9 +547,14 @@ def _bool_value(flag: str, value: str) -> CliProblem:
     )
 
 
+_EXPANSION = re.compile(r"\$(?:[A-Za-z_]\w*|\{[^}]*\}|\()")
+
+
 def _value_problems(spec: cli_schema.FlagSpec, flag: str, arg: Arg) -> list[CliProblem]:
     out = []
     for value in arg.values:
+        if _EXPANSION.search(value):
+            continue  # `$MAX_LEN`, `${X}`, `$(cmd)`: the shell's value, unknown here
         if spec.choices and value not in spec.choices and spec.value_type != "json":
             shown = ", ".join(spec.choices[:12]) + (", ..." if len(spec.choices) > 12 else "")
             out.append(CliProblem("bad-choice", flag, f"{flag} {value!r} is not one of: {shown}"))

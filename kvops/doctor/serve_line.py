@@ -97,10 +97,7 @@ def _segments(tokens: list[str]) -> Iterator[list[str]]:
         if skip:
             skip = False
             continue
-        if isinstance(tok, Op) and tok in _REDIRECTS:
-            # `2>&1`: the fd number was split off as its own word (a value after an option stays)
-            if seg and seg[-1] in ("0", "1", "2") and not (len(seg) > 1 and seg[-2].startswith("-")):
-                seg.pop()
+        if isinstance(tok, Op) and tok in _REDIRECTS:  # (shell_words drops the `2` of `2>&1`)
             skip = True
             continue
         if isinstance(tok, Op):

@@ -109,7 +109,10 @@ def split(text: str, newline_ends_command: bool = True) -> list[Word]:
                 continue
             value.append(ch)
             i += 1
-        out.append(Word("".join(value), start, i))
+        word = "".join(value)
+        if word.isdigit() and text[start:i] == word and i < n and text[i] in "<>":
+            continue  # `2>&1`: a file descriptor number, part of the redirection
+        out.append(Word(word, start, i))
     return out
 
 
