@@ -1,6 +1,6 @@
 """CPU per /metrics fetch: kvops's libcurl client against urllib3 and http.client.
 
-Why kvops fetches with libcurl (kvops/sources/http.py): the scraper's CPU time, not the
+Why kvops fetches with libcurl (kvops/transport/http.py): the scraper's CPU time, not the
 wall time, is what `kvops top` and the exporter pay per target per scrape. One simulated
 vLLM's /metrics page (~75 KB, as a busy vLLM's) is served, the same bytes every time, by
 another process (so its CPU and GIL are not this one's); each client fetches it over one
@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import urllib3
 
 from kvops.sim.server import start
-from kvops.sources.http import HttpClient
+from kvops.transport.http import HttpClient
 
 
 def serve(body: bytes, port_out: multiprocessing.connection.Connection) -> None:

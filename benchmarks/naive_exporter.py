@@ -18,12 +18,12 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvops.collectors.nvidia import NvidiaCollector
+from kvops.engines import registry
 from kvops.exporter import hardware_families
 from kvops.exporter.families import target_families
+from kvops.exposition.parser import ParseResult
 from kvops.snapshot import TargetSample
-from kvops.sources import vllm
-from kvops.sources.exposition import ParseResult
-from kvops.sources.http import normalise_target
+from kvops.transport.http import normalise_target
 
 
 def scrape(url: str) -> TargetSample:
@@ -35,9 +35,9 @@ def scrape(url: str) -> TargetSample:
             for s in fam.samples:
                 if s.name.startswith(("vllm:", "lmcache:")):
                     result.has_prefixed_sample = True
-                if s.name in vllm.WANTED:
+                if s.name in registry.WANTED:
                     result.samples.setdefault(s.name, []).append((dict(s.labels), s.value))
-        return vllm.normalise(result, target)
+        return registry.normalise(result, target)
     except Exception as exc:
         return TargetSample(target, up=False, error=str(exc))
 

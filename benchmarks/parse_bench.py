@@ -7,7 +7,7 @@ from it (10 models x engines with LoRA-style labels: what a busy multi-model nod
 A third, a label explosion (200k label sets of one wanted family, ~13 MB, issue 17), is read
 with the exporter's default --max-samples-per-target: kvops's time to find it over the cap
 against prometheus_client reading it (once: seconds).
-kvops keeps only the families it needs (kvops.sources.vllm.WANTED); the baseline,
+kvops keeps only the families it needs (kvops.engines.registry.WANTED); the baseline,
 prometheus_client.parser.text_string_to_metric_families, parses everything, which is all
 it can do. Both are checked to give the same values for the kept samples before timing.
 """
@@ -24,9 +24,9 @@ from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from kvops.sources.exposition import parse
-from kvops.sources.http import DEFAULT_MAX_SAMPLES
-from kvops.sources.vllm import WANTED
+from kvops.engines.registry import WANTED
+from kvops.exposition.parser import parse
+from kvops.transport.http import DEFAULT_MAX_SAMPLES
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/vllm/0.33.0/offload-t2.prom"
 

@@ -1,6 +1,6 @@
 """CPU per scrape round of 16 targets: all on one libcurl multi handle vs a thread per target.
 
-Why ScrapeRunner fetches every target in its own thread's loop (kvops/sources/multi.py)
+Why ScrapeRunner fetches every target in its own thread's loop (kvops/transport/multi.py)
 rather than one worker thread each: the process's CPU time per round, one round a second,
 targets in processes of their own (benchmarks/sim_targets.py). Both ways use the same
 TargetScraper (fetch with libcurl, parse, read); only who waits for the network differs.
@@ -18,8 +18,8 @@ from concurrent.futures import ThreadPoolExecutor, wait
 
 from sim_targets import start_targets
 
-from kvops.sources.runner import ScrapeRunner
-from kvops.sources.target import TargetScraper
+from kvops.scrape.runner import ScrapeRunner
+from kvops.scrape.target import TargetScraper
 
 
 def cpu_seconds() -> float:

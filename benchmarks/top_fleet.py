@@ -48,9 +48,9 @@ def measure(url: str, mode: str, frames: int) -> dict[str, float]:
 
     me = psutil.Process()
     started_cpu, started = time.process_time(), time.monotonic()
+    from kvops.engines import registry
+    from kvops.frames.prometheus import VLLM, PrometheusSource, _selector, to_parse_result
     from kvops.snapshot import Snapshot
-    from kvops.sources import vllm
-    from kvops.sources.prometheus import VLLM, PrometheusSource, _selector, to_parse_result
     from kvops.top.board import Board
 
     source = PrometheusSource(url, timeout=60.0)
@@ -72,7 +72,7 @@ def measure(url: str, mode: str, frames: int) -> dict[str, float]:
             by_instance.setdefault(item["metric"].get("instance", ""), []).append(item)
         snap = Snapshot(time=time.monotonic())
         for instance, items in sorted(by_instance.items()):
-            snap.targets.append(vllm.normalise(to_parse_result(items), f"http://{instance}"))
+            snap.targets.append(registry.normalise(to_parse_result(items), f"http://{instance}"))
         board.update(snap)
         return len(snap.targets)
 

@@ -24,6 +24,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("kvops.sim.command", "serve a simulated vLLM /metrics (no GPU needed)"),
     "demo": ("kvops.demo", "run the simulator and the dashboard on it"),
     "bench": ("kvops.bench.command", "measure host<->GPU copy bandwidth"),
+    "completion": ("kvops.completion", "print the bash or zsh completion script"),
 }
 
 EXAMPLES = """\
@@ -63,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         module.configure(cmd)
-        cmd.set_defaults(_module=module)
+        cmd.set_defaults(_module=module, _parser=cmd)
     return parser
 
 
@@ -86,6 +87,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
+        user_defaults = getattr(args._module, "user_defaults", None)
+        found = user_defaults() if user_defaults else {}
+        if found:  # $XDG_CONFIG_HOME/kvops/: parsed again over them, so a flag given wins
+            args._parser.set_defaults(**found)
+            args = parser.parse_args(argv)
         code = int(args._module.run(args) or 0)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return code

@@ -10,9 +10,12 @@ this machine's RAM compared with a simulated 64 GiB tier would be a false alarm.
 from __future__ import annotations
 
 import argparse
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from kvops.snapshot import GpuSample, HostSample, Snapshot
+from kvops.units import GIB
 
 EXAMPLES = """\
 examples:
@@ -31,15 +34,14 @@ DEMO_RATE = 0.4
 # so the demo opens in its steady state instead of on an empty server.
 WARMUP_SECONDS = 60.0
 
-GIB = float(1 << 30)
 # The simulated machine: a 24 GiB GPU holding Llama-3.1-8B's weights (~15 GiB) and the 4 GiB
 # KV cache, on a PCIe Gen5 x16 link (the simulator's transfer model); a 512 GiB host whose
 # /dev/shm (half the RAM, tmpfs's default) holds the offload tier.
 SIM_GPU_NAME = "PCIe Gen5 x16, 24 GiB"
-SIM_GPU_TOTAL = 24 * GIB
+SIM_GPU_TOTAL = 24.0 * GIB
 SIM_GPU_USED = 21.6 * GIB  # vLLM reserves gpu_memory_utilization (0.9) at start
-SIM_HOST_RAM = 512 * GIB
-SIM_HOST_OTHER = 24 * GIB  # the OS, the API server, the model's weights in page cache
+SIM_HOST_RAM = 512.0 * GIB
+SIM_HOST_OTHER = 24.0 * GIB  # the OS, the API server, the model's weights in page cache
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -68,7 +70,7 @@ class DemoSource:
     simulated_hardware = True  # the app labels the GPU and host panels "simulated"
 
     def __init__(self, url: str, engines: list[Any], timeout: float, description: str) -> None:
-        from kvops.top.live import LiveSource
+        from kvops.top.live_source import LiveSource
 
         self.live_source = LiveSource([url], timeout=timeout, hardware=False)
         self.engines = engines
@@ -110,38 +112,42 @@ class DemoSource:
         self.live_source.close()
 
 
+@contextlib.contextmanager
+def simulated(vllm_version: str, workload: str, interval: float) -> Iterator[DemoSource]:
+    """The demo's simulated vLLM, started and caught up to its steady state, as a source for
+    `kvops top` (also docs/gen_screenshot.py's); stopped on leaving."""
+    from kvops.sim.server import start
+    from kvops.top import command as top
+
+    # A small GPU cache (2048 blocks = 4 GiB of Llama-3.1-8B KV) so blocks spill to the CPU
+    # tier and come back within seconds: the demo shows offload hits and loads right away.
+    sim = start(vllm_version=vllm_version, workload=workload, rate=DEMO_RATE, num_gpu_blocks=DEMO_GPU_BLOCKS)
+    sim.sim.started -= WARMUP_SECONDS  # the first scrape catches the engine up to that
+    try:
+        yield DemoSource(
+            sim.url,
+            sim.sim.engines,
+            timeout=min(top.MAX_SCRAPE_TIMEOUT, max(1.0, interval)),
+            description=f"kvops demo: simulated vLLM {vllm_version} at {sim.url}",
+        )
+    finally:
+        sim.stop()
+
+
 def run(args: argparse.Namespace) -> int:
     from kvops.errors import UsageError
-    from kvops.sim.server import start
     from kvops.top import command as top
 
     interval = top.parse_interval(args.interval)
     if args.json and not args.once:
         raise UsageError("--json goes with --once")
     top.quiet_logs()
-    # A small GPU cache (2048 blocks = 4 GiB of Llama-3.1-8B KV) so blocks spill to the CPU
-    # tier and come back within seconds: the demo shows offload hits and loads right away.
-    sim = start(
-        vllm_version=args.vllm_version,
-        workload=args.workload,
-        rate=DEMO_RATE,
-        num_gpu_blocks=DEMO_GPU_BLOCKS,
-    )
-    sim.sim.started -= WARMUP_SECONDS  # the first scrape catches the engine up to that
-    try:
-        if not args.once:
-            top.require_terminal()
-        source = DemoSource(
-            sim.url,
-            sim.sim.engines,
-            timeout=min(top.MAX_SCRAPE_TIMEOUT, max(1.0, interval)),
-            description=f"kvops demo: simulated vLLM {args.vllm_version} at {sim.url}",
-        )
+    if not args.once:
+        top.require_terminal()
+    with simulated(args.vllm_version, args.workload, interval) as source:
         if args.once:
             try:
                 return top.print_once(source, interval, args.json)
             finally:
                 source.close()
         return top.run_app(source, interval)
-    finally:
-        sim.stop()

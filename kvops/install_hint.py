@@ -1,7 +1,11 @@
-"""The pip command that adds one of kvops's extras to the kvops that is running, as it was
-installed: from PyPI (`kvops[repro]`), from a clone (`'/path/to/clone[repro]'`, with -e when it
-was installed editable), or a checkout run without installing. pip records which in the
-distribution's direct_url.json (PEP 610)."""
+"""The command that adds one of kvops's extras (nvidia, amd, bench, repro) to *this* kvops.
+
+kvops is not on PyPI, so `pip install 'kvops[nvidia]'` fails; the right command depends on how
+this copy was installed, which pip records (PEP 610's direct_url.json in the dist-info): run from
+a checkout, or installed from a clone (editable or not), the clone's path with the extra; under
+pipx, `pipx inject` (pip would install into another environment); otherwise (a wheel), the
+extra's packages themselves. The interpreter's own pip, so the extra lands where kvops runs.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
+
+# Keep in step with pyproject.toml's [project.optional-dependencies] (tests/test_install_hint.py).
+EXTRA_PACKAGES: dict[str, str] = {
+    "nvidia": "nvidia-ml-py",
+    "amd": "amdsmi",
+    "bench": "torch",
+    "repro": "torch numpy packaging pydantic regex requests",
+}
 
 
 def _source_tree() -> Path | None:
@@ -40,25 +52,28 @@ def _local_path(info: dict[str, Any]) -> Path | None:
     return Path(unquote(urlparse(url).path)) if url.startswith("file://") else None
 
 
-def pip_install(extra: str) -> str:
-    """e.g. `/venv/bin/python -m pip install '/src/kvops[repro]'` (this interpreter's pip, so the
-    extra lands where this kvops runs)."""
+def _editable(info: dict[str, Any]) -> bool:
+    return bool((info.get("dir_info") or {}).get("editable"))
+
+
+def install_command(extra: str) -> str:
+    """e.g. `/venv/bin/python -m pip install -e '/src/kvops[repro]'`."""
+    packages = EXTRA_PACKAGES[extra]
+    if (Path(sys.prefix) / "pipx_metadata.json").is_file():  # pipx's record in each venv it makes
+        return f"pipx inject kvops {packages}"
     pip = f"{shlex.quote(sys.executable)} -m pip install"
     tree = _source_tree()
     if tree is not None:  # running from a checkout: editable unless pip says it copied it
-        copied = any(
-            _local_path(info) == tree and not (info.get("dir_info") or {}).get("editable")
-            for _, info in _direct_urls()
-        )
+        copied = any(_local_path(info) == tree and not _editable(info) for _, info in _direct_urls())
         return f"{pip} {'' if copied else '-e '}{shlex.quote(f'{tree}[{extra}]')}"
     here = Path(__file__).resolve()
     for dist, info in _direct_urls():
         if Path(str(dist.locate_file("kvops/install_hint.py"))).resolve() != here:
             continue  # another kvops, not the one running
         path = _local_path(info)
-        if path is None:
-            break  # from an index
-        if path.is_dir():
-            return f"{pip} {shlex.quote(f'{path}[{extra}]')}"
-        return f"{pip} {shlex.quote(f'.[{extra}]')} (from your kvops clone)"
-    return f"{pip} {shlex.quote(f'kvops[{extra}]')}"
+        if path is not None and "dir_info" in info:  # installed from a directory: the clone
+            if path.is_dir():
+                return f"{pip} {'-e ' if _editable(info) else ''}{shlex.quote(f'{path}[{extra}]')}"
+            return f"{pip} {shlex.quote(f'.[{extra}]')} (from your kvops clone)"
+        break  # a wheel or an index: the packages themselves
+    return f"{pip} {packages}"

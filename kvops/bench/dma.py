@@ -32,8 +32,10 @@ def import_torch() -> Any:
             warnings.simplefilter("ignore", UserWarning)
             import torch
     except ImportError as exc:
+        from kvops.install_hint import install_command
+
         raise UsageError(
-            f"torch is not importable ({exc}); install it with pip install 'kvops[bench]'; "
+            f"torch is not importable ({exc}); install it with {install_command('bench')}; "
             "nothing was measured"
         ) from None
     return torch

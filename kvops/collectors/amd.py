@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import threading
 from typing import Any
 
@@ -35,10 +36,11 @@ class AmdSmiUnavailable(RuntimeError):
 
 
 def _num(value: Any) -> float | None:
-    """amdsmi's value as a float, or None for "N/A", bools, and anything else."""
+    """amdsmi's value as a float, or None for "N/A", bools, NaN, ±Inf and anything else."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    number = float(value)
+    return number + 0.0 if math.isfinite(number) else None  # + 0.0: -0 is 0
 
 
 def _import_amdsmi() -> Any:
@@ -48,7 +50,9 @@ def _import_amdsmi() -> Any:
         with contextlib.redirect_stdout(captured):
             import amdsmi
     except ImportError:
-        raise AmdSmiUnavailable("amdsmi is not installed (pip install 'kvops[amd]')") from None
+        from kvops.install_hint import install_command
+
+        raise AmdSmiUnavailable(f"amdsmi is not installed ({install_command('amd')})") from None
     except Exception:  # KeyError('libamd_smi.so') and the like: the library did not load
         printed = " ".join(captured.getvalue().split())
         log.debug("import amdsmi: %s", printed)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from kvops.collectors import linkspeed
@@ -217,7 +218,7 @@ class NvidiaCollector:
         return s.pcie_tx_bytes is None or s.pcie_rx_bytes is None
 
     def _field_values(
-        self, uuid: str, h: Any, ids: list[tuple[int, int]]
+        self, uuid: str, h: Any, ids: Sequence[int | tuple[int, int]]
     ) -> dict[tuple[int, int], tuple[float, int, bool]]:
         """{(field, scope): (value, bits, signed)} for the entries NVML filled.
 
@@ -262,7 +263,9 @@ def _load_nvml() -> Any:
     try:
         import pynvml
     except ImportError:
-        raise NvmlUnavailable("nvidia-ml-py is not installed (pip install 'kvops[nvidia]')") from None
+        from kvops.install_hint import install_command
+
+        raise NvmlUnavailable(f"nvidia-ml-py is not installed ({install_command('nvidia')})") from None
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as e:

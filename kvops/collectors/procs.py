@@ -13,13 +13,14 @@ own PID namespace will not match them (no GPU join then, never a wrong one).
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import socket
 import time
 from pathlib import Path
 
 from kvops.snapshot import GpuSample, ProcessMemory
-from kvops.sources.address import host_port
+from kvops.transport.address import host_port
 
 _KB = 1024
 # /proc/PID/status field -> ProcessMemory attribute
@@ -35,8 +36,8 @@ def read_status(pid: int, root: str = "/") -> dict[str, float] | None:
                 key, _, rest = line.partition(":")
                 if key == "PPid" or key in _FIELDS:
                     parts = rest.split()
-                    if parts:
-                        out[key] = float(parts[0]) * (_KB if key != "PPid" else 1)
+                    if parts and math.isfinite(number := float(parts[0])):  # int(PPid) follows
+                        out[key] = number * (_KB if key != "PPid" else 1)
     except (OSError, ValueError):
         return None
     return out
@@ -49,7 +50,7 @@ def _all_statuses(root: str) -> dict[int, dict[str, float]]:
     except OSError:
         return statuses
     for name in names:
-        if name.isdigit():
+        if name.isascii() and name.isdigit():
             st = read_status(int(name), root)
             if st is not None:
                 statuses[int(name)] = st
@@ -173,6 +174,10 @@ class ProcessTracker:
         self.ttl = ttl
         self._trees: dict[str, tuple[float, list[int]]] = {}
         self._local: dict[str, tuple[str, int] | None] = {}
+
+    def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None:
+        for pm in processes:
+            attach_gpus(pm, gpus)
 
     def _local_target(self, target: str) -> tuple[str, int] | None:
         if target not in self._local:

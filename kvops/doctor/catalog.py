@@ -158,6 +158,10 @@ def parse_playbook(path: Path) -> Playbook:
         raise PlaybookError(f"{where}: {'; '.join(wrong)}")
     from kvops.doctor.logs import FACTS
 
+    for key in ("supersedes",):
+        value = meta.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise PlaybookError(f"{where}: {key} must be a list of playbook ids")
     requires = meta.get("requires") or []
     if not isinstance(requires, list) or any(str(r) not in FACTS for r in requires):
         raise PlaybookError(f"{where}: requires must list facts among {', '.join(FACTS)}")

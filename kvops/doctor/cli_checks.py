@@ -23,8 +23,8 @@ _ANY_RELEASE = {"bad-json"}  # wrong whatever the release
 
 def _problems(ctx: Context) -> tuple[cmdline.ServeCommand, list[str], list[str]] | None:
     """(command as the release reads it, problems any release has, release-bound problems)."""
-    if ctx.cmd is None:
-        return None
+    if ctx.cmd is None or ctx.cmd.engine != "vllm":
+        return None  # SGLang's and Dynamo's flags are not in vLLM's tables: not judged
     cmd = cmdline.reparse(ctx.cmd, ctx.version)
     always = [p.message for p in cmd.problems if p.kind in _ANY_RELEASE]
     bound = [p.message for p in cmd.problems if p.kind not in _ANY_RELEASE]

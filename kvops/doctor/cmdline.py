@@ -18,18 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvops.doctor import cli_schema, credentials, serve_line
+from kvops.doctor import cli_schema, credentials, engines, serve_line
 from kvops.doctor.cli_schema import Schema, is_option
 from kvops.errors import UsageError
 
-# Short options of `vllm serve` (vllm_cli.json has every alias per release; kept for callers).
-SHORT_FLAGS = {
-    "-tp": "--tensor-parallel-size",
-    "-pp": "--pipeline-parallel-size",
-    "-dp": "--data-parallel-size",
-}
 OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config")
-ELISIONS = ("...", "\u2026", "[...]")  # what people write for "options left out" in a paste
+ELISIONS = ("...", "....", ".....", "\u2026", "[...]")  # what people write for "left out" in a paste
 
 # docker run options that take a value (docker CLI reference); everything else is a switch.
 _DOCKER_VALUE_OPTS = frozenset(
@@ -90,7 +84,6 @@ _DOCKER_VALUE_OPTS = frozenset(
 )
 # Options that say the same thing: --ipc=host makes --shm-size moot.
 _DOCKER_SAME = {"--ipc": ("--shm-size",), "--shm-size": ("--ipc",)}
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def is_secret_name(name: str) -> bool:
@@ -101,14 +94,6 @@ def is_secret_name(name: str) -> bool:
 def secret_flag_env(flag: str) -> str | None:
     """`--api-key` -> VLLM_API_KEY, `--hf-token` -> HF_TOKEN; no other flag is a secret."""
     return credentials.secret_flag_env(flag)
-
-
-def parse_size(text: str) -> int | None:
-    """Docker sizes: 64m, 16g, 1024 (bytes)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)b?\s*", text.lower())
-    if not m:
-        return None
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
 
 
 @dataclass(frozen=True)
@@ -136,7 +121,7 @@ class CliProblem:
 
 @dataclass(frozen=True)
 class ServeCommand:
-    launcher: str  # vllm-serve | api-server | docker
+    launcher: str  # vllm-serve | api-server | docker | sglang | dynamo
     launch: tuple[str, ...]  # tokens that start the server: ("vllm", "serve") or the python -m form
     model: str | None  # positional model of vllm serve
     args: tuple[Arg, ...]
@@ -153,6 +138,11 @@ class ServeCommand:
     elided: bool = False  # the paste elides part of the line with `...` (docker options unknown)
     pasted: str | None = field(default=None, compare=False)  # the text the tokens were read from
     env_src: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
+
+    @property
+    def engine(self) -> str:
+        """vllm | sglang | dynamo (engines.py): which engine the launch tokens start."""
+        return engines.engine_of(self.launch)
 
     def effective_args(self) -> tuple[Arg, ...]:
         """What vLLM parses: the --config file's flags first (FlexibleArgumentParser inserts them
@@ -195,7 +185,7 @@ class ServeCommand:
 
     def tensor_parallel_size(self) -> int:
         value = self.get("--tensor-parallel-size")
-        return int(value) if value and value.isdigit() else 1
+        return int(value) if value and value.isascii() and value.isdigit() else 1
 
     def json_value(self, flag: str) -> tuple[Any, str | None]:
         """(value, error) of a JSON-valued flag as vLLM builds it: dotted `--flag.key v` pairs, when
@@ -220,11 +210,11 @@ class ServeCommand:
                     value = {key: value}
                 _deep_update(merged, value)
             return merged, None
-        raw = self.get(flag)
-        if raw is None:
+        whole = self.get(flag)
+        if whole is None:
             return None, None
         try:
-            return json.loads(raw), None
+            return json.loads(whole), None
         except json.JSONDecodeError as exc:
             return None, f"{flag} is not valid JSON: {exc}"
 
@@ -253,7 +243,14 @@ class ServeCommand:
         return None
 
     def connector(self) -> str | None:
-        """The KV connector vLLM will build: from --kv-transfer-config, else the offloading flags."""
+        """The KV connector vLLM will build: from --kv-transfer-config, else the offloading flags
+        (SGLang's HiCache and LMCache switches, Dynamo's `--connector kvbm`, by their own names)."""
+        if self.engine == engines.SGLANG:
+            if self.has("--enable-hierarchical-cache"):
+                return "HiCache"
+            return "LMCache (SGLang)" if self.has("--enable-lmcache") else None
+        if self.engine == engines.DYNAMO and "kvbm" in [v.lower() for v in self.get_all("--connector")]:
+            return "DynamoConnector"
         cfg = self.kv_transfer_config()
         if cfg and cfg.get("kv_connector"):
             return str(cfg["kv_connector"])
@@ -269,7 +266,7 @@ class ServeCommand:
             return None
         if name in ("OffloadingConnector", "SimpleCPUOffloadConnector"):
             return "native"
-        if name.startswith("LMCache"):
+        if name.startswith("LMCache") and self.engine == engines.VLLM:
             return "lmcache"
         return name
 
@@ -312,10 +309,10 @@ class ServeCommand:
             args = [a for a in args if a.flag.partition(".")[0] not in same]
             args.append(Arg(flag, value if sep else None, joined=bool(sep)))
         new_env = list(self.env)
-        for name, value in (env or {}).items():
+        for name, setting in (env or {}).items():
             new_env = [(k, v) for k, v in new_env if k != name]
-            if value is not None:
-                new_env.append((name, str(value)))
+            if setting is not None:
+                new_env.append((name, str(setting)))
         opts = list(self.docker_opts)
         if self.launcher == "docker":
             for token in docker_add:
@@ -601,6 +598,8 @@ def parse_tokens(tokens: list[str], version: str | None = None) -> ServeCommand:
             "--cmd is not a vllm serve, python -m vllm.entrypoints.openai.api_server or docker run line"
         )
     launcher = "vllm-serve" if "serve" in launch else "api-server"
+    if engines.other_launch(launch) is not None:
+        launcher = engines.engine_of(launch)
     return replace(_command(launcher, launch, rest, env, schema), env_src=tuple(env_src))
 
 
@@ -685,6 +684,9 @@ def reparse(cmd: ServeCommand, version: str | None) -> ServeCommand:
 
 
 def _split_launch(tokens: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
+    other = engines.other_launch(tokens)
+    if other is not None:
+        return tuple(tokens[: other[1]]), tokens[other[1] :]
     if len(tokens) >= 2 and tokens[0].endswith("vllm") and tokens[1] == "serve":
         return tuple(tokens[:2]), tokens[2:]
     python_m = len(tokens) >= 3 and re.search(r"python[\d.]*$", tokens[0]) and tokens[1] == "-m"
@@ -719,7 +721,8 @@ def _parse_docker(
             i += 1
             continue
         first = i
-        name, eq, value = tokens[i].partition("=")
+        name, eq, written = tokens[i].partition("=")
+        value: str | None = written
         if not eq and name in _DOCKER_VALUE_OPTS and i + 1 < len(tokens):
             value = tokens[i + 1]
             i += 1

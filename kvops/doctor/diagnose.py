@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from kvops.doctor import engines
 from kvops.doctor.catalog import Catalog, Fix, Playbook
 from kvops.doctor.cmdline import ServeCommand, redact_text, reparse, secret_values
 from kvops.doctor.logs import FACTS, LogScan, clip
@@ -21,6 +22,7 @@ from kvops.errors import UsageError
 from kvops.termsafe import visible
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
+UNKNOWN_FAILURE = "unknown-failure"  # the playbook a fatal error no other playbook knows is reported under
 
 
 @dataclass
@@ -132,6 +134,9 @@ FACT_NAMES = {
     "mla": "an MLA model (DeepSeek-V2/V3/R1, Kimi-K2, GLM-4.5+)",
     "offload": "KV offloading in the command or the log",
     "pp": "pipeline parallelism (--pipeline-parallel-size > 1)",
+    "kv_intent": "the user's own words asking for KV-cache offloading",
+    "gpu_memory": "the GPUs' memory (a log line naming it)",
+    "weights_loaded": "vLLM's 'Model loading took X GiB' line",
 }
 
 
@@ -187,6 +192,10 @@ def diagnose(
     here = platform is not None
     cmd = reparse(cmd, version) if cmd is not None else None  # that release's flag table
     ctx = Context(model, cmd, version, version_source, platform, vllm_root, host_ram_bytes, shm_bytes)
+    if log is not None:
+        ctx.log_facts = dict(log.facts)
+        if shm_bytes is None and log.shm_bytes is not None:
+            ctx.shm_bytes, ctx.shm_source = log.shm_bytes, "/dev/shm from the log's df line"
     command_text = command_text or (cmd.render() if cmd is not None else "")
     secrets = secret_values(cmd)
     findings: list[Finding] = []
@@ -200,6 +209,13 @@ def diagnose(
         elif verdict is not None and verdict.applies and verdict.holds is not False:
             if verdict.holds is None and verdict.hard:
                 continue  # only inputs we lack: "could not check", not a finding
+            if verdict.holds is None and verdict.tentative:
+                # a premise without evidence: said as `info`, with what would confirm it, no fix
+                notes = [f"not confirmed: {u}" for u in verdict.unknown]
+                findings.append(
+                    Finding(pb, "info", "config", verdict.evidence, notes=notes, unconfirmed=True)
+                )
+                continue
             severity = str(pb.meta.get("config_severity", pb.severity))
             unknown = list(verdict.unknown)
             if verdict.holds is None:
@@ -216,14 +232,31 @@ def diagnose(
         finding.evidence = [visible(redact_text(e, secrets)) for e in finding.evidence]
         finding.notes = [visible(n) for n in finding.notes]
         findings.append(finding)
+    _apply_precedence(findings)
+    engine = _engine(cmd, log)
+    unknown_book = catalog.get(UNKNOWN_FAILURE)
+    quote = (
+        log is not None
+        and log.fatal.found
+        and unknown_book is not None
+        and (not only or UNKNOWN_FAILURE in only)
+    )
+    if quote and not any(f.source == "log" for f in findings):  # a fatal error no playbook knows
+        assert log is not None and unknown_book is not None
+        findings.append(_unknown_failure(unknown_book, log, engine, version, version_source, secrets))
     if self_check and cmd is not None:
         for finding in findings:
             _judge_fixes(finding, cmd, catalog, ctx)
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.id))
     notes = []
+    if engine != engines.VLLM:
+        release = log.engine_version if log is not None and log.engine == engine else None
+        notes.append(
+            f"engine: {engines.SHOWN[engine]} {visible(release) if release else '(release unknown)'}"
+        )
     if cmd is not None and cmd.schema_note:
         notes.append(visible(cmd.schema_note))
-    if version is None:
+    if version is None and engine == engines.VLLM:
         notes.append("vLLM version unknown: pass --vllm-version; version-bound checks are warnings")
     return Diagnosis(
         findings,
@@ -234,6 +267,65 @@ def diagnose(
         platform,
         notes,
         log.lines if log else None,
+    )
+
+
+def _apply_precedence(findings: list[Finding]) -> None:
+    """A specific cause wins over the generic one the same log also matches: a playbook's
+    `supersedes: [ids]` demotes those findings, and a `yields: true` playbook (a catch-all such as an
+    assertion anywhere in the offload code) gives way to any other log finding at warning or above.
+    The loser stays, as `info` without a fix, saying which finding explains the log."""
+    claimed = [f for f in findings if f.source == "log" and f.severity in ("error", "warning")]
+    for f in findings:
+        if f.severity == "info":
+            continue
+        by = [o for o in claimed if o is not f and f.id in (o.playbook.meta.get("supersedes") or [])]
+        if not by and f.source == "log" and f.playbook.meta.get("yields"):
+            by = [o for o in claimed if o is not f and not o.playbook.meta.get("yields")]
+        if by:
+            f.severity = "info"
+            f.fix, f.alternatives, f.fixed_command, f.alternative_commands = None, (), None, []
+            f.unconfirmed = True
+            f.notes.append(
+                f"explained by {by[0].id}, which matches the same log more specifically: no fix proposed"
+            )
+
+
+def _engine(cmd: ServeCommand | None, log: LogScan | None) -> str:
+    """The engine judged: the command's, else the one the log shows, else vLLM."""
+    if cmd is not None and cmd.engine != engines.VLLM:
+        return cmd.engine
+    if log is not None and log.engine is not None and (cmd is None or log.version is None):
+        return log.engine
+    return engines.VLLM
+
+
+def _unknown_failure(
+    pb: Playbook, log: LogScan, engine: str, version: str | None, source: str, secrets: dict[str, str]
+) -> Finding:
+    """One `info` finding quoting a fatal error no playbook knows: its first line, the exception, the
+    release, the component that raised it and what to search the trackers for."""
+    fatal = log.fatal
+    assert fatal.exception is not None
+    shown = engines.SHOWN[engine]
+    if engine == engines.VLLM:
+        release = f"vLLM {version} ({source})" if version else "vLLM release unknown (pass --vllm-version)"
+    else:
+        release = f"{shown} {log.engine_version}" if log.engine_version else f"{shown} release unknown"
+        if log.version:
+            release += f"; vLLM {log.version}"
+    evidence = []
+    if fatal.first_line is not None and fatal.first_line[0] != fatal.exception[0]:
+        evidence.append(f"log line {fatal.first_line[0]} (first fatal line): {clip(fatal.first_line[1])}")
+    evidence += [
+        f"log line {fatal.exception[0]} (exception): {clip(fatal.exception[1])}",
+        f"release: {release}",
+        f"component: {fatal.component or 'unknown (no traceback frame before the exception)'}",
+        f"search terms: {fatal.search_terms(shown)}",
+    ]
+    notes = ["no playbook knows this failure: search the component's tracker with the terms above"]
+    return Finding(
+        pb, "info", "log", [visible(redact_text(e, secrets)) for e in evidence], notes=notes, unconfirmed=True
     )
 
 
@@ -283,7 +375,8 @@ def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context, partial: b
         applicable = cmd.launcher == "docker" or fix.remove or fix.add or fix.env
         if finding.fixed_command is None and applicable and not partial:
             finding.notes.append("the command already carries this fix")
-    kept, commands = [], []
+    kept: list[Any] = []
+    commands: list[Any] = []
     for alt in pb.alternatives:
         if alt.is_empty():
             kept.append(alt)

@@ -29,7 +29,11 @@ from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
+from kvops.doctor import engines
 from kvops.doctor.catalog import Playbook
+from kvops.doctor.fatal import HINTS as FATAL_HINTS
+from kvops.doctor.fatal import Fatal
+from kvops.doctor.weights import CAPACITY, GPU_NAME, LOADED
 from kvops.errors import UsageError
 from kvops.termsafe import visible
 
@@ -91,6 +95,15 @@ FACTS: dict[str, re.Pattern[str]] = {
         r"kv[-_]offload|offloadingconnector|simplecpuoffload|vllm_offload_|cpu_bytes_to_use|num_cpu_blocks",
         re.I,
     ),
+    # the user's own words asking for KV-cache offloading (a report's prose, a comment in a script)
+    "kv_intent": re.compile(
+        r"offload(?:ing)?\s+(?:of\s+)?(?:the\s+)?kv(?:[-_ ]?cache)?\b|\bkv[-_ ]?cache\s+(?:cpu\s+)?offload"
+        r"|\bkv\s+offload|(?:cpu|host|ram)\s+kv[-_ ]?cache"
+        r"|kv[-_ ]?cache\s+(?:to|on|in)\s+(?:the\s+)?(?:cpu|host|ram)",
+        re.I,
+    ),
+    "gpu_memory": re.compile(f"{CAPACITY.pattern}|{GPU_NAME.pattern}"),
+    "weights_loaded": LOADED,
 }
 ARGS_MARK = "non-default args: "  # vllm/entrypoints/utils.py log_non_default_args
 BEFORE = 80  # a traceback's frames come before its last line
@@ -147,6 +160,10 @@ class LogScan:
     lines: int
     serve_args: str | None = None  # the dict of vLLM's first `non-default args: {...}` line
     facts: dict[str, tuple[int, str]] = field(default_factory=dict)  # fact -> (line no, line)
+    fatal: Fatal = field(default_factory=Fatal)  # the first fatal error, whether a playbook knows it
+    engine: str | None = None  # sglang | dynamo when the log shows it comes from one (engines.py)
+    engine_version: str | None = None  # that engine's release, when a line names it
+    shm_bytes: int | None = None  # /dev/shm's size from a `df` line the log carries
 
 
 _META = set(".^$*+?{}[]()|")
@@ -327,6 +344,10 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     facts: dict[str, tuple[int, str]] = {}
     version: str | None = None
     serve_args: str | None = None
+    fatal = Fatal()
+    engine: str | None = None
+    engine_versions: dict[str, str] = {}
+    shm_bytes: int | None = None
     n = 0
 
     def record(pb: Playbook, line_no: int, line: str, ctx: tuple[int, str] | None) -> None:
@@ -399,8 +420,12 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
         if needles is not None and not pending and not wrap_left and not first_block:
             # A block with no needle (and no version line still sought) is skipped whole:
             # one join and a few C substring searches instead of a Python loop per line.
-            sought = (version is None and any(h in text for h in _VERSION_HINTS)) or (
-                serve_args is None and ARGS_MARK in text
+            sought = (
+                (version is None and any(h in text for h in _VERSION_HINTS))
+                or (serve_args is None and ARGS_MARK in text)
+                or (not fatal.found and any(h in text for h in FATAL_HINTS))
+                or (engine not in engine_versions and any(h in text for h in engines.HINTS))
+                or (shm_bytes is None and "/dev/shm" in text)
             )
             if not sought and not any(lit in text for lit in literals or ()):
                 recent.extend(enumerate(block[-BEFORE:], start=n + 1 + max(0, len(block) - BEFORE)))
@@ -413,6 +438,16 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
                 version = read_version(line)
             if serve_args is None and ARGS_MARK in line:
                 serve_args = line.split(ARGS_MARK, 1)[1]
+            if engine not in engine_versions and any(h in line for h in engines.HINTS):
+                engine = engine or engines.engine_in(line)
+                for name in (engines.SGLANG, engines.DYNAMO):
+                    if name not in engine_versions and (found := engines.version_in(name, line)):
+                        engine_versions[name] = found
+            if shm_bytes is None and "/dev/shm" in line:
+                shm_bytes = shm_size(line)
+            if not fatal.found and any(h in line for h in FATAL_HINTS):
+                m = PREFIX.match(line)
+                fatal.feed(n, line[m.end() :] if m else line, m.group("level") if m else None, line)
             # Pending hits waiting for their context in the lines after them.
             if pending:
                 still = []
@@ -428,12 +463,12 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
                 continue
             wrap_left = WRAP - 1 if candidate else wrap_left - 1
             msg = strip_prefix(line)
-            found = False
+            signed = False  # a signature of some playbook on this line
             for pb in books:
                 if any(s.search(msg) for s in pb.signatures):
-                    found = True
+                    signed = True
                     matched(pb, n, line)
-            if found:
+            if signed:
                 last_hit = n
             elif recent:
                 window = [(i, t) for i, t in list(recent)[-(WRAP - 1) :] if i > last_hit] + [(n, line)]
@@ -445,7 +480,21 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
         if first_block or sum(h.count for h in hits.values()) != seen_hits or pending:
             read_facts(block, block_start)  # the start-up block and every block with a match
         first_block = False
-    return LogScan(hits, version, n, serve_args, facts)
+    engine_version = engine_versions.get(engine) if engine else None
+    return LogScan(hits, version, n, serve_args, facts, fatal, engine, engine_version, shm_bytes)
+
+
+# `df -h /dev/shm` as people paste it: "shm  64M  0  64M  0% /dev/shm" (or tmpfs / none / overlay).
+_DF_SHM = re.compile(
+    r"^\s*\S+\s+(?P<size>\d+(?:\.\d+)?)(?P<unit>[KMGT])i?B?\s+\S+\s+\S+\s+\d+%\s+/dev/shm\s*$"
+)
+_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def shm_size(line: str) -> int | None:
+    """/dev/shm's size from a `df` output line, else None."""
+    m = _DF_SHM.match(strip_prefix(line))
+    return int(float(m.group("size")) * _UNITS[m.group("unit")]) if m else None
 
 
 def scan_file(path: str, playbooks: Iterable[Playbook], command_text: str = "") -> LogScan:

@@ -37,7 +37,7 @@ class Platform:
             return None
         parts = self.kernel.split(".")
         try:
-            return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+            return int(parts[0]), int("".join(c for c in parts[1] if "0" <= c <= "9") or 0)
         except (IndexError, ValueError):
             return None
 
@@ -57,7 +57,7 @@ def _meminfo_total(proc: Path) -> int | None:
     for line in (text or "").splitlines():
         if line.startswith("MemTotal:"):
             fields = line.split()
-            if len(fields) >= 2 and fields[1].isdigit():
+            if len(fields) >= 2 and fields[1].isascii() and fields[1].isdigit():
                 return int(fields[1]) * 1024
     return None
 
@@ -85,7 +85,7 @@ def _driver(proc: Path, sys_root: Path, vendor: str | None) -> str | None:
         text = _read(proc / "driver" / "nvidia" / "version")
         if text:
             for word in text.split():
-                if word[:1].isdigit() and "." in word:
+                if word[:1].isascii() and word[:1].isdigit() and "." in word:
                     return word
     if vendor == "amd":
         return _read(sys_root / "module" / "amdgpu" / "version")
@@ -119,7 +119,7 @@ def _gpu_memory(vendor: str | None) -> int | None:
 
 def _cgroup_limit(sys_root: Path) -> int | None:
     text = _read(sys_root / "fs" / "cgroup" / "memory.max")
-    return int(text) if text and text.isdigit() else None
+    return int(text) if text and text.isascii() and text.isdigit() else None
 
 
 def probe(

@@ -209,9 +209,9 @@ def attempt_with_release(
     if executed["outcome"] == "could-not-run":
         detail = str(executed.get("detail"))
         if "No module named" in detail:  # a module the release needs that REPRO_MODULES misses
-            from kvops.install_hint import pip_install
+            from kvops.install_hint import install_command
 
-            detail += f" (kvops's repro extra: {pip_install('repro')})"
+            detail += f" (kvops's repro extra: {install_command('repro')})"
         out["could_not"].append(f"vLLM {version}'s code could not be run here: {detail}")
         return out
     if executed["outcome"] == "not-applicable":

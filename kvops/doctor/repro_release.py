@@ -56,7 +56,9 @@ def case_params(pb_id: str, fixed: bool, cmd: Any, fix_add: tuple[str, ...] = ()
         given = _flag(cmd, "--block-size")
         if fixed:
             given = next((a.split("=", 1)[1] for a in fix_add if a.startswith("--block-size=")), "64")
-        return {"block_size": int(given) if given and given.isdigit() else DEFAULT_BLOCK_SIZE}
+        return {
+            "block_size": int(given) if given and given.isascii() and given.isdigit() else DEFAULT_BLOCK_SIZE
+        }
     if pb_id == "vllm-hma-disabled-unify-fail":
         return {"disable_hybrid_kv_cache_manager": not fixed}
     return {}
@@ -70,7 +72,7 @@ def _flag(cmd: Any, flag: str) -> str | None:
 
 
 def shipped_model(name: str) -> Path:
-    return Path(str(resources.files("kvops.doctor").joinpath("repro_models", name)))
+    return Path(str(resources.files("kvops.doctor").joinpath("repro_models").joinpath(name)))
 
 
 def model_request(model: ModelInfo) -> dict[str, Any]:
@@ -89,9 +91,9 @@ def missing_runtime() -> str | None:
     missing = [name for name in REPRO_MODULES if importlib.util.find_spec(name) is None]
     if not missing:
         return None
-    from kvops.install_hint import pip_install
+    from kvops.install_hint import install_command
 
-    return f"{', '.join(missing)} not installed (a CPU build of torch is enough): {pip_install('repro')}"
+    return f"{', '.join(missing)} not installed (a CPU build of torch is enough): {install_command('repro')}"
 
 
 def execute(

@@ -17,6 +17,7 @@ signature is one playbook file. Keys (see each function's docstring):
   platform: [cuda | rocm]            (the command's image/env, else this host under --here)
   vllm_version: ">=0.12.0,<0.18.0"   vllm_version_known: (same; silent when the version is unknown)
   here: true (judges this machine: only with --here)
+  engine: [vllm | sglang | dynamo]   (the command's engine; without this key: vllm only)
   vllm_source: {offloading_layer_filter: Attention}   (read from the installed vllm when it is
                                      the judged version; holds when nothing can be read)
   kernel_below: "5.14"   memlock_limited: true   check: <named arithmetic check below>
@@ -33,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from kvops.doctor.cli_checks import check_serve_flags, check_serve_flags_unverified
-from kvops.doctor.cmdline import ServeCommand, parse_size
+from kvops.doctor.cmdline import ServeCommand
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
 from kvops.termsafe import visible
+from kvops.units import GIB, docker_size
 
-GIB = 1 << 30
 DOCKER_DEFAULT_SHM = 64 << 20  # docker's default /dev/shm
 MEASURED_FOOTPRINT_FACTOR = 1.92  # vllm#53042
 _ON = {"1", "true", "yes", "on"}
@@ -54,7 +55,10 @@ class Context:
     platform: Platform | None = None  # set only when doctor may judge this machine
     vllm_root: Path | None = None  # installed vllm's source, when it is the vLLM being judged
     host_ram_bytes: int | None = None  # --host-ram: the serving host's memory, given by the user
-    shm_bytes: int | None = None  # --shm: the serving host's /dev/shm, given by the user
+    shm_bytes: int | None = None  # --shm: the serving host's /dev/shm, given by the user (or a df line)
+    shm_source: str = "--shm"
+    # words in the report/log (logs.FACTS names -> (line no, line)): what the user says they want
+    log_facts: dict[str, tuple[int, str]] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,6 +68,10 @@ class Verdict:
     evidence: list[str] = field(default_factory=list)
     unknown: list[str] = field(default_factory=list)
     hard: bool = False  # an unknown other than version/platform: not worth a finding on its own
+    # every premise but one holds and that one is plausible but unproven (Docker's /dev/shm default
+    # when the options may be elided; weights that may need --cpu-offload-gb): an `info` finding
+    # that names, in `unknown`, what would confirm it
+    tentative: bool = False
 
 
 def version_tuple(text: str) -> tuple[int, int, int] | None:
@@ -152,28 +160,124 @@ def _check_shm_too_small(ctx: Context) -> Verdict:
     if size is None:
         return Verdict(None, unknown=["offload size not in the command"])
     need = size * GIB
-    if cmd.launcher == "docker":
+    if cmd.launcher == "docker" and (cmd.docker_opt("--ipc") or cmd.docker_opt("--shm-size")):
         if cmd.docker_opt("--ipc") == "host":
             return Verdict(False, evidence=["docker --ipc=host shares the host's /dev/shm"])
         raw = cmd.docker_opt("--shm-size")
-        if raw is None and cmd.elided:  # `docker run ... IMAGE`: the left-out options may size it
-            return Verdict(None, unknown=["the container's /dev/shm (docker options elided with `...`)"])
-        shm = parse_size(raw) if raw else DOCKER_DEFAULT_SHM
+        if raw is None:
+            return Verdict(None, unknown=[f"/dev/shm under --ipc={cmd.docker_opt('--ipc')}"])
+        shm = docker_size(raw)
         if shm is None:
             return Verdict(None, unknown=[f"cannot read --shm-size {raw!r}"])
-        given = f"--shm-size {raw}" if raw else "docker default 64 MiB"
-        ev = f"container /dev/shm {shm / GIB:.2f} GiB ({given})"
+        ev = f"container /dev/shm {shm / GIB:.2f} GiB (--shm-size {raw})"
         return Verdict(
             shm < need, evidence=[f"{ev} < --kv-offloading-size {size:g} GiB" if shm < need else ev]
         )
     if ctx.shm_bytes is not None:
-        ev = f"--shm {ctx.shm_bytes / GIB:.1f} GiB; --kv-offloading-size is {size:g} GiB"
+        ev = f"{ctx.shm_source} {ctx.shm_bytes / GIB:.1f} GiB; --kv-offloading-size is {size:g} GiB"
         return Verdict(ctx.shm_bytes < need, evidence=[ev])
     if ctx.platform is not None and ctx.platform.shm_free_bytes is not None:
         free = ctx.platform.shm_free_bytes
         ev = f"this host's /dev/shm has {free / GIB:.1f} GiB free; --kv-offloading-size is {size:g} GiB"
         return Verdict(free < need, evidence=[ev])
+    if cmd.launcher == "docker":
+        # Docker's default /dev/shm is 64 MiB, but a paste often elides options (`docker run ... IMAGE`)
+        # and compose files and daemon.json set their own: the size is a premise, not a fact
+        return Verdict(
+            None,
+            unknown=[
+                f"/dev/shm of the container: the docker line shows neither --shm-size nor --ipc (Docker's"
+                f" default is {DOCKER_DEFAULT_SHM >> 20} MiB, below --kv-offloading-size {size:g} GiB, if"
+                " nothing else sets it); confirm with `df -h /dev/shm` inside it, or pass --shm"
+            ],
+            tentative=True,
+        )
     return Verdict(None, unknown=["/dev/shm of the serving host (run doctor there with --here, or --shm)"])
+
+
+def _check_cpu_offload_is_kv(ctx: Context) -> Verdict:
+    """--cpu-offload-gb misread as KV offloading: the user's words asking for KV offloading, or
+    weights that fit without it (checkpoint or loaded size vs the GPU's memory). Weights that do not
+    fit make it right (no finding: removing it would break the start-up); no evidence either way
+    is a tentative premise (an `info` saying what would tell)."""
+    cmd = ctx.cmd
+    if cmd is None:
+        return Verdict(None, applies=False)
+    from kvops.doctor import weights
+
+    if "kv_intent" in ctx.log_facts:
+        n, line = ctx.log_facts["kv_intent"]
+        return Verdict(
+            True, evidence=[f"the report asks for KV offloading (line {n}): {visible(line.strip()[:160])}"]
+        )
+    tp = cmd.tensor_parallel_size()
+    try:
+        offload = float(cmd.get("--cpu-offload-gb") or 0) * GIB
+    except ValueError:
+        offload = 0.0
+    per_gpu, where = None, ""
+    estimated = False
+    if ctx.model is not None:
+        found = weights.checkpoint_bytes(ctx.model.path)
+        if found is None:
+            found = _config_estimate(ctx.model.path)
+            estimated = found is not None
+        if found is not None:
+            per_gpu, where = found[0] / tp, f"{found[1]}: {found[0] / GIB:.1f} GiB / TP {tp}"
+    if per_gpu is None and "weights_loaded" in ctx.log_facts:
+        loaded = weights.loaded_bytes_in(ctx.log_facts["weights_loaded"][1])
+        if loaded is not None and math.isfinite(offload):
+            per_gpu = loaded + offload
+            where = f"vLLM loaded {loaded / GIB:.1f} GiB per GPU + {offload / GIB:g} GiB --cpu-offload-gb"
+    gpu, gpu_where = None, ""
+    if ctx.platform is not None and ctx.platform.gpu_memory_bytes:
+        gpu, gpu_where = ctx.platform.gpu_memory_bytes, "this host's GPU"
+    elif "gpu_memory" in ctx.log_facts:
+        gpu = weights.gpu_bytes_in(ctx.log_facts["gpu_memory"][1])
+        gpu_where = f"log line {ctx.log_facts['gpu_memory'][0]}"
+    if per_gpu is not None and gpu is None and per_gpu > weights.LARGEST_GPU:
+        ev = f"weights {per_gpu / GIB:.0f} GiB per GPU ({where}): more than any GPU holds (288 GB)"
+        return Verdict(False, evidence=[ev + ": the weights need --cpu-offload-gb"])
+    if per_gpu is None or gpu is None:
+        missing = [
+            *(["the weights' size (--model DIR with its safetensors)"] if per_gpu is None else []),
+            *(["the GPUs' memory (run doctor on the GPU host with --here)"] if gpu is None else []),
+        ]
+        return Verdict(
+            None,
+            unknown=[
+                "whether the weights fit in GPU memory without --cpu-offload-gb, which would make this a"
+                f" misread KV-offloading flag: needs {' and '.join(missing)}, or the report's own words"
+                " asking for KV offloading"
+            ],
+            tentative=True,
+        )
+    budget = gpu * weights.DEFAULT_UTILIZATION * weights.FITS_SHARE
+    ev = (
+        f"weights {per_gpu / GIB:.1f} GiB per GPU ({where}) vs {gpu / GIB:.0f} GiB GPU ({gpu_where}) x"
+        f" {weights.DEFAULT_UTILIZATION} utilisation x {weights.FITS_SHARE} left for weights"
+        f" = {budget / GIB:.1f} GiB"
+    )
+    if per_gpu <= budget:
+        return Verdict(True, evidence=[ev + ": they fit without --cpu-offload-gb"])
+    if not estimated or per_gpu > gpu:
+        return Verdict(False, evidence=[ev + ": the weights need --cpu-offload-gb"])
+    return Verdict(  # an estimate between the two bounds: not enough to claim either way
+        None,
+        unknown=[ev + ": too close to call from config.json; the checkpoint's size would tell"],
+        tentative=True,
+    )
+
+
+def _config_estimate(path: str) -> tuple[int, str] | None:
+    from kvops.doctor import weights
+    from kvops.doctor.modelcfg import read_config
+    from kvops.errors import UsageError
+
+    try:
+        return weights.config_bytes(read_config(path)[1])
+    except (UsageError, OSError):
+        return None
 
 
 def _check_host_ram(ctx: Context) -> Verdict:
@@ -186,7 +290,7 @@ def _check_host_ram(ctx: Context) -> Verdict:
     footprint = size * GIB * MEASURED_FOOTPRINT_FACTOR
     limit_raw = cmd.docker_opt("-m", "--memory") if cmd.launcher == "docker" else None
     if limit_raw:
-        limit = parse_size(limit_raw)
+        limit = docker_size(limit_raw)
         if limit is None:
             return Verdict(None, unknown=[f"cannot read --memory {limit_raw!r}"])
         source = f"docker --memory {limit_raw}"
@@ -250,6 +354,7 @@ CHECKS: dict[str, Callable[[Context], Verdict]] = {
     "aiter-mla-heads": _check_aiter_mla_heads,
     "shm-too-small": _check_shm_too_small,
     "host-ram-too-small": _check_host_ram,
+    "cpu-offload-is-kv": _check_cpu_offload_is_kv,
     "offload-config-invalid": _check_offload_config,
     "serve-flags": check_serve_flags,
     "serve-flags-unverified": check_serve_flags_unverified,
@@ -445,6 +550,15 @@ def _vllm_source(want: Any, ctx: Context, here: bool) -> Verdict:
     return Verdict(True)
 
 
+@condition("engine", validate=_list_of_str)
+def _engine(want: Any, ctx: Context, here: bool) -> Verdict:
+    """the command starts one of [vllm | sglang | dynamo]; a playbook without this key judges vLLM
+    commands only (an SGLang line has other flags and other failures)"""
+    if ctx.cmd is None:
+        return Verdict(True)
+    return Verdict(ctx.cmd.engine in want)
+
+
 @condition("here")
 def _here(want: Any, ctx: Context, here: bool) -> Verdict:
     """judges this machine: only with --here"""
@@ -516,7 +630,9 @@ def _offload_size_gib(ctx: Context) -> tuple[str | None, str]:
         from kvops.doctor.sizing import SizeReport
 
         raw_len = cmd.get("--max-model-len") if cmd is not None else None
-        max_len = int(raw_len) if raw_len and raw_len.isdigit() else m.max_position_embeddings
+        max_len = (
+            int(raw_len) if raw_len and raw_len.isascii() and raw_len.isdigit() else m.max_position_embeddings
+        )
         if max_len:
             dtype = (cmd.get("--kv-cache-dtype") if cmd is not None else None) or "auto"
             rep = SizeReport(m, dtype, max_len, 1, tp, None)
@@ -562,6 +678,8 @@ def evaluate(conditions: dict[str, Any], ctx: Context, here: bool) -> Verdict:
     out = Verdict(True)
     if conditions.get("here") and not here:
         return Verdict(None, applies=False)
+    if ctx.cmd is not None and ctx.cmd.engine not in conditions.get("engine", ["vllm"]):
+        return Verdict(None, applies=False)  # another engine's command: this rule is not about it
     for key, want in conditions.items():
         cond = CONDITIONS.get(key)
         if cond is None:
@@ -573,7 +691,8 @@ def evaluate(conditions: dict[str, Any], ctx: Context, here: bool) -> Verdict:
             return v
         out.evidence += v.evidence
         out.unknown += v.unknown
-        out.hard = out.hard or (v.holds is None and not cond.soft_unknown)
+        out.hard = out.hard or (v.holds is None and not cond.soft_unknown and not v.tentative)
+        out.tentative = out.tentative or (v.holds is None and v.tentative)
         if v.holds is False:
             return Verdict(False, evidence=out.evidence)
         if v.holds is None:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kvops.doctor import shell_words
+from kvops.doctor import engines, shell_words
 from kvops.errors import UsageError
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -53,7 +53,9 @@ def clean(text: str) -> str:
 
 
 def is_launch(tokens: list[str]) -> bool:
-    """vllm serve, python -m vllm.entrypoints..., or docker/podman run."""
+    """vllm serve, python -m vllm.entrypoints..., SGLang's or Dynamo's launch, or docker/podman run."""
+    if engines.other_launch(tokens) is not None:
+        return True
     if len(tokens) >= 2 and tokens[0].endswith("vllm") and tokens[1] == "serve":
         return True
     if len(tokens) >= 3 and re.search(r"python[\d.]*$", tokens[0]) and tokens[1] == "-m":

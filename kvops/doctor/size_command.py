@@ -19,11 +19,17 @@ EXAMPLES = """\
 examples:
   kvops size --model ./Llama-3.1-8B-Instruct
   kvops size --model ./Llama-3.1-405B --max-model-len 32768 --concurrency 4 --tensor-parallel-size 8
+  kvops size --model ./config.json --host-ram 512G --shm 256G    # judge another machine
 """
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, metavar="DIR|config.json", help="model directory or config")
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="DIR|config.json",
+        help="model directory or config.json, or a Hugging Face id kvops ships (DeepSeek-V3*, Qwen3-Next)",
+    )
     parser.add_argument(
         "--kv-cache-dtype",
         default="auto",
@@ -50,6 +56,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="GPUs the KV heads are split over, as vllm serve takes it (default 1)",
     )
+    # As doctor takes them: the machine that will serve, when it is not this one.
+    parser.add_argument(
+        "--host-ram", metavar="SIZE", help="the serving host's memory (e.g. 512G); default: this host's"
+    )
+    parser.add_argument(
+        "--shm", metavar="SIZE", help="the serving host's /dev/shm free (e.g. 256G); default: this host's"
+    )
     parser.add_argument("--json", action="store_true", help="print only JSON on stdout")
 
 
@@ -57,21 +70,35 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from kvops.doctor import modelcfg
+    from kvops.doctor.command import _size_arg
     from kvops.doctor.platform import probe
     from kvops.doctor.sizing import SizeReport
     from kvops.errors import UsageError
 
-    model = modelcfg.load(args.model)
+    host_ram = _size_arg("--host-ram", args.host_ram)  # bad sizes are named before any work
+    shm = _size_arg("--shm", args.shm)
+    from pathlib import Path
+
+    from kvops.doctor.known_models import shipped_config_for
+
+    # A Hugging Face id kvops ships the config of (deepseek-ai/DeepSeek-V3.2) works as doctor's does.
+    shipped = None if Path(args.model).exists() else shipped_config_for(args.model)
+    model = shipped or modelcfg.load(args.model)
     max_len = args.max_model_len or model.max_position_embeddings
     if not max_len:
         raise UsageError("the config has no max_position_embeddings; pass --max-model-len")
+    platform = probe(query_gpu_library=False)
+    if host_ram is not None:  # another machine's RAM: this host's cgroup limit says nothing of it
+        platform.host_ram_bytes, platform.memory_limit_bytes = host_ram, None
+    if shm is not None:
+        platform.shm_free_bytes = platform.shm_total_bytes = shm
     report = SizeReport(
         model=model,
         kv_cache_dtype=args.kv_cache_dtype,
         max_model_len=max_len,
         concurrency=args.concurrency,
         tensor_parallel_size=args.tensor_parallel_size,
-        platform=probe(query_gpu_library=False),
+        platform=platform,
     )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))

@@ -5,20 +5,29 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
+from kvops.collectors import registry as collectors
+
 if TYPE_CHECKING:
     from prometheus_client.core import Metric
 
     from kvops.exporter.config import ExporterConfig
-    from kvops.sources.runner import ScrapeRunner, TargetDiscovery
+    from kvops.scrape.runner import ScrapeRunner, TargetDiscovery
 
-DEFAULT_LISTEN = "0.0.0.0:9435"
+DEFAULT_LISTEN = "0.0.0.0:19435"
 
 
 EXAMPLES = """\
 examples:
   kvops exporter --target http://10.0.0.5:8000 --target http://10.0.0.6:8000
-  kvops exporter --config targets.yml --web-config web.yml --listen 127.0.0.1:9435
+  kvops exporter --config targets.yml --web-config web.yml --listen 127.0.0.1:19435
 """
+
+
+def user_defaults() -> dict[str, Any]:
+    """$XDG_CONFIG_HOME/kvops/exporter.yml is the --config when none is given."""
+    from kvops.userconfig import exporter_defaults
+
+    return exporter_defaults()
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -64,7 +73,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--no-collector",
         action="append",
         default=[],
-        choices=["host", "nvidia", "amd"],
+        choices=collectors.NAMES,
         help="turn a hardware/host collector off (repeatable)",
     )
     parser.add_argument(
@@ -119,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args)
     host, port = parse_listen(config.listen or DEFAULT_LISTEN)
     web = load_web_config(args.web_config) if args.web_config else None
-    from kvops.sources.kubernetes import discovery_from_args
+    from kvops.transport.kubernetes import discovery_from_args
 
     runner = build_runner(config, discovery_from_args(args, config.timeout))
     server = ExporterServer((host, port), lambda timeout: _render(runner, timeout), web)
@@ -148,12 +157,13 @@ ROUND_REUSE_SECONDS = 0.5
 
 def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = None) -> ScrapeRunner:
     from kvops.collectors.procs import ProcessTracker
-    from kvops.sources.http import FetchOptions
-    from kvops.sources.runner import ScrapeRunner, default_hardware_sources
-    from kvops.sources.target import TargetScraper
+    from kvops.collectors.registry import default_collectors
+    from kvops.scrape.runner import ScrapeRunner
+    from kvops.scrape.target import TargetScraper
+    from kvops.transport.http import FetchOptions
 
     scrapers = [TargetScraper(t.url, t.options) for t in config.targets]
-    sources = [s for s in default_hardware_sources() if s.name not in config.disabled_collectors]
+    sources = default_collectors(disabled=config.disabled_collectors)
     # Process memory of local targets comes with the host collector.
     tracker = ProcessTracker() if "host" not in config.disabled_collectors else None
     return ScrapeRunner(
@@ -161,13 +171,13 @@ def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = Non
         sources,
         timeout=config.timeout,
         process_tracker=tracker,
-        discovery=discovery,  # kvops/sources/kubernetes.py, with --kubernetes-pod-selector
+        discovery=discovery,  # kvops/transport/kubernetes.py, with --kubernetes-pod-selector
         discovered_options=FetchOptions(max_body_bytes=config.max_body_bytes, max_samples=config.max_samples),
         min_interval=ROUND_REUSE_SECONDS,
     )
 
 
 def _render(runner: ScrapeRunner, timeout: float | None) -> list[Metric]:
-    from kvops.exporter.collector import render
+    from kvops.exporter.snapshot_families import render
 
     return render(runner.snapshot(timeout))

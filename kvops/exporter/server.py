@@ -26,6 +26,7 @@ import contextlib
 import errno
 import gzip
 import logging
+import math
 import re
 import resource
 import selectors
@@ -73,10 +74,27 @@ LANDING = b"""<html><head><title>kvops exporter</title></head><body>
 def parse_listen(value: str) -> tuple[str, int]:
     """HOST:PORT, :PORT (all interfaces) or [v6]:PORT."""
     host, sep, port = value.rpartition(":")
-    if not sep or not port.isdigit() or not 0 <= int(port) <= 65535:
-        raise UsageError(f"--listen {visible(value)!r}: expected HOST:PORT, e.g. 0.0.0.0:9435")
+    if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
+        raise UsageError(f"--listen {visible(value)!r}: expected HOST:PORT, e.g. 0.0.0.0:19435")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)
+
+
+# What Prometheus sends (strconv.FormatFloat of a duration's seconds): ASCII digits only, as
+# float() would also take "١٠", "1_0", "inf" and "nan".
+_TIMEOUT_HEADER_RE = re.compile(r"[ \t]*+([0-9]++(?:\.[0-9]*+)?+(?:[eE][+-]?+[0-9]++)?+)[ \t]*+")
+
+
+def scrape_timeout(header: str | None) -> float | None:
+    """The scrape budget from X-Prometheus-Scrape-Timeout-Seconds, less a margin for the
+    answer's trip; None (no budget) for a missing or unreadable header."""
+    m = _TIMEOUT_HEADER_RE.fullmatch(header or "")
+    if m is None:
+        return None
+    seconds = float(m.group(1))
+    if not math.isfinite(seconds):  # 1e400
+        return None
+    return max(0.1, seconds - SCRAPE_TIMEOUT_MARGIN)
 
 
 def connection_cap() -> int:
@@ -502,7 +520,7 @@ class _Handler(BaseHTTPRequestHandler):
         if not lengths:
             return True
         text = lengths[0].strip()
-        if len(set(lengths)) > 1 or not text.isdigit():
+        if len(set(lengths)) > 1 or not (text.isascii() and text.isdigit()):
             self.close_connection = True
             self._send(400, b"bad Content-Length\n", "text/plain", {"Connection": "close"})
             return False
@@ -517,15 +535,7 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     def _metrics(self) -> None:
-        timeout = None
-        header = self.headers.get("X-Prometheus-Scrape-Timeout-Seconds")
-        if header:
-            try:
-                timeout = max(0.1, float(header) - SCRAPE_TIMEOUT_MARGIN)
-            except ValueError:
-                timeout = None
-            if timeout is not None and timeout != timeout:  # NaN
-                timeout = None
+        timeout = scrape_timeout(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds"))
         try:
             body = encode(self.server.scrape(timeout))
         except Exception:

@@ -3,7 +3,7 @@ history for sparklines, and which targets are down. No Textual here, so it is te
 reused (--once text) without a terminal.
 
 Every figure comes from kvops.rates.interval(): top never computes a rate itself (the
-charts' smoothed figures are sums of its per-interval deltas, series.py).
+charts' smoothed figures are sums of its per-interval deltas, binding.py).
 
 Memory stays bounded whatever a source serves: at most MAX_ROWS engines are kept (the rest
 are counted in `rows_cut`, and cut before rates are computed), each with HISTORY_POINTS
@@ -17,7 +17,7 @@ from typing import Any
 
 from kvops.rates import interval
 from kvops.snapshot import CollectorStatus, Snapshot, TargetSample
-from kvops.top.series import HISTORY_POINTS, Ring, Trend, add, deltas_of
+from kvops.top.history import HISTORY_POINTS, Ring, Trend, add, deltas_of
 
 __all__ = ["HISTORY_POINTS", "MAX_ROWS", "SORTS", "Board", "Row", "RowKey"]
 
@@ -128,9 +128,8 @@ class Board:
             else:
                 seen.update(self._update_down(entry["target"], entry.get("error")))
         for target in snap.targets:
-            if target.up and not target.engines:  # up, but no engine rates cover (LMCache only)
-                kind = target.lmcache[0].engine_kind if target.lmcache else ""
-                seen.add(self._update_engineless(target.target, kind))
+            if target.up and not target.engines and not target.lmcache:  # up, nothing rates cover
+                seen.add(self._update_engineless(target.target, ""))
         self.fleet_engines = None if fleet is None else fleet[1]
         for key, row in list(self.rows.items()):
             if key not in seen and fleet is not None:  # off the page: not shown, not down

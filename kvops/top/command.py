@@ -1,11 +1,12 @@
-"""`kvops top [URL ...] [--prometheus URL] [--replay FILE ...] [--interval S] [--once] [--json]`."""
+"""`kvops top [URL ...] [--target URL ...] [--prometheus URL] [--replay FILE ...] [--once] [--json]`."""
 
 from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
 from typing import Any
+
+from kvops.top.view import View
 
 DEFAULT_URL = "http://localhost:8000"  # vllm serve's default port
 MAX_SCRAPE_TIMEOUT = 5.0
@@ -14,21 +15,11 @@ SORT_KEYS = ("target", "local-hit", "external-hit", "store", "load", "kv", "requ
 WINDOWS = {"1s": 1.0, "10s": 10.0, "1m": 60.0}  # chart smoothing
 
 
-@dataclass
-class View:
-    """What the user asked to see: sort, filter, how many rows, grouping, chart smoothing."""
-
-    sort: int = 0
-    text_filter: str = ""
-    top: int | None = None
-    group_by: str | None = None
-    window: float = 10.0
-
-
 EXAMPLES = """\
 examples:
   kvops top                                     # the vLLM on this host (localhost:8000)
-  kvops top http://10.0.0.5:8000 http://10.0.0.6:9435
+  kvops top http://10.0.0.5:8000 http://10.0.0.6:19435
+  kvops top --target http://10.0.0.5:8000 --target http://10.0.0.6:19435   # as the exporter takes them
   kvops top --prometheus http://prometheus:9090
   kvops top --once --json --replay t1.prom t2.prom
 """
@@ -38,6 +29,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "urls", nargs="*", metavar="URL",
         help=f"vLLM, LMCache or kvops exporter base or /metrics URL (default {DEFAULT_URL})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--target", action="append", default=[], dest="targets", metavar="URL",
+        help="a URL as the exporter and doctor take it (repeatable; joins the URLs given without it)",
     )  # fmt: skip
     parser.add_argument(
         "--prometheus",
@@ -94,6 +89,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def user_defaults() -> dict[str, Any]:
+    """$XDG_CONFIG_HOME/kvops/top.yml (kvops/userconfig.py); flags given win."""
+    from kvops.userconfig import top_defaults
+
+    return top_defaults(SORT_KEYS, tuple(WINDOWS))
+
+
 def view_of(args: argparse.Namespace) -> View:
     from kvops.errors import UsageError
 
@@ -125,26 +127,31 @@ def build_source(args: argparse.Namespace, interval: float) -> Any:
     """The one source the flags ask for (UsageError for a bad or ambiguous choice)."""
     from kvops.errors import UsageError
 
-    chosen = [name for name, given in (("URL", args.urls), ("--prometheus", args.prometheus),
+    urls = [*args.urls, *getattr(args, "targets", [])]  # `top URL` and `top --target URL` are one list
+    chosen = [name for name, given in (("URL", urls), ("--prometheus", args.prometheus),
                                        ("--replay", args.replay)) if given]  # fmt: skip
     if len(chosen) > 1:
         raise UsageError(f"give one source, not {' and '.join(chosen)}")
+    prometheus = args.prometheus
+    if not chosen:  # none on the command line: top.yml's, if it names one
+        prometheus = getattr(args, "config_prometheus", None)
+        urls = getattr(args, "config_targets", None) or []
     timeout = min(MAX_SCRAPE_TIMEOUT, max(1.0, interval))
     if args.replay:
-        from kvops.sources.replay import ReplaySource
+        from kvops.frames.replay import ReplaySource
 
         return ReplaySource(args.replay, interval)
     auth = (args.prometheus_bearer_token_file, args.prometheus_basic_auth, args.prometheus_ca_file,
             args.prometheus_header)  # fmt: skip
-    if any(auth) and not args.prometheus:
+    if any(auth) and not prometheus:
         raise UsageError("the --prometheus-* access options go with --prometheus")
-    if args.prometheus:
-        from kvops.sources.prometheus import PrometheusSource, auth_options
+    if prometheus:
+        from kvops.frames.prometheus import PrometheusSource, auth_options
 
-        return PrometheusSource(args.prometheus, timeout, auth_options(*auth))
-    from kvops.top.live import LiveSource
+        return PrometheusSource(prometheus, timeout, auth_options(*auth))
+    from kvops.top.live_source import LiveSource
 
-    return LiveSource(args.urls or [DEFAULT_URL], timeout)
+    return LiveSource(urls or [DEFAULT_URL], timeout)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -214,9 +221,9 @@ def _two_frames(source: Any, interval: float) -> tuple[Any, Any]:
 
     if hasattr(source, "frame"):  # the Prometheus fleet view: the store has the interval
         from kvops.errors import UsageError
-        from kvops.sources.http import FetchError
-        from kvops.sources.prometheus import BadAnswer
+        from kvops.frames.prometheus import BadAnswer
         from kvops.termsafe import visible
+        from kvops.transport.http import FetchError
 
         try:
             pair = source.frame(time.monotonic() + source.timeout)

@@ -120,7 +120,15 @@ def test_recording_rules_are_named_level_metric_operations(recording_rules: list
     for rule in recording_rules:
         level, metric, operations = rule["record"].split(":")
         assert level and operations, rule["record"]
-        prefixes = ("kvops_", "prefix_cache", "prompt_tokens", "offload", "vllm")
+        prefixes = (
+            "kvops_",
+            "prefix_cache",
+            "prompt_tokens",
+            "offload",
+            "vllm",
+            "time_to_first_token",
+            "request_queue",
+        )
         assert metric.startswith(prefixes), rule["record"]
 
 

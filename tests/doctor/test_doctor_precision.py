@@ -114,19 +114,44 @@ def test_env_variable_names_are_matched_case_insensitively() -> None:
 # ---- silent misconfigurations --------------------------------------------------------------------
 
 
-def test_cpu_offload_gb_warns_and_prints_the_offloading_flags(kvops) -> None:
+def test_cpu_offload_gb_on_a_bare_command_is_info_naming_what_would_confirm_it(kvops) -> None:
     code, out, _ = kvops("doctor", "--cmd", "vllm serve m --cpu-offload-gb 32", "--json")
+    f = findings(out)["cpu-offload-gb-is-weights"]
+    assert code == 0 and f["severity"] == "info" and f["fixed_command"] is None
+    assert any("weights fit in GPU memory" in n and "--here" in n for n in f["notes"])
+
+
+def test_cpu_offload_gb_warns_when_the_report_asks_for_kv_offloading(kvops, tmp_path) -> None:
+    said = _log(tmp_path, "I want to offload the KV cache to CPU RAM, so I pass --cpu-offload-gb")
+    code, out, _ = kvops("doctor", "--cmd", "vllm serve m --cpu-offload-gb 32", "--log", said, "--json")
     f = findings(out)["cpu-offload-gb-is-weights"]
     assert code == 0 and f["severity"] == "warning"
     assert f["fixed_command"] == "vllm serve m --kv-offloading-backend=native --kv-offloading-size=32"
-    code, text, _ = kvops("doctor", "--cmd", "vllm serve m --cpu-offload-gb 32")
+    code, text, _ = kvops("doctor", "--cmd", "vllm serve m --cpu-offload-gb 32", "--log", said)
     assert "WARNING cpu-offload-gb-is-weights" in text
     assert "vllm serve m --kv-offloading-backend=native --kv-offloading-size=32" in text
 
 
-def test_cpu_offload_gb_fix_is_sized_by_kvops_size_when_the_model_is_known(kvops) -> None:
+def test_cpu_offload_gb_is_judged_by_whether_the_weights_fit(kvops, tmp_path) -> None:
+    cmd = "vllm serve m --cpu-offload-gb 32"
+    # vLLM's own lines: what the weights took on the GPU (after moving 32 GiB away) and the GPU's size
+    fits = _log(
+        tmp_path,
+        "GPU 0: NVIDIA A100-SXM4-80GB",
+        "INFO [gpu_model_runner.py:1] Model loading took 15.2 GiB memory",
+    )
+    f = findings(kvops("doctor", "--cmd", cmd, "--log", fits, "--json")[1])["cpu-offload-gb-is-weights"]
+    assert f["severity"] == "warning" and any("they fit without" in e for e in f["evidence"])
+    (tmp_path / "big").mkdir()
+    needs = _log(tmp_path / "big", "GPU 0: NVIDIA A100-SXM4-80GB", "Model loading took 70.5 GiB memory")
+    out = kvops("doctor", "--cmd", cmd, "--log", needs, "--json")[1]
+    assert "cpu-offload-gb-is-weights" not in findings(out)  # never: removing it breaks the start-up
+
+
+def test_cpu_offload_gb_fix_is_sized_by_kvops_size_when_the_model_is_known(kvops, tmp_path) -> None:
     cmd = "vllm serve meta-llama/Llama-3.1-8B-Instruct --cpu-offload-gb 8 --max-model-len 32768"
-    _code, out, _ = kvops("doctor", "--cmd", cmd, "--model", LLAMA, "--json")
+    said = _log(tmp_path, "we use --cpu-offload-gb for KV cache offloading")
+    _code, out, _ = kvops("doctor", "--cmd", cmd, "--model", LLAMA, "--log", said, "--json")
     _size_code, size_out, _ = kvops("size", "--model", LLAMA, "--max-model-len", "32768", "--json")
     gib = json.loads(size_out)["recommended_kv_offloading_size_gib"]
     f = findings(out)["cpu-offload-gb-is-weights"]
@@ -136,8 +161,10 @@ def test_cpu_offload_gb_fix_is_sized_by_kvops_size_when_the_model_is_known(kvops
     assert any("kvops size" in n for n in f["notes"])
 
 
-def test_cpu_offload_gb_per_gpu_becomes_the_total_over_tp_ranks(kvops) -> None:
-    out = kvops("doctor", "--cmd", "vllm serve m --cpu-offload-gb 16 --tensor-parallel-size 4", "--json")[1]
+def test_cpu_offload_gb_per_gpu_becomes_the_total_over_tp_ranks(kvops, tmp_path) -> None:
+    said = _log(tmp_path, "how do I offload KV cache to the CPU?")
+    cmd = "vllm serve m --cpu-offload-gb 16 --tensor-parallel-size 4"
+    out = kvops("doctor", "--cmd", cmd, "--log", said, "--json")[1]
     assert "--kv-offloading-size=64" in findings(out)["cpu-offload-gb-is-weights"]["fixed_command"]
 
 
@@ -317,3 +344,18 @@ def test_an_unreadable_command_in_the_log_never_loses_the_log(kvops, tmp_path) -
     assert any(
         "--kv-transfer-config is not valid JSON: Expecting property name" in e for e in bad_json["evidence"]
     )
+
+
+def test_weights_estimated_from_the_config_against_the_gpu_named_in_the_log(kvops, tmp_path) -> None:
+    gpu = _log(tmp_path, "GPU 0: NVIDIA A100-SXM4-80GB")
+    small = "vllm serve meta-llama/Llama-3.1-8B-Instruct --cpu-offload-gb 8"
+    out = kvops("doctor", "--cmd", small, "--model", LLAMA, "--log", gpu, "--json")[1]
+    f = findings(out)["cpu-offload-gb-is-weights"]
+    assert f["severity"] == "warning" and any("estimated from config.json" in e for e in f["evidence"])
+    big = "vllm serve meta-llama/Llama-3.1-405B-Instruct --cpu-offload-gb 40 --tensor-parallel-size 8"
+    out = kvops(
+        "doctor", "--cmd", big, "--model", str(MODELS / "llama-3.1-405b.json"), "--log", gpu, "--json"
+    )[1]
+    assert "cpu-offload-gb-is-weights" not in findings(out)  # 101 GiB per rank on an 80 GB GPU
+    out = kvops("doctor", "--cmd", big, "--model", str(MODELS / "llama-3.1-405b.json"), "--json")[1]
+    assert findings(out)["cpu-offload-gb-is-weights"]["severity"] == "info"  # no GPU: cannot tell

@@ -36,7 +36,8 @@ def test_every_catalogued_failure_is_found_in_its_realistic_log(failures, books)
         scan = logs.scan_file(str(path), books.failures)
         if expected not in scan.hits:
             missed.append(expected)
-        assert scan.version == "0.17.0"
+        if not entry["id"].startswith("SGLANG-"):  # SGLang's logs carry no vLLM banner
+            assert scan.version == "0.17.0"
     assert missed == []
 
 

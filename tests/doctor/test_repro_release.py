@@ -401,10 +401,10 @@ def test_the_install_command_follows_direct_url(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(install_hint, "_source_tree", lambda: None)
     other = Dist(json.dumps({"url": "file:///work/main", "dir_info": {"editable": True}}), mine=False)
     cases = {
-        None: "'kvops[repro]'",  # from PyPI: no direct_url.json
+        None: install_hint.EXTRA_PACKAGES["repro"],  # a wheel or an index: the packages themselves
         json.dumps({"url": tmp_path.as_uri(), "dir_info": {}}): f"'{tmp_path}[repro]'",
         json.dumps({"url": "file:///gone/clone", "dir_info": {}}): "'.[repro]' (from your kvops clone)",
     }
     for direct, wanted in cases.items():
         monkeypatch.setattr(install_hint.metadata, "distributions", lambda d=direct: [other, Dist(d)])
-        assert install_hint.pip_install("repro").endswith(f"-m pip install {wanted}")
+        assert install_hint.install_command("repro").endswith(f"-m pip install {wanted}")

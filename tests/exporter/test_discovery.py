@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kvops.exporter.collector import render
-from kvops.sources.runner import ScrapeRunner
-from kvops.sources.target import TargetScraper
+from kvops.exporter.snapshot_families import render
+from kvops.scrape.runner import ScrapeRunner
+from kvops.scrape.target import TargetScraper
 from support.exporter_harness import parse_exposition
 from support.paths import VLLM_FIXTURES
 from support.upstream import body

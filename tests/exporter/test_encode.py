@@ -7,9 +7,9 @@ import math
 from prometheus_client.exposition import generate_latest
 from prometheus_client.utils import floatToGoString
 
-from kvops.exporter.collector import render
 from kvops.exporter.encode import encode
 from kvops.exporter.families import family
+from kvops.exporter.snapshot_families import render
 from kvops.names import KV_CACHE_USAGE, PREFIX_HITS
 from kvops.snapshot import CollectorStatus, EngineSample, GpuSample, HostSample, Snapshot, TargetSample
 
@@ -60,14 +60,17 @@ def test_histograms_of_simulated_vllm_pages_are_byte_equal(monkeypatch):
     """Every histogram vLLM's offload surface passes through (kvops.sim pages, 16 seeds), plus
     one with a negative bound (no _count/_sum then) and one whose count is not its +Inf
     bucket's: kvops's families, encoded, are generate_latest's bytes of add_metric's."""
+    from kvops.engines import registry
     from kvops.exporter import families
+    from kvops.exposition import parser as exposition
     from kvops.names import bound
     from kvops.sim.server import Sim
     from kvops.snapshot import Histogram
-    from kvops.sources import exposition, vllm
 
     targets = [
-        vllm.normalise(exposition.parse(Sim(seed=i).metrics().decode(), vllm.WANTED), f"http://h:{8000 + i}")
+        registry.normalise(
+            exposition.parse(Sim(seed=i).metrics().decode(), registry.WANTED), f"http://h:{8000 + i}"
+        )
         for i in range(16)
     ]
     spec = next(s for s in bound("engine") if s.type == "histogram")

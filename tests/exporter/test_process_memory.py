@@ -9,8 +9,8 @@ import time
 import requests
 
 from kvops.collectors.procs import ProcessTracker
-from kvops.sources.runner import ScrapeRunner
-from kvops.sources.target import TargetScraper
+from kvops.scrape.runner import ScrapeRunner
+from kvops.scrape.target import TargetScraper
 from support.paths import VLLM_FIXTURES
 from support.prom import free_port
 

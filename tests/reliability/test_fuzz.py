@@ -19,17 +19,17 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvops.cli import main
 from kvops.doctor import catalog, cmdline, logs, modelcfg
+from kvops.engines import registry
 from kvops.errors import UsageError
-from kvops.exporter.collector import render
 from kvops.exporter.command import configure as configure_exporter
 from kvops.exporter.config import load_config
 from kvops.exporter.encode import encode
 from kvops.exporter.server import parse_listen
+from kvops.exporter.snapshot_families import render
 from kvops.exporter.webconfig import load as load_web_config
+from kvops.exposition.parser import parse
 from kvops.snapshot import Snapshot
-from kvops.sources import vllm
-from kvops.sources.exposition import parse
-from kvops.sources.http import normalise_target
+from kvops.transport.http import normalise_target
 
 from .fuzzing import FUZZ
 
@@ -43,7 +43,7 @@ def one_line(exc: BaseException) -> str:
 
 # --- exposition text ----------------------------------------------------------------------
 
-NAMES = [*sorted(vllm.WANTED), "vllm:other_total", "process_cpu_seconds_total", "up", "a_b:c"]
+NAMES = [*sorted(registry.WANTED), "vllm:other_total", "process_cpu_seconds_total", "up", "a_b:c"]
 LABEL_NAMES = [
     "model_name",
     "engine",
@@ -133,12 +133,12 @@ def test_any_vllm_exposition_normalises_and_the_exporter_serves_valid_text(lines
     """Whatever a target serves (odd model names, engine labels, NaN, huge values), kvops
     produces a TargetSample and an exposition Prometheus can parse."""
     text = "\n".join(line for line, _ in lines) + "\n"
-    result = parse(text, vllm.WANTED)
-    sample = vllm.normalise(result, "http://t:8000")
+    result = parse(text, registry.WANTED)
+    sample = registry.normalise(result, "http://t:8000")
     # up (docs/DESIGN.md): a vllm:/lmcache: sample, or a sample of a family kvops reads for
     # another engine (SGLang, KVBM, TensorRT-LLM)
     assert sample.up == any(
-        n.startswith(("vllm:", "lmcache:")) or n in vllm.OTHER_ENGINE_NAMES for _, (n, _, _) in lines
+        n.startswith(("vllm:", "lmcache:")) or n in registry.OTHER_ENGINE_NAMES for _, (n, _, _) in lines
     )
     exposition = encode(render(Snapshot(time=0.0, targets=[sample]))).decode()
     families = list(text_string_to_metric_families(exposition))
@@ -154,11 +154,11 @@ def test_any_vllm_exposition_normalises_and_the_exporter_serves_valid_text(lines
 @FUZZ
 @given(st.text(max_size=400) | st.binary(max_size=400).map(lambda b: b.decode("utf-8", "replace")))
 def test_arbitrary_text_never_crashes_the_parser(text):
-    for wanted in (None, vllm.WANTED):
+    for wanted in (None, registry.WANTED):
         result = parse(text, wanted)
         for line_no, message in result.errors:
             assert line_no >= 1 and "\n" not in message
-        vllm.normalise(result, "http://t:8000")
+        registry.normalise(result, "http://t:8000")
 
 
 GOOD_LINES = ['vllm:num_requests_running{model_name="m",engine="0"} 1', "vllm:num_requests_running 2"]
@@ -178,7 +178,7 @@ BAD_LINES = [
 @FUZZ
 @given(st.lists(st.sampled_from(GOOD_LINES + BAD_LINES + ["#", " \t", "\r", ""]), max_size=15))
 def test_malformed_lines_cost_only_themselves(lines):
-    result = parse("\n".join(lines), vllm.WANTED)
+    result = parse("\n".join(lines), registry.WANTED)
     good = [i + 1 for i, line in enumerate(lines) if line in GOOD_LINES]
     assert len(result.get("vllm:num_requests_running")) == len(good)
     bad = [i + 1 for i, line in enumerate(lines) if line in BAD_LINES and line.startswith("vllm:")]
@@ -435,7 +435,7 @@ yaml_text = st.lists(
             "  - url: ftp://x",
             "    bearer_token_file: /nonexistent",
             "    ca_file: /nonexistent.pem",
-            "listen: :9435",
+            "listen: :19435",
             "timeout: 0",
             "timeout: soon",
             "timeout: 1e9",

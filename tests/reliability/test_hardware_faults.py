@@ -16,9 +16,9 @@ from collectors import amd_stub, nvml_stub
 from collectors.amd_stub import StubAmdGpu
 from collectors.nvml_stub import StubGpu
 
-from kvops.exporter.collector import render
 from kvops.exporter.server import ExporterServer
-from kvops.sources.runner import ScrapeRunner
+from kvops.exporter.snapshot_families import render
+from kvops.scrape.runner import ScrapeRunner
 from support.exporter_harness import Samples, parse_exposition, value
 from support.paths import VLLM_FIXTURES
 from support.upstream import body
@@ -32,7 +32,7 @@ class HardwareExporter:
     """An in-process exporter over one good vLLM target and one GPU collector."""
 
     def __init__(self, target: str, collector: Any) -> None:
-        from kvops.sources.target import TargetScraper
+        from kvops.scrape.target import TargetScraper
 
         self.collector = collector
         self.runner = ScrapeRunner([TargetScraper(target)], [collector], timeout=3.0)

@@ -8,9 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kvops.engines import registry
+from kvops.exposition import parser as exposition
 from kvops.sim.render import Renderer, parse_version
 from kvops.sim.server import build_engine
-from kvops.sources import exposition, vllm
 
 TARGET = "http://127.0.0.1:8000"
 VERSIONS = [
@@ -42,9 +43,9 @@ def modelled(sample: dict[str, object]) -> dict[str, object]:
 
 
 def read_back(renderer: Renderer) -> dict[str, object]:
-    result = exposition.parse(renderer.render().decode(), vllm.WANTED)
+    result = exposition.parse(renderer.render().decode(), registry.WANTED)
     assert not result.errors
-    target = vllm.normalise(result, TARGET)
+    target = registry.normalise(result, TARGET)
     assert target.up
     assert len(target.engines) == 1
     return modelled(dataclasses.asdict(target.engines[0]))
@@ -88,8 +89,8 @@ def test_data_parallel_engines_read_back_per_engine(version: str) -> None:
     t = [0.0]
     sim = Sim(version, seed=2, clock=lambda: t[0], data_parallel_size=3, num_gpu_blocks=2048)
     t[0] = 30.0
-    result = exposition.parse(sim.metrics().decode(), vllm.WANTED)
-    engines = vllm.normalise(result, TARGET).engines
+    result = exposition.parse(sim.metrics().decode(), registry.WANTED)
+    engines = registry.normalise(result, TARGET).engines
     assert [e.engine for e in engines] == ["0", "1", "2"]
     for index, got in enumerate(engines):
         want = sim.renderer.collector.sample(TARGET, index)

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from kvops.engines.registry import WANTED, normalise
+from kvops.exposition.parser import parse
 from kvops.rates import GB, interval
 from kvops.snapshot import Snapshot, TargetSample
-from kvops.sources.exposition import parse
-from kvops.sources.vllm import WANTED, normalise
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 REL = 1e-9
@@ -143,10 +143,11 @@ def test_every_engine_page_goes_through_the_exporter_and_back():
     """Encode each engine's sample as kvops_* and decode it again: one binding, no loss."""
     from kvops.exporter.encode import encode
     from kvops.exporter.families import target_families
-    from kvops.sources.kvops_exposition import EXPORTED, decode
+    from kvops.frames.kvops_exposition import EXPORTED, decode
 
     for path in [FIXTURES / "sglang" / "hicache-t2.prom", FIXTURES / "dynamo-kvbm" / "kvbm-t2.prom",
-                 FIXTURES / "trtllm" / "trtllm-t2.prom"]:  # fmt: skip
+                 FIXTURES / "trtllm" / "trtllm-t2.prom", FIXTURES / "vllm-tiering" / "tiering-t2.prom",
+                 FIXTURES / "vllm-simple-offload" / "simple-t2.prom"]:  # fmt: skip
         sample = load(path)
         page = encode(target_families([sample])).decode()
         back = decode(parse(page, EXPORTED), 0.0)

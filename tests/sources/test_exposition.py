@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 from reliability.fuzzing import FUZZ
 
-from kvops.sources.exposition import ParseResult, parse
-from kvops.sources.vllm import WANTED, detect_format
+from kvops.engines.registry import WANTED, detect_format
+from kvops.exposition.parser import ParseResult, parse
 from support.paths import VLLM_FIXTURES as ROOT_FIXTURES
 
 ALL_FILES = sorted(ROOT_FIXTURES.glob("*/*.prom")) + sorted(ROOT_FIXTURES.glob("pasted/*.txt"))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kvops.sources.exposition import ParseResult, parse
+from kvops.exposition.parser import ParseResult, parse
 
 CONFORMANCE = Path(__file__).parent / "conformance"
 SUITES = ["expfmt", "promparse", "client_python"]
@@ -49,7 +49,7 @@ def _read(result: ParseResult) -> list[tuple]:
 def _check(case: dict) -> None:
     if case["input"] is None:  # bytes that are not UTF-8: the page never reaches the parser
         with pytest.raises(UnicodeDecodeError):
-            bytes.fromhex(case["input_bytes_hex"]).decode("utf-8")  # as sources/http.py decodes
+            bytes.fromhex(case["input_bytes_hex"]).decode("utf-8")  # as transport/http.py decodes
         return
     text = case["input"]
     full = parse(text)

@@ -11,7 +11,7 @@ import math
 
 import pytest
 
-from kvops.sources.exposition import parse
+from kvops.exposition.parser import parse
 
 NAMES = ("m_total", "h_bucket", "g")
 LINES = [

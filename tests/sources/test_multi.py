@@ -7,11 +7,11 @@ import time
 
 import pytest
 
+from kvops.scrape.runner import ScrapeRunner
+from kvops.scrape.target import TargetScraper
 from kvops.snapshot import GpuSample
-from kvops.sources.http import FetchError, HttpClient
-from kvops.sources.multi import MultiFetcher
-from kvops.sources.runner import ScrapeRunner
-from kvops.sources.target import TargetScraper
+from kvops.transport.http import FetchError, HttpClient
+from kvops.transport.multi import MultiFetcher
 from support.upstream import Upstream, body, hang
 
 PAGE = b'vllm:num_requests_running{model_name="m",engine="0"} 3\n'

@@ -17,8 +17,9 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from kvops.sources import page_filter
-from kvops.sources.target import TargetScraper
+from kvops.scrape import page_filter
+from kvops.scrape.runner import ScrapeRunner
+from kvops.scrape.target import TargetScraper
 from tests.support.upstream import Upstream, body
 
 LABELS = ["model_name", "engine"]
@@ -31,14 +32,14 @@ def vllm_like(registry: CollectorRegistry) -> None:
     queries = Counter("vllm:prefix_cache_queries", "queries", LABELS, registry=registry)
     hits = Counter("vllm:prefix_cache_hits", "hits", LABELS, registry=registry)
     Counter("vllm:kv_offload_store_bytes", "no child yet", LABELS, registry=registry)
-    ttft = Histogram("vllm:time_to_first_token_seconds", "ttft", LABELS, registry=registry,
+    itl = Histogram("vllm:inter_token_latency_seconds", "itl", LABELS, registry=registry,
                      buckets=[0.001 * 2**i for i in range(20)])  # fmt: skip
     for engine in ("0", "1"):
         running.labels("m", engine).set(3)
         queries.labels("m", engine).inc(1000)
         hits.labels("m", engine).inc(250)
         for i in range(50):
-            ttft.labels("m", engine).observe(0.01 * i)
+            itl.labels("m", engine).observe(0.01 * i)
 
 
 class NamelessCollector:
@@ -97,7 +98,7 @@ def test_a_prometheus_client_target_is_read_from_its_filtered_page() -> None:
             small = reply.read()
         with urllib.request.urlopen(url + "/metrics") as reply:
             full = reply.read()
-        assert b"time_to_first_token" not in small and b"time_to_first_token" in full
+        assert b"inter_token_latency" not in small and b"inter_token_latency" in full
         assert len(small) < len(full) / 5
     finally:
         scraper.close()
@@ -176,10 +177,10 @@ def test_an_empty_filtered_page_and_the_reprobe_bring_whole_pages_back() -> None
         for collector in list(registry._collector_to_names):
             registry.unregister(collector)
         registry.register(NamelessCollector())  # type: ignore[arg-type]
-        scraper.scrape(time.monotonic() + 5)
-        assert scraper.fetch_url() == url + "/metrics"
+        # The whole page is fetched in the same round (issue 25 item 4): no down sample.
         sample = scraper.scrape(time.monotonic() + 5)
         assert sample.up and engines(sample) == [("m", "0", 3.0, 1000.0, None)]
+        assert scraper.fetch_url() == url + "/metrics"
     finally:
         scraper.close()
         server.shutdown()  # type: ignore[attr-defined]
@@ -237,3 +238,57 @@ def test_many_targets_are_probed_a_few_at_a_time() -> None:
         for scraper in scrapers:
             scraper.close()
         upstream.stop()
+
+
+def _two_engines(h: object) -> None:
+    """Its whole page has engines 0 and 1; its filtered page keeps every name but only engine 0
+    (a proxy or server that filters by something else than names)."""
+    lines = [f'vllm:num_requests_running{{model_name="m",engine="{e}"}} {e + 2}\n' for e in (0, 1)]
+    lines += [f'vllm:prefix_cache_queries_total{{model_name="m",engine="{e}"}} 10\n' for e in (0, 1)]
+    filtered = "name[]=" in h.path  # type: ignore[attr-defined]
+    body("".join(line for line in lines if not filtered or 'engine="0"' in line))(h)  # type: ignore[arg-type]
+
+
+def test_a_filtered_page_that_leaves_out_an_engine_is_not_used() -> None:
+    """Issue 25 item 3: the probe compared sample names only, so engine 1 disappeared while
+    the target stayed up. It compares (name, label set)."""
+    upstream = Upstream()
+    scraper = TargetScraper(upstream.route("t", _two_engines))
+    try:
+        two_whole_pages_then_probe(scraper)
+        assert upstream.filtered_hits.get("/t/metrics") == 1
+        assert "name[]" not in scraper.fetch_url()
+        sample = scraper.scrape(time.monotonic() + 5)
+        assert sample.up and [e.engine for e in sample.engines] == ["0", "1"]
+    finally:
+        scraper.close()
+        upstream.stop()
+
+
+def test_an_empty_filtered_page_costs_no_down_sample_in_a_scrape_round() -> None:
+    """Issue 25 item 4, through the exporter's round (many targets on one multi handle): a
+    server restarted with --api-server-count 2 answers the filter with an empty page; the
+    whole page is fetched within the same round."""
+    registry = CollectorRegistry()
+    vllm_like(registry)
+    url, server = serve(registry)
+    other = Upstream()
+    scraper = TargetScraper(url)
+    runner = ScrapeRunner([scraper, TargetScraper(other.route("o", body(PAGE)))], [], timeout=5.0)
+    try:
+        for _ in range(2):
+            assert all(t.up for t in runner.snapshot().targets)
+        wait_for_decision(scraper)
+        assert "name[]" in scraper.fetch_url()
+        assert all(t.up for t in runner.snapshot().targets)  # a round on the filtered page
+        for collector in list(registry._collector_to_names):
+            registry.unregister(collector)
+        registry.register(NamelessCollector())  # type: ignore[arg-type]
+        mine, theirs = runner.snapshot().targets
+        assert mine.up and engines(mine) == [("m", "0", 3.0, 1000.0, None)], mine.error
+        assert theirs.up
+        assert scraper.fetch_url() == url + "/metrics"
+    finally:
+        runner.close()
+        other.stop()
+        server.shutdown()  # type: ignore[attr-defined]

@@ -8,12 +8,12 @@ import time
 
 import pytest
 
+from kvops.engines.registry import WANTED
 from kvops.errors import UsageError
 from kvops.exporter.command import configure
 from kvops.exporter.config import load_config
-from kvops.sources.exposition import parse
-from kvops.sources.http import DEFAULT_MAX_SAMPLES
-from kvops.sources.vllm import WANTED
+from kvops.exposition.parser import parse
+from kvops.transport.http import DEFAULT_MAX_SAMPLES
 from support.exporter_harness import parse_exposition, value
 from support.paths import VLLM_FIXTURES
 from support.upstream import body

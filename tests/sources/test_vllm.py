@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from kvops.engines.registry import WANTED, normalise
+from kvops.exposition.parser import parse
 from kvops.rates import interval
 from kvops.snapshot import Snapshot, TargetSample
-from kvops.sources.exposition import parse
-from kvops.sources.vllm import WANTED, normalise
 
 TARGET = "http://10.0.0.5:8000"
 

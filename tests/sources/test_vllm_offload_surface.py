@@ -11,12 +11,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvops import names
+from kvops.engines.registry import WANTED, normalise
 from kvops.exporter.encode import encode
 from kvops.exporter.families import target_families
+from kvops.exposition.parser import parse
 from kvops.rates import GB, interval, quantile
 from kvops.snapshot import Histogram, Snapshot, TargetSample
-from kvops.sources.exposition import parse
-from kvops.sources.vllm import WANTED, normalise
 
 TARGET = "http://10.0.0.5:8000"
 REL = 1e-9

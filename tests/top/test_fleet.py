@@ -121,7 +121,7 @@ def test_sort_filter_and_top_in_the_text_frame(stores, capsys):
 def test_the_live_view_fetches_the_rows_it_shows_and_the_fleet_as_sums(stores):
     """A page of 5 engines: their figures whole, the fleet's sums from the store, and far
     fewer bytes than every engine's series."""
-    from kvops.sources.prometheus import PrometheusSource
+    from kvops.frames.prometheus import PrometheusSource
     from kvops.top.board import Board
 
     engines, started = stores

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from kvops.frames.replay import ReplaySource
 from kvops.snapshot import GpuSample, HostSample, Snapshot
-from kvops.sources.replay import ReplaySource
 from kvops.top.app import TopApp
 from kvops.top.table import TargetTable
 

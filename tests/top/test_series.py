@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from kvops.top.series import Ring, Trend
+from kvops.snapshot import EngineSample, Snapshot, TargetSample
+from kvops.top import numbers as units
+from kvops.top.board import Board
+from kvops.top.charts import CHARTS, series, span_for
+from kvops.top.history import Ring, Trend
+
+
+def _engine(store_bytes: float) -> TargetSample:
+    engine = EngineSample(target="a", model_name="m", store_bytes=store_bytes, store_seconds=1.0,
+                          local_hits=0.0, local_queries=0.0)  # fmt: skip
+    return TargetSample("a", up=True, engines=[engine])
 
 
 def test_ring_keeps_the_last_values_in_order_and_unknowns():
@@ -36,3 +46,30 @@ def test_per_second_figures_divide_by_the_intervals_and_unknown_frames_are_gaps(
     points = trend.smoothed("store_bytes", None, 1.0)
     assert [v for _, v in points] == [None, 200.0, None, 100.0]
     assert [v for _, v in trend.smoothed("store_bytes", None, 60.0)] == [None, 200.0, 200.0, 500 / 3]
+
+
+# A Unix time (`--prometheus` frames carry the store's evaluation time) and a monotonic()
+# clock on a host up 200 days (the live view): a float32 holds them to 128 s and 2 s.
+CLOCKS = {"prometheus": 1795674501.3, "live": 200 * 86400 + 0.3}
+
+
+@pytest.mark.parametrize("mode", list(CLOCKS))
+def test_a_minute_of_frames_draws_a_minute_of_chart(mode: str):
+    """Issue 25 item 8: after 90 s of `top --prometheus` every chart was one stroke at "now"."""
+    start = CLOCKS[mode]
+    board = Board()
+    for i in range(61):  # a frame a second for a minute, as the source stamps them
+        t = start + i
+        snap = Snapshot(time=t, targets=[_engine(store_bytes=1000.0 * i * (i + 1) / 2)])
+        if mode == "prometheus":  # the store hands over both ends of each interval
+            before = Snapshot(time=t - 1, targets=[_engine(store_bytes=1000.0 * (i - 1) * i / 2)])
+            board.update(snap, before=before)
+        else:
+            board.update(snap)
+    stored = CHARTS[1].lines[0]
+    points = series(board.fleet, stored, 1.0, span_for(1.0))
+    assert [x for x, _ in points] == pytest.approx([float(x) for x in range(-60, 1)])
+    known = [(x, v) for x, v in points if v is not None]
+    # i kB stored in the interval that ended at frame i: the line climbs across the minute.
+    assert known[-1] == (0.0, pytest.approx(60_000 / units.GB))
+    assert known[0][1] < known[-1][1] / 10

@@ -6,7 +6,7 @@ and look at the SVGs it writes under __snapshots__/ before committing them.
 
 from __future__ import annotations
 
-from kvops.sources.replay import ReplaySource
+from kvops.frames.replay import ReplaySource
 from kvops.top.app import TopApp
 
 from .helpers import T1, T2

@@ -10,14 +10,15 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 
 from kvops.cli import main
-from kvops.exporter.collector import render
+from kvops.engines import registry
+from kvops.exporter.snapshot_families import render
+from kvops.exposition.parser import parse
+from kvops.frames import kvops_exposition
+from kvops.frames.prometheus import PrometheusSource
+from kvops.frames.replay import ReplaySource
 from kvops.names import bound
 from kvops.snapshot import GpuSample, HostSample, Snapshot, TargetSample
-from kvops.sources import kvops_exposition, vllm
-from kvops.sources.exposition import parse
-from kvops.sources.prometheus import PrometheusSource
-from kvops.sources.replay import ReplaySource
-from kvops.top.live import LiveSource
+from kvops.top.live_source import LiveSource
 from support.exporter_harness import Exporter
 from support.prom import Prometheus
 from support.upstream import Upstream, body
@@ -28,7 +29,7 @@ TARGET = "http://10.1.2.3:8000"
 
 
 def _vllm_target(path: Path, target: str = TARGET) -> TargetSample:
-    return vllm.normalise(parse(path.read_text(), vllm.WANTED), target)
+    return registry.normalise(parse(path.read_text(), registry.WANTED), target)
 
 
 class _Fixed:
@@ -176,7 +177,7 @@ def test_prometheus_that_cannot_be_reached_is_one_target_down():
 
 
 def test_hosts_of_several_exporters_do_not_mix():
-    from kvops.sources.prometheus import to_parse_result
+    from kvops.frames.prometheus import to_parse_result
 
     series = [
         {"metric": {"__name__": "kvops_host_memory_total_bytes", "instance": "a:9400"}, "value": [1, "100"]},
@@ -198,7 +199,7 @@ def test_the_same_target_given_twice_is_scraped_once():
 
 
 def test_a_page_of_more_label_sets_than_top_keeps_is_trimmed_before_it_becomes_engines():
-    from kvops.top.live import SAMPLES_PER_FAMILY
+    from kvops.top.live_source import SAMPLES_PER_FAMILY
 
     upstream = Upstream()
     lines = [

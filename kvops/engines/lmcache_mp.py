@@ -1,0 +1,42 @@
+"""LMCache's multi-process mode, lmcache_mp_* -> LMCacheSamples (worker "0"); docs/tiers.md."""
+
+from __future__ import annotations
+
+from kvops.engines.common import Engine, Page
+from kvops.exposition.parser import ParseResult
+
+# LMCache's multi-process mode, served through OpenTelemetry's Prometheus reader (LMCache
+# 0.5.x lmcache/v1/mp_observability/subscribers/metrics/): lookup series carry model_name,
+# L1 series no model (the page's one model is used); no worker_id.
+COUNTERS: dict[str, str] = {
+    "lmcache_mp_lookup_requested_tokens_total": "lookup_tokens",
+    "lmcache_mp_lookup_hit_tokens_total": "lookup_hits",
+    "lmcache_mp_lookups_requests_total": "lookup_requests",
+    "lmcache_mp_lookup_hit_l1_tokens_total": "l1_hit_tokens",
+    "lmcache_mp_lookup_hit_l2_tokens_total": "l2_hit_tokens",
+    "lmcache_mp_l1_read_chunks_total": "l1_read_chunks",
+    "lmcache_mp_l1_write_chunks_total": "l1_write_chunks",
+    "lmcache_mp_l1_evicted_chunks_total": "l1_evicted_chunks",
+}
+WANTED: frozenset[str] = frozenset(COUNTERS)
+
+
+def read(result: ParseResult, page: Page) -> None:
+    models = {labels["model_name"] for name in COUNTERS for labels, _ in result.get(name)
+              if "model_name" in labels}  # fmt: skip
+    only_model = next(iter(models)) if len(models) == 1 else ""
+    for source_name, field_name in COUNTERS.items():
+        for labels, value in result.get(source_name):
+            sample = page.lmcache(labels.get("model_name", only_model), "0")
+            setattr(sample, field_name, (getattr(sample, field_name) or 0.0) + value)
+
+
+ENGINE = Engine(
+    kind="lmcache",
+    title="LMCache multi-process",
+    families=WANTED,
+    page_format=lambda result: None,  # not told apart from LMCache's legacy page by `kvops top`
+    tiers=("host", "storage"),
+    fixtures="lmcache-mp",
+    read=read,
+)

@@ -1,0 +1,78 @@
+"""The engines kvops reads, and a /metrics page read through them.
+
+Each engine is one module declaring an Engine (kvops/engines/common.py): the names it reads,
+how a page shows it, its tiers, its fixtures and its reader. The scrapers (kvops/scrape), the
+fleet view (kvops/frames/prometheus.py) and `kvops top` take the names and the reading from
+here, so a new engine is its module, its fixtures, and one line below
+(docs/adding-an-engine.md).
+"""
+
+from __future__ import annotations
+
+from kvops.engines import kvbm, lmcache, lmcache_mp, sglang, trtllm, vllm, vllm_simple_offload, vllm_tiering
+from kvops.engines.common import Engine, Page
+from kvops.exposition.parser import ParseResult, families_of
+from kvops.snapshot import TargetSample
+
+# In this order: engines on a page are listed in it, and the first page_format that names the
+# page wins (vLLM's naming generations before LMCache's page before the others).
+ENGINES: tuple[Engine, ...] = (
+    vllm.ENGINE,
+    vllm_tiering.ENGINE,  # after vllm: they add to the engines vllm.py read
+    vllm_simple_offload.ENGINE,
+    lmcache.ENGINE,
+    lmcache_mp.ENGINE,
+    sglang.ENGINE,
+    kvbm.ENGINE,
+    trtllm.ENGINE,
+)
+
+WANTED: frozenset[str] = frozenset().union(*(e.families for e in ENGINES))
+WANTED_FAMILIES = families_of(WANTED)
+# Prefixes whose one sample makes a target up, read or not: the parser counts them.
+UP_PREFIXES: tuple[str, ...] = tuple(e.up_prefix for e in ENGINES if e.up_prefix)
+# Names whose one parsed sample makes a target up besides the prefixed ones (docs/DESIGN.md).
+OTHER_ENGINE_NAMES: frozenset[str] = frozenset().union(*(e.families for e in ENGINES if not e.up_prefix))
+# What `kvops top` computes no figure from: the exporter passes these histograms through.
+PASS_THROUGH_FIELDS: frozenset[str] = frozenset().union(*(e.pass_through_fields for e in ENGINES))
+PASS_THROUGH_HISTOGRAMS: frozenset[str] = frozenset().union(*(e.pass_through_names for e in ENGINES))
+CHART_COUNTERS: frozenset[str] = frozenset().union(*(e.chart_counters for e in ENGINES))
+
+_PREFIXED = " or ".join(UP_PREFIXES)
+# Engines named by neither prefix (LMCache's multi-process page is LMCache's, named by its prefix).
+_OTHERS = ", ".join(
+    e.title for e in ENGINES if not e.up_prefix and e.kind not in {p.kind for p in ENGINES if p.up_prefix}
+)
+
+
+def normalise(result: ParseResult, target: str) -> TargetSample:
+    """Map one parsed exposition to a TargetSample: each engine whose names the page holds
+    reads it (a set test in C, against each reader's dozens of lookups on every page).
+    NaN and ±Inf values are unknown: left out, as an absent series (issue 25)."""
+    page = Page(target)
+    # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed, whatever its value.
+    up = result.has_prefixed_sample or any(result.samples.get(name) for name in OTHER_ENGINE_NAMES)
+    result.known_only()
+    present = result.samples.keys()
+    for engine in ENGINES:
+        if not engine.families.isdisjoint(present):
+            engine.read(result, page)
+    error = None if up else f"no {_PREFIXED} sample, nor one of another engine kvops reads ({_OTHERS})"
+    return TargetSample(
+        target=target,
+        up=up,
+        error=error,
+        engines=page.engines,
+        lmcache=sorted(page.lmcache_by_key.values(), key=lambda s: s.key),
+        vllm_format=detect_format(result),
+        parse_errors=len(result.errors),
+    )
+
+
+def detect_format(result: ParseResult) -> str:
+    """Which engine and naming generation the page shows (informational, shown by `kvops top`)."""
+    for engine in ENGINES:
+        found = engine.page_format(result)
+        if found is not None:
+            return found
+    return "unknown"

@@ -1,0 +1,79 @@
+"""Histograms out of parsed samples: `<family>_bucket{le}`, `_sum`, `_count` -> Histogram."""
+
+from __future__ import annotations
+
+from kvops.exposition.parser import Labels, ParseResult
+from kvops.snapshot import Histogram
+
+
+def sample_names(family: str) -> tuple[str, str, str]:
+    return (f"{family}_bucket", f"{family}_sum", f"{family}_count")
+
+
+_LE: dict[str, float | None] = {}  # bound text -> value: pages repeat a few dozen bounds
+
+
+def _le(raw: str | None) -> float | None:
+    if raw is None:
+        return None
+    found = _LE.get(raw, False)
+    if found is not False:
+        return found
+    try:
+        value: float | None = float(raw)  # "+Inf" parses to inf
+    except ValueError:
+        value = None
+    if value is not None and value != value:  # NaN is no bound
+        value = None
+    if len(_LE) < 4096:
+        _LE[raw] = value
+    return value
+
+
+def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram]]:
+    """Every series of `family`, labels without `le`. A series needs its +Inf bucket and its sum
+    to be kept: a page cut in the middle of one drops it, not the page.
+    Bucket counts, sum and count pass through as exposed."""
+    bucket_name, sum_name, count_name = sample_names(family)
+    bucket_samples = result.get(bucket_name)
+    if not bucket_samples:
+        return []
+    # A series' labels come in the same order on every line of it (one writer, one label
+    # set): the (name, value) pairs in that order key it, without sorting per line.
+    series: dict[tuple[tuple[str, str], ...], tuple[Labels, list[tuple[float, float]]]] = {}
+    for labels, value in bucket_samples:
+        raw = labels.get("le")
+        le = _le(raw)
+        if le is None or raw is None:  # a bucket without a usable bound is not one
+            continue
+        items = list(labels.items())
+        items.remove(("le", raw))  # in C: a third of filtering the items in a generator
+        key = tuple(items)
+        found = series.get(key)
+        if found is None:
+            found = series[key] = (dict(key), [])
+        found[1].append((le, value))
+    sums = {tuple(labels.items()): value for labels, value in result.get(sum_name)}
+    counts = {tuple(labels.items()): value for labels, value in result.get(count_name)}
+    out: list[tuple[Labels, Histogram]] = []
+    for key, (labels, buckets) in series.items():
+        buckets.sort()
+        total = sums.get(key)
+        if total is None:  # labels in another order on the _sum line: match as a set
+            total = next((v for k, v in sums.items() if sorted(k) == sorted(key)), None)
+        if buckets[-1][0] != float("inf") or total is None:
+            continue
+        count = counts.get(key, buckets[-1][1])
+        out.append((labels, Histogram(tuple(buckets), total, count)))
+    return out
+
+
+def merged(a: Histogram | None, b: Histogram) -> Histogram:
+    """Two series of one histogram (extra labels kvops does not split by) added up; where
+    their buckets differ, the first is kept rather than a made-up merge."""
+    if a is None:
+        return b
+    if [le for le, _ in a.buckets] != [le for le, _ in b.buckets]:
+        return a
+    buckets = tuple((le, x + y) for (le, x), (_, y) in zip(a.buckets, b.buckets, strict=True))
+    return Histogram(buckets, a.sum + b.sum, a.count + b.count)

@@ -1,0 +1,760 @@
+"""Prometheus text-format parser that keeps only the samples asked for.
+
+A busy vLLM serves thousands of lines (histogram buckets, per-LoRA series) and kvops needs
+a few dozen. prometheus_client's parser builds every family and parses every label set;
+this one parses labels and values only for the samples kvops uses
+(benchmarks/parse_bench.py measures it). Values equal prometheus_client's for the samples it
+keeps (tests/sources/test_exposition.py).
+
+The grammar is the one Prometheus's own parsers read (tests/sources/conformance/ holds the
+cases of prometheus/common expfmt, prometheus/prometheus promparse and client_python, each
+checked on both readers): blanks or tabs between tokens; metric and label names bare or
+quoted (Prometheus 3's UTF-8 names, `{"a.b",l="v"}`); values in Go's float grammar (not
+Python's float(): no `1_000`, no Unicode digits, `1e309` is an error rather than +Inf);
+timestamps int64 milliseconds; duplicate label names and a `__name__` label rejected. Where
+the suites disagree kvops reads what Prometheus's scraper (promparse) stores: an unknown
+escape in a label value is kept as written, and a comma with no label before it (`{,}`) is an
+error. A quoted metric or label name allows only the three escapes of the format (backslash,
+quote, newline): expfmt rejects any other there, and a name is an identity.
+
+With a set of wanted names, one regular expression (a trie of the names, run by re's C
+engine) finds the wanted lines and their families' # TYPE lines, and no other line is
+looked at from Python: per-line Python work was most of what `kvops top` spent on 16
+targets. Without one (or on a page with indented lines), every line is read in turn.
+
+A malformed line is recorded with its 1-based line number and skipped: the rest survives.
+Lines are malformed only if they are read: with a wanted set, a broken line of a family
+kvops does not read is not reported (Prometheus reports it; kvops has no use for it), except
+a last line that does not parse (a page cut off, in its value or inside a label set) and a
+line that starts with `{` (its name is known only once it parses). Both readers decide
+"up" the same way: the first sample with a counted prefix that parses, wherever it is.
+
+`max_samples` caps the sample lines of wanted names read from one page (kvops exporter
+--max-samples-per-target): past it reading stops and `ParseResult.over_limit` is set, as
+Prometheus's sample_limit fails a scrape rather than store part of it. With a set of wanted
+names, a page with more lines than the cap is first counted by one regular expression, so a
+label explosion costs a scan of the page, not a parse of its first max_samples lines.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+
+Labels = dict[str, str]
+
+# Possessive quantifiers (*+, ++) never give back what they took: no input, however long
+# its runs of blanks or escapes, makes these expressions backtrack.
+_STR_BODY = r'[^"\\]*+(?:\\.[^"\\]*+)*+'  # inside "...": runs of plain characters between escapes
+_STR = rf'"{_STR_BODY}"'
+_LABEL_NAME = r"[a-zA-Z_][a-zA-Z0-9_]*+"
+_METRIC_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*+"
+# One item of a label set: name="value" (the name bare or quoted), or a quoted metric name.
+_ITEM = rf"(?:(?:{_LABEL_NAME}|{_STR})[ \t]*+=[ \t]*+{_STR}|{_STR})"
+# The inside of {...}: items separated by commas, one trailing comma allowed after an item
+# ({,} is an error, as in promparse and expfmt). A missing comma between two items is read as
+# promparse reads it (its test calls that unintended, but it is what Prometheus stores).
+_LABEL_SET_RE = re.compile(rf"[ \t]*+(?:{_ITEM}(?:[ \t]*+,?+[ \t]*+{_ITEM})*+[ \t]*+(?:,[ \t]*+)?)?")
+# The usual label set, bare names only: read with one findall, as before quoted names.
+_PAIR = rf"{_LABEL_NAME}[ \t]*+=[ \t]*+{_STR}"
+_BARE_SET_RE = re.compile(rf"[ \t]*+(?:{_PAIR}(?:[ \t]*+,?+[ \t]*+{_PAIR})*+[ \t]*+(?:,[ \t]*+)?)?")
+_BARE_PAIR_RE = re.compile(rf'({_LABEL_NAME})[ \t]*+=[ \t]*+"({_STR_BODY})"')
+_ITEM_RE = re.compile(rf'(?:({_LABEL_NAME})|"({_STR_BODY})")[ \t]*+=[ \t]*+"({_STR_BODY})"|"({_STR_BODY})"')
+_NAME_RE = re.compile(rf"{_METRIC_NAME}\Z")
+_HEAD_RE = re.compile(rf"(?:({_METRIC_NAME})[ \t]*+)?\Z")  # what comes before "{"
+_PLAIN_RE = re.compile(rf"({_METRIC_NAME})[ \t]++([^ \t]++)(?:[ \t]++([^ \t]++))?[ \t]*+\Z")
+_TAIL_RE = re.compile(r"[ \t]*+([^ \t]++)(?:[ \t]++([^ \t]++))?[ \t]*+\Z")  # after "}"
+# Go's strconv.ParseFloat as Prometheus calls it: decimal only (promparse refuses p, P and _),
+# ASCII digits, Inf/Infinity/NaN in any case; a sign before NaN is not Go's.
+_VALUE = (
+    r"[+-]?+(?:[0-9]++(?:\.[0-9]*+)?+(?:[eE][+-]?+[0-9]++)?+|\.[0-9]++(?:[eE][+-]?+[0-9]++)?+"
+    r"|[iI][nN][fF](?:[iI][nN][iI][tT][yY])?+)|[nN][aA][nN]"
+)
+_VALUE_RE = re.compile(_VALUE)
+_TIMESTAMP_RE = re.compile(r"[+-]?+[0-9]++")  # strconv.ParseInt(s, 10, 64)
+_INT64 = 1 << 63
+# "# TYPE name type" / "# HELP name text": blanks or tabs around the keyword and the name.
+_META_RE = re.compile(r"#[ \t]*+(TYPE|HELP)(?:[ \t]++(.*+))?\Z")
+_TYPE_BODY_RE = re.compile(rf'(?:({_METRIC_NAME})|"({_STR_BODY})")[ \t]++([a-zA-Z_]++)[ \t]*+\Z')
+_HELP_BODY_RE = re.compile(rf"(?:{_METRIC_NAME}|{_STR})(?:[ \t].*+)?\Z")
+# The text format's types; gaugehistogram and gauge_histogram as expfmt spells them.
+_TYPES = frozenset(
+    ["counter", "gauge", "histogram", "gaugehistogram", "gauge_histogram", "summary", "untyped"]
+)
+_NAME_STOP_RE = re.compile(r"[{ \t]")
+_UNESCAPE = {"\\\\": "\\", '\\"': '"', "\\n": "\n"}
+_UNESCAPE_RE = re.compile(r"\\[\\\"n]")  # any other escape is kept as written (promparse)
+_BAD_ESCAPE_RE = re.compile(r"\\[^\\\"n]")  # searched once escaped backslashes are removed
+
+
+@dataclass
+class ParseResult:
+    """Samples by exposed sample name, in the order they appeared."""
+
+    samples: dict[str, list[tuple[Labels, float]]] = field(default_factory=dict)
+    types: dict[str, str] = field(default_factory=dict)  # name on its # TYPE line -> type
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (line number, message)
+    # True once one sample named with a counted prefix (vllm:, lmcache:) parsed: what makes
+    # a target "up" (docs/DESIGN.md). Unwanted lines are checked only until the first one passes.
+    has_prefixed_sample: bool = False
+    read: int = 0  # sample lines of wanted names read (kept, or reported broken)
+    over_limit: bool = False  # more than max_samples of them: reading stopped there
+    out_of_time: bool = False  # the deadline passed while reading: reading stopped there
+
+    def get(self, name: str) -> list[tuple[Labels, float]]:
+        return self.samples.get(name, [])
+
+    def known_only(self) -> ParseResult:
+        """Drops NaN and ±Inf samples (here they mean "unknown", and a store can hold them) and
+        makes -0 a 0, in place: what every decoder of a page into figures reads."""
+        for name, samples in self.samples.items():
+            if any(not math.isfinite(v) or (v == 0 and math.copysign(1.0, v) < 0) for _, v in samples):
+                self.samples[name] = [(labels, v + 0.0) for labels, v in samples if math.isfinite(v)]
+        return self
+
+
+class ParseError(ValueError):
+    pass
+
+
+def _unescape(value: str) -> str:
+    return _UNESCAPE_RE.sub(lambda m: _UNESCAPE[m.group(0)], value) if "\\" in value else value
+
+
+def _unescape_name(quoted: str) -> str:
+    """A quoted metric or label name, unescaped; ParseError on an escape the format does not have."""
+    if "\\" in quoted and _BAD_ESCAPE_RE.search(quoted.replace("\\\\", "")):
+        raise ParseError(f"invalid escape sequence in quoted name {quoted[:40]!r}")
+    return _unescape(quoted)
+
+
+# A series' label set is the same text scrape after scrape (its value is what changes), and
+# vLLM's *_config_info lines carry 40 labels: parsed sets are kept, bounded, and copied out.
+_LABEL_SETS: dict[str, tuple[Labels, str | None]] = {}
+_LABEL_SETS_MAX = 8192
+
+
+def parse_label_set(text: str) -> tuple[Labels, str | None]:
+    """The inside of {...}: its labels and the quoted metric name it holds, if any.
+    Raises ParseError on anything else, on a repeated label name and on a `__name__` label."""
+    known = _LABEL_SETS.get(text)
+    if known is not None:
+        return known[0].copy(), known[1]  # a copy: a caller may change its dict
+    if _BARE_SET_RE.fullmatch(text) is not None:
+        pairs = _BARE_PAIR_RE.findall(text)
+        labels = dict(pairs) if "\\" not in text else {name: _unescape(value) for name, value in pairs}
+        if len(labels) != len(pairs):
+            seen: set[str] = set()
+            for twice, _ in pairs:  # the first name seen a second time
+                if twice in seen:
+                    break
+                seen.add(twice)
+            raise ParseError(f"duplicate label name {twice[:40]!r}")
+        if "__name__" in labels:
+            raise ParseError("label name __name__ is reserved")
+        return _remember(text, labels, None)
+    if _LABEL_SET_RE.fullmatch(text) is None:
+        raise ParseError(_label_set_problem(text))
+    labels = {}
+    metric: str | None = None
+    for m in _ITEM_RE.finditer(text):
+        if m.lastindex == 4:  # a quoted metric name
+            if metric is not None:
+                raise ParseError("two metric names in one label set")
+            metric = _unescape_name(m.group(4))
+            if not metric:
+                raise ParseError("empty metric name")
+            continue
+        name = m.group(1)
+        if name is None:
+            name = _unescape_name(m.group(2))
+            if not name:
+                raise ParseError("empty label name")
+        if name == "__name__":
+            raise ParseError("label name __name__ is reserved")
+        if name in labels:
+            raise ParseError(f"duplicate label name {name[:40]!r}")
+        labels[name] = _unescape(m.group(3))
+    return _remember(text, labels, metric)
+
+
+def _remember(text: str, labels: Labels, metric: str | None) -> tuple[Labels, str | None]:
+    if len(_LABEL_SETS) >= _LABEL_SETS_MAX:  # churning label values: start over
+        _LABEL_SETS.clear()
+    _LABEL_SETS[text] = (labels, metric)
+    return labels.copy(), metric
+
+
+def _label_set_problem(text: str) -> str:
+    """Where a label set stops being one, for the error message."""
+    pos = 0
+    item = re.compile(rf"[ \t]*+{_ITEM}[ \t]*+(?:,|\Z)")
+    while (m := item.match(text, pos)) is not None and m.end() > pos:
+        pos = m.end()
+    rest = text[pos:]
+    if rest.count('"') % 2:
+        return f"unterminated string in label set near {rest[:40]!r}"
+    return f"bad label set near {rest[:40]!r}"
+
+
+def _parse_value(token: str) -> float:
+    if _VALUE_RE.fullmatch(token) is None:
+        raise ParseError(f"bad sample value {token[:40]!r}")
+    value = float(token)
+    if math.isinf(value) and token[-1] not in "fFyY":  # Go's ParseFloat: out of range
+        raise ParseError(f"sample value out of range {token[:40]!r}")
+    return value
+
+
+def _check_timestamp(token: str) -> None:
+    if _TIMESTAMP_RE.fullmatch(token) is None:
+        raise ParseError(f"bad timestamp {token[:40]!r} (integer milliseconds)")
+    digits = token.lstrip("+-").lstrip("0")
+    if len(digits) > 19 or not -_INT64 <= int(token) < _INT64:  # int() only on short ones
+        raise ParseError(f"timestamp out of range {token[:40]!r}")
+
+
+def parse_sample_line(line: str) -> tuple[str, Labels, float]:
+    """One sample line without its leading blanks: name[{labels}] value [timestamp], or
+    {"name",labels} value [timestamp]. Raises ParseError."""
+    brace = line.find("{")
+    if brace == -1:
+        m = _PLAIN_RE.match(line)
+        if m is None:
+            if _NAME_STOP_RE.search(line) is None:
+                raise ParseError(f"sample without a value: {line[:60]!r}")
+            name = _NAME_STOP_RE.split(line, 1)[0]
+            if _NAME_RE.match(name) is None:
+                raise ParseError(f"bad metric name {name[:60]!r}")
+            raise ParseError("expected a value and an optional timestamp")
+        name, token, timestamp = m.groups()
+        labels: Labels = {}
+    else:
+        close = line.rfind("}")
+        if close < brace:
+            raise ParseError(f"label set not closed (page cut off?) near {line[brace : brace + 40]!r}")
+        head = _HEAD_RE.match(line, 0, brace)
+        if head is None:
+            raise ParseError(f"bad metric name {line[:brace][:60]!r}")
+        inside = line[brace + 1 : close]
+        known = _LABEL_SETS.get(inside)  # parse_label_set's cache, looked up here: the usual case
+        labels, quoted = (known[0].copy(), known[1]) if known is not None else parse_label_set(inside)
+        name = head.group(1)
+        if name is None:
+            if quoted is None:
+                raise ParseError("metric name not set")
+            name = quoted
+        elif quoted is not None:
+            raise ParseError("two metric names")
+        tail = _TAIL_RE.match(line, close + 1)
+        if tail is None:
+            raise ParseError("expected a value and an optional timestamp")
+        token, timestamp = tail.groups()
+    if timestamp is not None:
+        _check_timestamp(timestamp)
+    return name, labels, _parse_value(token)
+
+
+def _read_meta(line: str, types: dict[str, str]) -> str | None:
+    """A # TYPE line into types; what is wrong with a TYPE or HELP line, if anything. Other
+    comments, and a bare "# TYPE" or "# HELP" (expfmt reads them as comments), pass."""
+    m = _META_RE.match(line)
+    if m is None or not m.group(2):
+        return None
+    body = m.group(2)
+    if m.group(1) == "TYPE":
+        t = _TYPE_BODY_RE.match(body)
+        if t is None:
+            return f"TYPE line without a name and a type: {body[:60]!r}"
+        kind = t.group(3).lower()
+        if kind not in _TYPES:
+            return f"unknown metric type {t.group(3)[:20]!r}"
+        try:
+            name = t.group(1) if t.group(1) is not None else _unescape_name(t.group(2))
+        except ParseError as exc:
+            return str(exc)
+        types[name] = kind
+    elif _HELP_BODY_RE.match(body) is None:
+        return f"HELP line without a metric name: {body[:60]!r}"
+    return None
+
+
+def parse(
+    text: str,
+    wanted: Collection[str] | Callable[[str], bool] | None = None,
+    count_prefixes: tuple[str, ...] = ("vllm:", "lmcache:"),
+    max_samples: int | None = None,
+    deadline: float | None = None,
+    work_after: float = 0.0,
+) -> ParseResult:
+    """Parse an exposition, keeping samples whose exposed name is in `wanted` (all if None).
+
+    `wanted` may be a set of sample names (fast path: `types` then holds the TYPE of their
+    families only) or a predicate on the name. Past `max_samples` sample lines of wanted names
+    reading stops and the result says so (`over_limit`). With a `deadline` (time.monotonic()),
+    reading stops likewise (`out_of_time`) once the parse so far says it would not end by
+    then followed by `work_after` times its own time (what the caller does next), looked at
+    every _CHECK_EVERY lines: a page that cannot be served in time costs a fraction of its parse.
+    """
+    if "\r" in text:  # CRLF pages: a line ends at "\n", its "\r" is not part of the value
+        text = text.replace("\r\n", "\n")
+        if text.endswith("\r"):
+            text = text[:-1]
+    limit = max_samples if max_samples is not None else -1
+    result: ParseResult | None = None
+    clock = _Clock(deadline, work_after, len(text)) if deadline is not None else None
+    if wanted is not None and not callable(wanted):
+        wanted = frozenset(wanted)
+        if 0 <= limit < text.count("\n") and _count_wanted_lines(text, wanted, limit) > limit:
+            return ParseResult(read=limit, over_limit=True)
+        result = _parse_wanted(text, wanted, count_prefixes, limit, clock)
+    if result is None:
+        result = _parse_every_line(text, wanted, count_prefixes, limit, clock)
+    if not result.over_limit and not result.out_of_time:
+        _check_last_line(text, result)
+    return result
+
+
+# Lines between looks at the clock: a scrape's parse ends within a few ms of its deadline (a
+# thread cannot be stopped from outside), and a look costs nothing beside 4,096 lines.
+_CHECK_EVERY = 4096
+
+
+class _Clock:
+    """Whether a parse, `done` characters of `size` in, would end with the work after it by
+    the deadline (progress is linear in characters: the page's lines are alike in cost)."""
+
+    def __init__(self, deadline: float, work_after: float, size: int) -> None:
+        self.deadline, self.work_after, self.size = deadline, work_after, max(1, size)
+        self.start = time.monotonic()
+
+    def late(self, done: int) -> bool:
+        now = time.monotonic()
+        spent = now - self.start
+        whole = spent * self.size / max(1, done)  # the whole parse, at this pace
+        return now + (whole - spent) + self.work_after * whole > self.deadline
+
+
+_COUNT_PATTERNS: dict[frozenset[str], re.Pattern[str]] = {}
+# Lines of unwanted counted families tried for "up" before giving up: a real page's first
+# one parses; a page of broken ones must not cost a parse per line (both readers stop here).
+_UP_TRIES = 1000
+
+
+def _count_wanted_lines(text: str, wanted: frozenset[str], limit: int) -> int:
+    """Lines that start (after blanks) with a wanted name and a separator, counted up to
+    limit + 1 without parsing any."""
+    pattern = _COUNT_PATTERNS.get(wanted)
+    if pattern is None:
+        pattern = re.compile(rf"(?:\A|\n)[ \t]*+(?:{_trie(wanted)})(?=[{{ \t])" if wanted else r"(?!)")
+        if len(_COUNT_PATTERNS) < 64:
+            _COUNT_PATTERNS[wanted] = pattern
+    count = 0
+    for _ in pattern.finditer(text):
+        count += 1
+        if count > limit:
+            break
+    return count
+
+
+def _check_last_line(text: str, result: ParseResult) -> None:
+    """A last line that does not parse is reported whatever its family: the page was cut."""
+    end = len(text)
+    while end and text[end - 1] == "\n":
+        end -= 1
+    start = text.rfind("\n", 0, end) + 1
+    last = text[start:end].strip(" \t")
+    if not last or last[0] == "#":
+        return
+    try:
+        parse_sample_line(last)
+    except ParseError as exc:
+        line_no = text.count("\n", 0, start) + 1
+        if not result.errors or result.errors[-1][0] != line_no:
+            result.errors.append((line_no, str(exc)))
+
+
+# Suffixes a sample name adds to its family's name (TYPE lines name the family).
+_SAMPLE_SUFFIXES = ("_total", "_created", "_bucket", "_count", "_sum", "_info", "_gsum", "_gcount")
+
+
+def _trie(words: Collection[str]) -> str:
+    """A regular expression matching exactly `words`, factored as a trie: re tries the
+    alternatives of a group one after another, so 90 names in a flat alternation cost ~4x
+    this on every line of the page."""
+    root: dict[str, dict] = {}
+    for word in words:
+        node = root
+        for char in word:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def build(node: dict[str, dict]) -> str:
+        branches = []
+        for char in sorted(k for k in node if k):
+            child, run = node[char], re.escape(char)
+            while len(child) == 1 and "" not in child:  # a chain without branching: one literal
+                ((char, child),) = child.items()
+                run += re.escape(char)
+            branches.append(run + build(child))
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return build(root)
+
+
+_PATTERNS: dict[frozenset[str], re.Pattern[str]] = {}
+_PREFIX_PATTERNS: dict[tuple[str, ...], re.Pattern[str]] = {}
+
+
+def families_of(names: Collection[str]) -> frozenset[str]:
+    """The family names (as # TYPE lines give them) that sample names may belong to."""
+    families = set(names)
+    for name in names:
+        families.update(name[: -len(s)] for s in _SAMPLE_SUFFIXES if name.endswith(s))
+    return frozenset(families)
+
+
+def _wanted_lines(wanted: frozenset[str]) -> re.Pattern[str]:
+    """Line starts (after a newline) with a wanted sample name and a separator, # TYPE lines
+    of a wanted sample's family, lines that start with "{" (a quoted name: known once
+    parsed), and lines that start with a blank (then every line is read: the line-by-line
+    reader strips blanks)."""
+    pattern = _PATTERNS.get(wanted)
+    if pattern is None:
+        families = families_of(wanted)
+        named = ""  # no wanted name: only the lines every reader reads
+        if wanted:
+            # The usual line, `name{labels} value` or `name value` with one blank and no
+            # timestamp, is split here, in C, its value checked: (?P<value>) is then the last
+            # group. The label set runs to the line's last "}" (possessive: no retrying).
+            # Any other form of a wanted line is read by parse_sample_line.
+            named = (
+                rf"(?P<sample>{_trie(wanted)})"
+                rf"(?:(?P<labels>\{{[^\n]*\}})?+ (?P<value>{_VALUE})(?=\n|\Z)|(?=[{{ \t]))"
+                rf'|#[ \t]*TYPE[ \t]+"?(?P<family>{_trie(families)})"?[ \t]|'
+            )
+        # "{" and blanks in one class: one alternative fewer tried at every line start.
+        pattern = re.compile(rf"\n(?:{named}(?P<other>[{{ \t\r]))")
+        if len(_PATTERNS) < 64:  # a few fixed sets in practice; bounded all the same
+            _PATTERNS[wanted] = pattern
+    return pattern
+
+
+def _parse_wanted(
+    text: str, wanted: frozenset[str], count_prefixes: tuple[str, ...], limit: int, clock: _Clock | None
+) -> ParseResult | None:
+    """The fast path; None where it cannot give what reading every line would (indented lines)."""
+    body = "\n" + text
+    result = _read_matches(body, _wanted_lines(wanted), wanted, count_prefixes, limit, clock)
+    if result is None:
+        return None
+    if count_prefixes and not result.has_prefixed_sample and not result.over_limit and not result.out_of_time:
+        # "up" needs one prefixed sample that parses, wanted or not: the first that does.
+        prefixed = _PREFIX_PATTERNS.get(count_prefixes)
+        if prefixed is None:
+            alternatives = "|".join(re.escape(p) for p in count_prefixes)
+            pattern = re.compile(rf"\n[ \t]*+(?:{alternatives})")  # indented too: no wanted name
+            if len(_PREFIX_PATTERNS) < 64:
+                _PREFIX_PATTERNS[count_prefixes] = pattern
+            prefixed = pattern
+        # The lines the line-by-line reader tries, in the same order and number: lines of
+        # unwanted counted families (wanted ones and lines that start with "{" were read).
+        tries = 0
+        for m in prefixed.finditer(body):
+            end = body.find("\n", m.end())
+            line = body[m.start() + 1 : end if end != -1 else len(body)].lstrip(" \t")
+            stop = _NAME_STOP_RE.search(line)
+            if stop is None or line[: stop.start()] in wanted:
+                continue
+            tries += 1
+            if tries > _UP_TRIES:
+                break
+            try:
+                parse_sample_line(line)
+            except ParseError:
+                continue
+            result.has_prefixed_sample = True
+            break
+    return result
+
+
+def _read_matches(
+    body: str,
+    pattern: re.Pattern[str],
+    wanted: frozenset[str],
+    count_prefixes: tuple[str, ...],
+    limit: int,
+    clock: _Clock | None,
+) -> ParseResult | None:
+    result = ParseResult()
+    types, errors = result.types, result.errors
+    counted_to, line_no = 0, 0  # line numbers counted incrementally: matches come in order
+    check_at = _CHECK_EVERY if clock is not None else -1
+
+    def number(start: int) -> int:
+        nonlocal counted_to, line_no
+        line_no += body.count("\n", counted_to, start)
+        counted_to = start
+        return line_no
+
+    for seen, m in enumerate(pattern.finditer(body)):
+        if seen == check_at:
+            if clock.late(m.start()):  # type: ignore[union-attr]
+                result.out_of_time = True
+                break
+            check_at += _CHECK_EVERY
+        kind = m.lastgroup
+        if kind == "other" and m.group("other") != "{":  # an indented line
+            return None
+        start = m.start() + 1
+        if kind == "value":
+            sample, head, token = m.group("sample", "labels", "value")
+            problem = _add_split(result, sample, head, token, count_prefixes, limit)
+            if problem is not None:
+                errors.append((number(start), problem))
+            if result.over_limit:
+                break
+            continue
+        end = body.find("\n", m.end())
+        line = body[start : end if end != -1 else len(body)]
+        if kind == "family":
+            problem = _read_meta(line, types)
+        elif kind == "other":
+            problem = _add_quoted(result, line, wanted.__contains__, count_prefixes, limit)
+        else:
+            problem = _add_sample(result, line, count_prefixes, limit)
+        if problem is not None:
+            errors.append((number(start), problem))
+        if result.over_limit:
+            break
+    return result
+
+
+# A wanted line's text up to its label set's "}" -> (name, labels), for lines that parsed and
+# whose `le`/`quantile` labels, if any, are numbers (so no family's TYPE makes them wrong):
+# that text is the same every scrape, only the value after it changes. Histograms make most
+# wanted lines, and this skips the name, the label set and the typed check for all of them.
+_HEADS: dict[str, tuple[str, Labels]] = {}
+_HEADS_MAX = 8192
+
+
+def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...], limit: int) -> str | None:
+    """Parse one wanted sample line into result; what is wrong with it, if anything."""
+    if result.read == limit:
+        result.over_limit = True
+        return None
+    result.read += 1
+    close = line.rfind("}")
+    known = _HEADS.get(line[: close + 1]) if close != -1 else None
+    if known is not None:
+        tail = _TAIL_RE.match(line, close + 1)
+        if tail is None:
+            return "expected a value and an optional timestamp"
+        token, timestamp = tail.groups()
+        try:
+            if timestamp is not None:
+                _check_timestamp(timestamp)
+            value = _parse_value(token)
+        except ParseError as exc:
+            return str(exc)
+        name, labels = known[0], known[1].copy()
+        if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
+            result.has_prefixed_sample = True
+    else:
+        try:
+            name, labels, value = parse_sample_line(line)
+        except ParseError as exc:
+            return str(exc)
+        if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
+            result.has_prefixed_sample = True  # "up" is the line's syntax, as for unwanted lines
+        if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
+            return problem
+        if close != -1 and labels and _numeric_bounds(labels):
+            if len(_HEADS) >= _HEADS_MAX:  # churning label values: start over
+                _HEADS.clear()
+            _HEADS[line[: close + 1]] = (name, labels.copy())
+    bucket = result.samples.get(name)  # _keep, inline: this runs for every wanted line
+    if bucket is None:
+        result.samples[name] = [(labels, value)]
+    else:
+        bucket.append((labels, value))
+    return None
+
+
+def _add_split(
+    result: ParseResult, name: str, head: str | None, token: str, count_prefixes: tuple[str, ...], limit: int
+) -> str | None:
+    """_add_sample for a line the scan split (name, "{labels}" or None, a checked value)."""
+    if result.read == limit:
+        result.over_limit = True
+        return None
+    result.read += 1
+    known = None
+    if head is None:
+        labels: Labels = {}
+    else:
+        known = _HEADS.get(name + head)
+        if known is not None:
+            labels = known[1].copy()
+        else:
+            try:
+                labels, quoted = parse_label_set(head[1:-1])
+            except ParseError as exc:
+                return str(exc)
+            if quoted is not None:
+                return "two metric names"
+    value = float(token)
+    if value in _INFINITIES and token[-1] not in "fFyY":  # Go's ParseFloat: out of range
+        return f"sample value out of range {token[:40]!r}"
+    if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
+        result.has_prefixed_sample = True
+    if known is None and labels:
+        if result.types and (problem := _typed_label_problem(result.types, name, labels)):
+            return problem
+        if _numeric_bounds(labels):
+            if len(_HEADS) >= _HEADS_MAX:
+                _HEADS.clear()
+            _HEADS[name + head] = (name, labels.copy())  # type: ignore[operator]
+    bucket = result.samples.get(name)
+    if bucket is None:
+        result.samples[name] = [(labels, value)]
+    else:
+        bucket.append((labels, value))
+    return None
+
+
+_INFINITIES = (math.inf, -math.inf)
+_HISTOGRAMS = frozenset(["histogram", "gaugehistogram", "gauge_histogram"])
+
+
+def _numeric_bounds(labels: Labels) -> bool:
+    """No `le` or `quantile` label that _typed_label_problem would reject, whatever the TYPE."""
+    for key in ("le", "quantile"):
+        bound = labels.get(key)
+        if bound is not None and _VALUE_RE.fullmatch(bound) is None:
+            return False
+    return True
+
+
+def _typed_label_problem(types: dict[str, str], name: str, labels: Labels) -> str | None:
+    """A histogram bucket's `le` and a summary's `quantile` are numbers (expfmt checks them
+    once the family's TYPE is known)."""
+    if "le" in labels and name.endswith("_bucket") and types.get(name[:-7]) in _HISTOGRAMS:
+        bound = labels["le"]
+    elif "quantile" in labels and types.get(name) == "summary":
+        bound = labels["quantile"]
+    else:
+        return None
+    if _VALUE_RE.fullmatch(bound) is None:
+        return f"bad number {bound[:40]!r} in label {'le' if name.endswith('_bucket') else 'quantile'}"
+    return None
+
+
+def _add_quoted(
+    result: ParseResult, line: str, keep: Callable[[str], bool], count_prefixes: tuple[str, ...], limit: int
+) -> str | None:
+    """A line that starts with "{": its name is known once it parses."""
+    try:
+        name, labels, value = parse_sample_line(line)
+    except ParseError as exc:
+        return str(exc)
+    if count_prefixes and name.startswith(count_prefixes):
+        result.has_prefixed_sample = True
+    if keep(name):
+        if result.read == limit:
+            result.over_limit = True
+            return None
+        result.read += 1
+        if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
+            return problem
+        _keep(result, name, labels, value)
+    return None
+
+
+def _keep(result: ParseResult, name: str, labels: Labels, value: float) -> None:
+    bucket = result.samples.get(name)
+    if bucket is None:
+        result.samples[name] = [(labels, value)]
+    else:
+        bucket.append((labels, value))
+
+
+def _parse_every_line(
+    text: str,
+    wanted: Collection[str] | Callable[[str], bool] | None,
+    count_prefixes: tuple[str, ...],
+    limit: int,
+    clock: _Clock | None = None,
+) -> ParseResult:
+    result = ParseResult()
+    check_at = _CHECK_EVERY if clock is not None else -1
+    done = 0  # characters before this line
+    if wanted is None:
+        keep: Callable[[str], bool] = lambda _name: True  # noqa: E731
+    elif callable(wanted):
+        keep = wanted
+    else:
+        wanted_set = frozenset(wanted)
+        keep = wanted_set.__contains__
+    types = result.types
+    errors = result.errors
+    # A family's samples come in a run (histogram buckets): once one line is rejected, the
+    # next lines that start with the same name and separator are rejected by startswith alone.
+    rejected = "\0"
+    up_tries = 0
+    # Lines end at "\n" only, as in the text format and prometheus_client's parser:
+    # str.splitlines() would also cut at \x85, \u2028, \x0c... inside a label value.
+    for line_no, line in enumerate(text.split("\n"), start=1):
+        if clock is not None:
+            done += len(line) + 1
+            if line_no == check_at:
+                if clock.late(done):
+                    result.out_of_time = True
+                    break
+                check_at += _CHECK_EVERY
+        if not line or line.startswith(rejected):
+            continue
+        first = line[0]
+        if first == " " or first == "\t":
+            line = line.strip(" \t")
+            if not line:
+                continue
+            first = line[0]
+        if first == "#":
+            problem = _read_meta(line, types)
+        elif first == "{":
+            problem = _add_quoted(result, line, keep, count_prefixes, limit)
+        else:
+            stop = _NAME_STOP_RE.search(line)
+            if stop is None:
+                problem = f"sample without a value: {line[:60]!r}"
+            elif keep(name := line[: stop.start()]):
+                problem = _add_sample(result, line, count_prefixes, limit)
+            elif (
+                count_prefixes
+                and not result.has_prefixed_sample
+                and up_tries < _UP_TRIES
+                and name.startswith(count_prefixes)
+            ):
+                # Still looking for "up": lines of a counted family are tried until one parses.
+                up_tries += 1
+                try:
+                    parse_sample_line(line)
+                    result.has_prefixed_sample = True
+                    problem = None
+                except ParseError as exc:
+                    problem = str(exc)
+            else:
+                rejected = line[: stop.start() + 1]
+                continue
+        if problem is not None:
+            errors.append((line_no, problem))
+        if result.over_limit:
+            break
+    return result

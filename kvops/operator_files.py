@@ -1,0 +1,114 @@
+"""Reading the files an operator points kvops at: the exporter's --config, --web-config, token
+and CA files, and the user config.
+
+Each is read with a size cap (`--config /dev/zero` must not read forever), YAML is checked
+before it is built (no aliases: a 472-byte billion-laughs would expand to gigabytes; nesting
+bounded: PyYAML's composer recurses), and every failure is one UsageError line (exit 2).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kvops.errors import UsageError
+
+MAX_CONFIG_BYTES = 1024 * 1024  # a config of a thousand targets is ~100 KiB
+MAX_SECRET_BYTES = 64 * 1024
+MAX_YAML_DEPTH = 32  # the deepest legitimate document (a target's options) is 3 levels
+
+
+def read_capped(path: object, what: str, cap: int) -> bytes:
+    """The bytes of `path`, or UsageError if it cannot be read or holds more than `cap` bytes."""
+    if not isinstance(path, str) or not path:
+        raise UsageError(f"{what}: expected a file path, got {kind(path)}")
+    try:
+        with open(path, "rb") as file:
+            data = file.read(cap + 1)
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: {exc.strerror or exc}") from None
+    except ValueError:  # an embedded NUL in the path
+        raise UsageError(f"{what} {path!r}: not a valid path") from None
+    if len(data) > cap:
+        raise UsageError(f"{what} {path}: larger than {cap} bytes, not read")
+    return data
+
+
+def read_text(path: object, what: str, cap: int = MAX_CONFIG_BYTES) -> str:
+    data = read_capped(path, what, cap)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{what} {path}: not UTF-8 text (byte {exc.start})") from None
+
+
+def load_yaml_mapping(path: str, what: str) -> dict[str, Any]:
+    """The YAML mapping in `path` (empty file: {}). Aliases and deep nesting are refused."""
+    text = read_text(path, what)
+    try:
+        _check_events(text, path, what)
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{what} {path}: not valid YAML ({_where(exc)})") from None
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise UsageError(f"{what} {path}: expected a mapping at the top level, got {kind(doc)}")
+    return doc
+
+
+def _check_events(text: str, path: str, what: str) -> None:
+    # The parser is iterative (a state stack), so this walk is safe on any input; only the
+    # composer that builds the objects after it recurses.
+    depth = 0
+    for event in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(event, yaml.AliasEvent):
+            raise UsageError(f"{what} {path}: YAML aliases (*name) are not accepted; write the value out")
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_YAML_DEPTH:
+                raise UsageError(f"{what} {path}: nested deeper than {MAX_YAML_DEPTH} levels")
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None)
+    return f"line {mark.line + 1}" if mark is not None else type(exc).__name__
+
+
+def read_secret(path: object, what: str) -> str:
+    """A token file's content, stripped; refused if empty or holding control characters (a CR/LF
+    would end the Authorization header and start another one)."""
+    token = read_text(path, what, MAX_SECRET_BYTES).strip()
+    if not token:
+        raise UsageError(f"{what} {path}: empty")
+    if not token.isprintable():
+        raise UsageError(f"{what} {path}: holds control characters (a token is one line)")
+    return token
+
+
+def check_file(path: object, what: str) -> str:
+    """`path` as str when it names a regular readable file of at most MAX_CONFIG_BYTES."""
+    read_capped(path, what, MAX_CONFIG_BYTES)
+    assert isinstance(path, str)
+    if not Path(path).is_file():
+        raise UsageError(f"{what} {path}: not a regular file")
+    return path
+
+
+def kind(value: object) -> str:
+    """How a YAML value of the wrong type is named in an error message."""
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, int | float):
+        return f"the number {value}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    if value is None or value == "":
+        return "nothing"
+    return type(value).__name__

@@ -1,0 +1,160 @@
+"""Ask a target for the samples kvops reads instead of its whole page.
+
+SGLang, LMCache and TensorRT-LLM serve /metrics through prometheus_client, which answers
+`/metrics?name[]=a&name[]=b` with only the samples named (exposition.py, `_bake_output`:
+`registry.restricted_registry(params['name[]'])`). vLLM does not: 0.10-0.33 answer /metrics from
+prometheus-fastapi-instrumentator's route, added before the `make_asgi_app` Mount that would
+honour the filter, so a real vLLM sends its whole page and stays on whole pages here
+(docs/real-vllm.md, measured on 0.32.0). kvops reads 46 of the 496 sample
+lines of a vLLM 0.33 page: the rest (request latency histograms) cost the scraper a parse and
+the vLLM API server a render, every scrape.
+
+A filtered page is used only once it has been seen to hold everything the whole page held:
+after the second whole page, a probe on one of PROBE_THREADS shared threads (never in a scrape
+round, so a server that rejects the query is never shown down for it) fetches the filtered
+page and compares. prometheus_client in multiprocess mode (vLLM with --api-server-count > 1,
+SGLang) answers a filter with an empty page: its MultiProcessCollector has no names, and a
+restricted registry leaves such collectors out unless built with
+support_collectors_without_names (0.26 still defaults to False). A proxy may refuse a long
+query, a server may ignore it. Each of those leaves the target on whole pages, as does a
+query longer than MAX_QUERY_BYTES (never sent). Whole pages come back for a round when a
+filtered one holds nothing kvops reads (a restarted server: its whole page is fetched in the
+same round, so the target is not shown down for it), after a failed fetch, and every
+REPROBE_SECONDS (a new release may serve names the filter lacks). The probe compares series,
+(name, label set), not names: a filtered page that keeps every name but leaves out an engine
+would make that engine disappear while the target stays up.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from urllib.parse import quote
+
+from kvops.exposition.parser import ParseResult, families_of, parse
+from kvops.termsafe import visible
+from kvops.transport.http import FetchError, FetchOptions, HttpClient
+from kvops.workers import Workers
+
+log = logging.getLogger(__name__)
+
+REPROBE_SECONDS = 600.0
+PROBE_TIMEOUT = 5.0
+# nginx's default buffer for a request line is 8 KiB (large_client_header_buffers): far below.
+MAX_QUERY_BYTES = 4096
+# A filtered page must be at most this share of the whole one to be worth its longer URL
+# (a server that ignores the query sends the whole page).
+MAX_SHARE = 0.8
+PROBE_THREADS = 4
+PROBE_IDLE_SECONDS = 2.0
+
+# At most PROBE_THREADS probes at once, on threads that end after PROBE_IDLE_SECONDS without
+# work: an exporter that discovers 5,000 targets probes them a few at a time, a probe in
+# flight never holds up the process's exit, and between probes no thread is left.
+_PROBES = Workers(PROBE_THREADS, "kvops-page-filter", idle_exit=PROBE_IDLE_SECONDS)
+
+
+Series = tuple[str, frozenset[tuple[str, str]]]  # (sample name, label set)
+
+
+def _series(result: ParseResult) -> set[Series]:
+    return {
+        (name, frozenset(labels.items())) for name, samples in result.samples.items() for labels, _ in samples
+    }
+
+
+def filtered_url(url: str, names: list[str]) -> str:
+    query = "&".join("name[]=" + quote(name, safe=":") for name in names)
+    return url + ("&" if "?" in url else "?") + query
+
+
+class PageFilter:
+    """The URL to fetch for one target this round; told what each round's page held."""
+
+    def __init__(
+        self,
+        url: str,
+        wanted: frozenset[str],
+        options: FetchOptions,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.url = url  # the whole page's
+        self.wanted = wanted
+        self.options = options
+        self.clock = clock
+        self.filtered: str | None = None  # the filtered page's URL while it is in use
+        self.whole_pages = 0  # whole pages read since the last change
+        self.decided_at: float | None = None  # when the probe last decided (either way)
+        self._probing = False
+        self._lock = threading.Lock()
+
+    def fetch_url(self) -> str:
+        if self.decided_at is not None and self.clock() - self.decided_at > REPROBE_SECONDS:
+            with self._lock:
+                self.filtered, self.decided_at, self.whole_pages = None, None, 0
+        return self.filtered or self.url
+
+    def after(self, url: str, result: ParseResult | None, size: int) -> bool:
+        """What the round fetched from `url`: the parsed page (None: the fetch failed, or the
+        page was not read whole) and its length in characters. True when the filtered page
+        was empty: the caller fetches the whole page (fetch_url()) again in this round."""
+        if url != self.url:  # a filtered page
+            empty = result is not None and not any(result.samples.values())
+            if result is None or empty:
+                log.debug("%s: filtered page empty or failed; whole pages again", visible(self.url))
+                with self._lock:
+                    self.filtered, self.decided_at, self.whole_pages = None, None, 0
+            return empty
+        if result is None or self.decided_at is not None or self._probing:
+            return False
+        self.whole_pages += 1
+        if self.whole_pages < 2:  # a one-shot command (--once, doctor --target) never probes
+            return False
+        names = self._names(result)
+        url = filtered_url(self.url, names)
+        if not names or len(url) - len(self.url) > MAX_QUERY_BYTES:  # nothing to ask, or too much
+            self.decided_at = self.clock()
+            return False
+        self._probing = True
+        _PROBES.submit(self._probe, (url, _series(result), size))
+        return False
+
+    def _names(self, result: ParseResult) -> list[str]:
+        """The wanted sample names of the families this page has (a labelled family with no
+        child yet has its TYPE line and no sample), or of the samples it has."""
+        families = set(result.types)
+        return sorted(
+            name for name in self.wanted
+            if name in result.samples or not families.isdisjoint(families_of([name]))
+        )  # fmt: skip
+
+    def _probe(self, job: tuple[str, set[Series], int]) -> None:
+        url, present, whole_size = job
+        verdict = "filtered page in use"
+        try:
+            client = HttpClient(self.options)
+            try:
+                text = client.fetch_text(url, time.monotonic() + PROBE_TIMEOUT)
+            finally:
+                client.close()
+            result = parse(text, self.wanted, max_samples=self.options.max_samples)
+            got = _series(result)
+            if not present <= got:
+                verdict = f"filter dropped {len(present - got)} series"
+            elif len(text) > MAX_SHARE * whole_size:
+                verdict = "filter ignored"
+            else:
+                with self._lock:
+                    self.filtered = url
+        except FetchError as exc:
+            verdict = f"filtered fetch failed: {exc}"
+        except Exception:  # a bug here must leave the target on whole pages, not break it
+            log.exception("probing %s failed", visible(self.url))
+            verdict = "probe failed"
+        finally:
+            with self._lock:
+                self.decided_at = self.clock()
+                self._probing = False
+            log.debug("%s: %s", visible(self.url), verdict)

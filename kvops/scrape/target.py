@@ -1,0 +1,131 @@
+"""One vLLM / LMCache target: fetch, parse, normalise into a TargetSample. Never raises."""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from kvops.engines import registry
+from kvops.exposition.parser import ParseResult, parse
+from kvops.scrape.page_filter import PageFilter
+from kvops.snapshot import TargetSample
+from kvops.termsafe import visible
+from kvops.transport.http import FetchError, FetchOptions, HttpClient, metrics_url, normalise_target
+
+log = logging.getLogger(__name__)
+
+PARSE_OUT_OF_TIME = "parse exceeded the scrape deadline"
+
+
+class TargetScraper:
+    """Scrapes one target. Not re-entrant: kvops.scrape.runner runs one round at a time
+    (single flight), and a round's fetches end by its deadline, so no fetch outlives it.
+
+    Subclasses read other expositions by overriding `wanted` and `interpret` (kvops top reads
+    a kvops exporter's page through the same path)."""
+
+    wanted: frozenset[str] = registry.WANTED
+    # What reading a page costs after its parse, in parse-seconds: interpret() and the
+    # exporter's families and encoding. Measured on 45,000 label sets of a family kvops reads
+    # (issue 25): parse 0.9 s, normalise 1.3 s, families 2.9 s, encode 0.9 s. A page whose
+    # parse ends too late for the rest to fit before the deadline is abandoned there.
+    work_after_parse = 6.0
+
+    def __init__(self, url: str, options: FetchOptions | None = None) -> None:
+        self.target = normalise_target(url)
+        self.url = metrics_url(self.target)
+        self.options = options or FetchOptions()
+        self._client = HttpClient(self.options)
+        self._last_error: str | None = None
+        self._filter = PageFilter(self.url, self.wanted, self.options)
+        self._fetching = self.url  # the URL of the fetch finish() is told about
+        self.refetch_whole = False  # set by finish(): fetch the whole page again, this round
+
+    def fetch_url(self) -> str:
+        """The URL to GET this round: the page, or only its samples kvops reads once the
+        target has been seen to serve those alone (kvops.scrape.page_filter)."""
+        self._fetching = self._filter.fetch_url()
+        return self._fetching
+
+    @property
+    def client(self) -> HttpClient:
+        return self._client
+
+    def scrape(self, deadline: float) -> TargetSample:
+        """Fetch, parse and read the target in this thread (ScrapeRunner fetches many targets
+        at once instead, and calls finish() with each body)."""
+        start = time.monotonic()
+        sample = self.finish(self._fetch(deadline), time.monotonic() - start, deadline)
+        if self.refetch_whole:  # the filtered page was empty: the whole one, in this round
+            again = time.monotonic()
+            sample = self.finish(self._fetch(deadline), time.monotonic() - again, deadline)
+        return sample
+
+    def _fetch(self, deadline: float) -> str | FetchError:
+        try:
+            return self._client.fetch_text(self.fetch_url(), deadline)
+        except FetchError as exc:
+            return exc
+        except Exception as exc:  # a bug here must cost this target only
+            log.exception("fetching %s failed", visible(self.target))
+            return FetchError(f"internal error: {type(exc).__name__}")
+
+    def finish(
+        self, outcome: str | FetchError, fetch_seconds: float, deadline: float | None = None
+    ) -> TargetSample:
+        """The sample for one fetched body, or for why there is none. With a deadline, a
+        page whose reading would not end by it is abandoned (down, with the reason).
+        `refetch_whole` then says whether the whole page must be fetched again this round."""
+        start = time.monotonic()
+        self.refetch_whole = False
+        try:
+            if isinstance(outcome, FetchError):
+                self._filter.after(self._fetching, None, 0)
+                sample = TargetSample(self.target, up=False, error=str(outcome))
+            else:
+                limit = self.options.max_samples
+                # The work after the parse is estimated from the parse's own pace (the
+                # machine's speed now): a page that cannot be served in time is not read.
+                result = parse(outcome, self.wanted, max_samples=limit, deadline=deadline,
+                               work_after=self.work_after_parse)  # fmt: skip
+                parsed = time.monotonic()
+                if deadline is not None and not (result.out_of_time or result.over_limit):
+                    result.out_of_time = parsed + self.work_after_parse * (parsed - start) > deadline
+                complete = not result.over_limit and not result.out_of_time
+                self.refetch_whole = self._filter.after(self._fetching, result if complete else None,
+                                                        len(outcome))  # fmt: skip
+                if result.over_limit:  # as Prometheus's sample_limit: none rather than part
+                    sample = TargetSample(
+                        self.target, up=False, error=f"more than {limit} samples (--max-samples-per-target)"
+                    )
+                elif result.out_of_time:
+                    sample = TargetSample(self.target, up=False, error=PARSE_OUT_OF_TIME)
+                else:
+                    sample = self.interpret(result, start - fetch_seconds)
+                if result.errors:
+                    line_no, message = result.errors[0]
+                    log.debug("%s: %d malformed lines skipped, first at line %d: %s",
+                              visible(self.target), len(result.errors), line_no,
+                              visible(message))  # fmt: skip
+        except Exception as exc:  # a bug here must cost this target only
+            log.exception("scraping %s failed", visible(self.target))
+            sample = TargetSample(self.target, up=False, error=f"internal error: {type(exc).__name__}")
+        sample.scrape_seconds = fetch_seconds + (time.monotonic() - start)
+        if not self.refetch_whole:  # else the whole page, fetched next, says how the target is
+            self._log_transition(sample)
+        return sample
+
+    def interpret(self, result: ParseResult, started: float) -> TargetSample:
+        return registry.normalise(result, self.target)
+
+    def _log_transition(self, sample: TargetSample) -> None:
+        # Log when a target goes down or comes back, not on every failed scrape.
+        if sample.error != self._last_error:
+            if sample.up:
+                log.info("target %s is up", visible(self.target))
+            else:
+                log.warning("target %s is down: %s", visible(self.target), visible(sample.error))
+            self._last_error = sample.error
+
+    def close(self) -> None:
+        self._client.close()

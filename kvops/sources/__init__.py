@@ -1,1 +1,0 @@
-"""Metric sources: the exposition parser and the vLLM / LMCache / Prometheus readers."""

@@ -1,0 +1,161 @@
+"""Bounded history for `kvops top`'s sparklines and charts.
+
+Per engine (and for the whole fleet, summed) the board keeps what each frame's interval moved:
+its length, prefix-cache hits and lookups per tier, bytes stored and loaded. A chart smoothed
+over a window is then a sum of those deltas over the frames inside it divided by another sum
+(hits / lookups, bytes / seconds): exact, not an average of ratios, so a second with few
+lookups weighs as little as it counted.
+
+Each figure is a ring of float32 (4 bytes a point, NaN for unknown) rather than a deque of
+Python floats (32 bytes a point): 5,000 engines × 9 figures × 300 points stay under 60 MB.
+Frame times are the exception: float64, as a float32 holds a Unix time (1.8e9) only to
+128 s and `monotonic()` on a host up 97 days only to 1 s, and every frame then fell on
+one x (issue 25).
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterator
+from typing import Any
+
+HISTORY_POINTS = 300  # 5 minutes at the default 1 s interval
+
+# Per-interval deltas kept per engine, as kvops.rates.interval() names them.
+DELTAS = ("local_hits", "local_queries", "external_hits", "external_queries", "store_bytes", "load_bytes",
+          # the payoff chart (docs/payoff.md): TTFT p90 weighted by the requests it covers, and
+          # the prompt tokens the tiers below the GPU served against all prompt tokens
+          "ttft_p90_weighted", "first_tokens", "offload_saved", "prompt_tokens")  # fmt: skip
+# The tiers of docs/tiers.md, in the order the charts and the detail view list them.
+TIERS = ("gpu", "host", "disk", "storage", "peer", "external")
+# Prompt tokens each tier served in the interval (its `tokens_saved`). Kept only for the tiers
+# an engine has: their rings are made at the first known value (most engines have two).
+SAVED = tuple(f"saved_{tier}" for tier in TIERS)
+
+
+class Ring:
+    """The last `size` values appended; None (unknown) is stored as NaN and read back as None.
+    `typecode` "f" (float32) for figures, "d" (float64) where a value must be exact (times)."""
+
+    __slots__ = ("_data", "_next", "size")
+
+    def __init__(self, size: int = HISTORY_POINTS, typecode: str = "f") -> None:
+        self._data: array[float] = array(typecode)
+        self._next = 0  # where the next value goes once the ring is full
+        self.size = size
+
+    def append(self, value: float | None) -> None:
+        x = math.nan if value is None else float(value)
+        if len(self._data) < self.size:
+            self._data.append(x)
+        else:
+            self._data[self._next] = x
+            self._next = (self._next + 1) % self.size
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self) -> Iterator[float | None]:
+        data = self._data
+        for i in range(len(data)):
+            x = data[(self._next + i) % len(data)] if len(data) == self.size else data[i]
+            yield None if math.isnan(x) else x
+
+    def values(self) -> list[float | None]:
+        return list(self)
+
+
+def deltas_of(entry: dict[str, Any]) -> dict[str, float | None]:
+    """One engine's interval deltas from its rates.interval() entry: hits are hit rate ×
+    lookups (the entry carries those two), the rest are there as they are."""
+    out: dict[str, float | None] = {}
+    for tier in ("local", "external"):
+        queries, rate = entry.get(f"{tier}_queries"), entry.get(f"{tier}_hit_rate")
+        out[f"{tier}_queries"] = queries
+        if rate is not None and queries is not None:
+            out[f"{tier}_hits"] = rate * queries
+        else:  # no lookups in the interval: nothing was hit either
+            out[f"{tier}_hits"] = 0.0 if queries == 0 else None
+    out["store_bytes"] = entry.get("store_bytes")
+    out["load_bytes"] = entry.get("load_bytes")
+    p90, first = entry.get("ttft_p90_seconds"), entry.get("first_tokens")
+    out["first_tokens"] = first if p90 is not None else None
+    out["ttft_p90_weighted"] = p90 * first if p90 is not None and first is not None else None
+    out["prompt_tokens"] = entry.get("prompt_tokens")
+    tiers = entry.get("tiers") or {}
+    below = [(t or {}).get("tokens_saved") for name, t in tiers.items() if name != "gpu"]
+    known = [v for v in below if v is not None]
+    out["offload_saved"] = sum(known) if known else None
+    for tier, name in zip(TIERS, SAVED, strict=True):
+        saved = (tiers.get(tier) or {}).get("tokens_saved")
+        if saved is not None:
+            out[name] = saved
+    # An entry without the tier split (a store's fleet sums): the GPU cache served its hits,
+    # the connector its external hits.
+    if out.get("saved_gpu") is None:
+        out["saved_gpu"] = out["local_hits"]
+    if not any(out.get(name) is not None for name in SAVED[1:]):
+        out["saved_external"] = out["external_hits"]
+    return out
+
+
+def add(total: dict[str, float | None], part: dict[str, float | None]) -> None:
+    """Sum `part` into `total`; a figure unknown everywhere stays None."""
+    for name in (*DELTAS, *SAVED):
+        value = part.get(name)
+        if value is not None:
+            total[name] = (total.get(name) or 0.0) + value
+
+
+class Trend:
+    """One engine's (or the fleet's) per-frame deltas and the time each frame ended."""
+
+    __slots__ = ("deltas", "ends", "seconds")
+
+    def __init__(self, size: int = HISTORY_POINTS) -> None:
+        self.ends = Ring(size, "d")  # the frame's end, seconds on the source's clock: exact
+        self.seconds = Ring(size)  # the frame's interval length
+        self.deltas = {name: Ring(size) for name in DELTAS}
+
+    def append(self, end: float, seconds: float | None, deltas: dict[str, float | None] | None) -> None:
+        self.ends.append(end)
+        self.seconds.append(seconds)
+        for name in SAVED:  # a tier seen for the first time: unknown in the frames before
+            if deltas is not None and deltas.get(name) is not None and name not in self.deltas:
+                ring = self.deltas[name] = Ring(self.ends.size)
+                for _ in range(len(self.ends) - 1):
+                    ring.append(None)
+        for name, ring in self.deltas.items():
+            ring.append(None if deltas is None else deltas.get(name))
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def smoothed(
+        self, numerator: str, denominator: str | None, window: float
+    ) -> list[tuple[float, float | None]]:
+        """(frame end, sum of `numerator` / sum of `denominator` over the frames that ended
+        within `window` seconds up to it) per frame; `denominator` None means per second of
+        interval. None where the denominator summed to zero or nothing was known."""
+        ends = self.ends.values()
+        num = self.deltas[numerator].values()
+        den = self.seconds.values() if denominator is None else self.deltas[denominator].values()
+        out: list[tuple[float, float | None]] = []
+        start = 0
+        sum_num = sum_den = 0.0
+        known = 0  # frames in the window with both figures known
+        for i, end in enumerate(ends):
+            assert end is not None
+            n, d = num[i], den[i]
+            if n is not None and d is not None:
+                sum_num, sum_den, known = sum_num + n, sum_den + d, known + 1
+            # Frames whose end is a window or more before this one's leave it. A 1 s window at
+            # a 1 s interval is this frame alone: the raw per-interval figure.
+            while start < i and (ends[start] or 0.0) <= end - window + 1e-9:
+                n0, d0 = num[start], den[start]
+                if n0 is not None and d0 is not None:
+                    sum_num, sum_den, known = sum_num - n0, sum_den - d0, known - 1
+                start += 1
+            out.append((end, sum_num / sum_den if known and sum_den > 0 else None))
+        return out
