@@ -18,72 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvops.doctor import cli_schema, credentials, engines, serve_line
+from kvops.doctor import cli_schema, credentials, docker_run, engines, serve_line
 from kvops.doctor.cli_schema import Schema, is_option
 from kvops.errors import UsageError
 
 OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config")
-ELISIONS = ("...", "....", ".....", "\u2026", "[...]")  # what people write for "left out" in a paste
-
-# docker run options that take a value (docker CLI reference); everything else is a switch.
-_DOCKER_VALUE_OPTS = frozenset(
-    [
-        "-e",
-        "--env",
-        "--env-file",
-        "-p",
-        "--publish",
-        "-v",
-        "--volume",
-        "--name",
-        "--shm-size",
-        "--ipc",
-        "--device",
-        "--group-add",
-        "--gpus",
-        "--runtime",
-        "--ulimit",
-        "-m",
-        "--memory",
-        "--memory-swap",
-        "--network",
-        "--net",
-        "--security-opt",
-        "--cap-add",
-        "--cap-drop",
-        "--entrypoint",
-        "-w",
-        "--workdir",
-        "-u",
-        "--user",
-        "--mount",
-        "--cpus",
-        "--cpuset-cpus",
-        "--pid",
-        "--hostname",
-        "-h",
-        "--label",
-        "-l",
-        "--restart",
-        "--platform",
-        "--pull",
-        "--log-driver",
-        "--log-opt",
-        "--add-host",
-        "--dns",
-        "--expose",
-        "--tmpfs",
-        "--uts",
-        "--device-cgroup-rule",
-        "--cgroupns",
-        "--cgroup-parent",
-        "--stop-signal",
-        "--stop-timeout",
-        "--health-cmd",
-    ]
-)
-# Options that say the same thing: --ipc=host makes --shm-size moot.
-_DOCKER_SAME = {"--ipc": ("--shm-size",), "--shm-size": ("--ipc",)}
+# docker run's own options and `...` elision live in docker_run.py (serve_line reads them too)
+ELISIONS = docker_run.ELISIONS
+_DOCKER_VALUE_OPTS = docker_run.VALUE_OPTIONS
+_DOCKER_SAME = docker_run.SAME_AS
 
 
 def is_secret_name(name: str) -> bool:
@@ -696,14 +639,7 @@ def _split_launch(tokens: list[str]) -> tuple[tuple[str, ...] | None, list[str]]
     return None, tokens
 
 
-def docker_image_index(tokens: Sequence[str]) -> int | None:
-    """Where the image is in the tokens after `docker run` (None: no image)."""
-    i = 0
-    while i < len(tokens) and (tokens[i].startswith("-") or tokens[i] in ELISIONS):
-        if "=" not in tokens[i] and tokens[i] in _DOCKER_VALUE_OPTS:
-            i += 1
-        i += 1
-    return i if i < len(tokens) else None
+docker_image_index = docker_run.image_index
 
 
 def _parse_docker(

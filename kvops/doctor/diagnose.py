@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kvops.doctor import engines
+from kvops.doctor import as_written, engines
 from kvops.doctor.catalog import Catalog, Fix, Playbook
 from kvops.doctor.cmdline import ServeCommand, redact_text, reparse, secret_values
 from kvops.doctor.logs import FACTS, LogScan, clip
@@ -420,8 +420,6 @@ def _apply(cmd: ServeCommand, fix: Fix) -> str | None:
     fixed = cmd.with_fix(fix.remove, fix.add, fix.env, fix.docker_add)
     if _same(fixed, cmd):
         return None
-    from kvops.doctor import as_written
-
     return as_written.render(cmd, fixed) or fixed.render()  # the user's text, only the serve part changed
 
 
@@ -507,8 +505,6 @@ def _judge_fixes(finding: Finding, cmd: ServeCommand, catalog: Catalog, ctx: Con
             fix = finding.fix if slot == -1 else (finding.alternatives or ())[slot]
             undone = fix is not None and any(not combined.has(t.partition("=")[0]) for t in fix.add)
             if combined is not fixed and not undone and _blocking(combined, catalog, ctx, ctx.version) == []:
-                from kvops.doctor import as_written
-
                 text = as_written.render(cmd, combined) or combined.render()
                 shown = ", ".join(sorted({b.id for b in blocking}))
                 finding.notes.append(f"the fixed command also applies the fix of {shown}")

@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kvops.doctor import engines, shell_words
+from kvops.doctor import docker_run, engines, shell_words
 from kvops.errors import UsageError
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -181,9 +181,7 @@ def _docker_inner(seg: list[str], depth: int, text: str) -> list[str]:
     the docker part, unwrap the shell."""
     if seg[0].split("/")[-1] not in ("docker", "podman"):
         return seg
-    from kvops.doctor.cmdline import docker_image_index
-
-    at = docker_image_index(seg[2:])
+    at = docker_run.image_index(seg[2:])
     if at is None:
         return seg
     image = at + 2
