@@ -8,12 +8,12 @@ scripts are both rendered from the same Finding objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from kvops.doctor import as_written, engines
 from kvops.doctor.catalog import Catalog, Fix, Playbook
 from kvops.doctor.cmdline import ServeCommand, redact_text, reparse, secret_values
+from kvops.doctor.inputs import Inputs
 from kvops.doctor.logs import FACTS, LogScan, clip
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
@@ -173,22 +173,18 @@ def _model_conditions(conditions: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in conditions.items() if k in CONDITIONS and CONDITIONS[k].needs == "model"}
 
 
-def diagnose(
-    catalog: Catalog,
-    model: ModelInfo | None = None,
-    cmd: ServeCommand | None = None,
-    log: LogScan | None = None,
-    version: str | None = None,
-    version_source: str = "unknown",
-    platform: Platform | None = None,
-    only: set[str] | None = None,
-    vllm_root: Path | None = None,
-    command_text: str = "",
-    host_ram_bytes: int | None = None,
-    shm_bytes: int | None = None,
-    partial_command: bool = False,  # rebuilt from a log: it may lack what vLLM did not print
-    self_check: bool = True,  # judge every fixed command before printing it (off for that judging)
-) -> Diagnosis:
+def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagnosis:
+    """Findings for `inputs`; `self_check` judges every fixed command before it is printed (off
+    for that judging itself)."""
+    model, cmd, log, version = inputs.model, inputs.cmd, inputs.log, inputs.version
+    version_source, platform, only, vllm_root = (
+        inputs.version_source,
+        inputs.platform,
+        inputs.only,
+        inputs.vllm_root,
+    )
+    command_text, host_ram_bytes, shm_bytes = inputs.command_text, inputs.host_ram_bytes, inputs.shm_bytes
+    partial_command = inputs.partial_command
     here = platform is not None
     cmd = reparse(cmd, version) if cmd is not None else None  # that release's flag table
     ctx = Context(model, cmd, version, version_source, platform, vllm_root, host_ram_bytes, shm_bytes)
@@ -445,13 +441,15 @@ def _blocking(
         return None
     judged = diagnose(
         catalog,
-        model=ctx.model,
-        cmd=again,
-        version=version,
-        version_source=ctx.version_source,
-        vllm_root=ctx.vllm_root if version == ctx.version else None,
-        host_ram_bytes=ctx.host_ram_bytes,
-        shm_bytes=ctx.shm_bytes,
+        Inputs(
+            model=ctx.model,
+            cmd=again,
+            version=version,
+            version_source=ctx.version_source,
+            vllm_root=ctx.vllm_root if version == ctx.version else None,
+            host_ram_bytes=ctx.host_ram_bytes,
+            shm_bytes=ctx.shm_bytes,
+        ),
         self_check=False,
     )
     return [f for f in judged.findings if f.severity in ("error", "warning")]
