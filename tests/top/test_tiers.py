@@ -183,7 +183,7 @@ async def test_lmcache_alone_has_a_row_per_worker_with_its_figures():
         await wait_until(pilot, lambda: app.ended)
         rows = list(cells(app).values())
         assert len(rows) == 2
-        assert all(row["external"] == "29.7" and row["engine"] in ("0", "1") for row in rows)
+        assert all(row["external"] == "29.7!" and row["engine"] in ("0", "1") for row in rows)  # ! under 50 %
 
 
 # --- several engines, live -------------------------------------------------------------------
