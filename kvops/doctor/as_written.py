@@ -75,7 +75,7 @@ def render(before: ServeCommand, after: ServeCommand) -> str | None:
     new_env = [(k, v) for k, v in after.env if k not in old_env or old_env[k] != v]
     gone = [k for k in old_env if k not in after_env or after_env[k] != old_env[k]]
     for name in gone:
-        words = src.get(name, ())
+        words = tuple(src.get(name, ()))
         if not _placed(words):
             return None
         cuts.append((_cut_start(text, words[0].start), words[-1].end))  # type: ignore[attr-defined]

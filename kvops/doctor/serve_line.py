@@ -164,7 +164,7 @@ def _rebased(inner: list[str] | None, script: str, text: str) -> list[str] | Non
     simple = start is not None and text[start:end] in (f"'{script}'", f'"{script}"')
     out: list[str] = []
     for t in inner:
-        if simple and isinstance(t, shell_words.Word):
+        if simple and start is not None and isinstance(t, shell_words.Word):
             out.append(shell_words.Word(str(t), t.start + start + 1, t.end + start + 1))
         else:
             out.append(str(t))
