@@ -75,10 +75,10 @@ def render(before: ServeCommand, after: ServeCommand) -> str | None:
     new_env = [(k, v) for k, v in after.env if k not in old_env or old_env[k] != v]
     gone = [k for k in old_env if k not in after_env or after_env[k] != old_env[k]]
     for name in gone:
-        words = tuple(src.get(name, ()))
-        if not _placed(words):
+        env_words = src.get(name, ())
+        if not _placed(env_words):
             return None
-        cuts.append((_cut_start(text, words[0].start), words[-1].end))  # type: ignore[attr-defined]
+        cuts.append((_cut_start(text, env_words[0].start), env_words[-1].end))  # type: ignore[attr-defined]
 
     docker = before.launcher == "docker"
     image = _image_word(before)
