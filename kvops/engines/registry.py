@@ -9,7 +9,17 @@ here, so a new engine is its module, its fixtures, and one line below
 
 from __future__ import annotations
 
-from kvops.engines import kvbm, lmcache, lmcache_mp, sglang, trtllm, vllm
+from kvops.engines import (
+    kvbm,
+    lmcache,
+    lmcache_mp,
+    sglang,
+    sglang_storage,
+    trtllm,
+    vllm,
+    vllm_simple_offload,
+    vllm_tiering,
+)
 from kvops.engines.common import Engine, Page
 from kvops.exposition.parser import ParseResult, families_of
 from kvops.snapshot import TargetSample
@@ -18,9 +28,12 @@ from kvops.snapshot import TargetSample
 # page wins (vLLM's naming generations before LMCache's page before the others).
 ENGINES: tuple[Engine, ...] = (
     vllm.ENGINE,
+    vllm_tiering.ENGINE,  # after vllm: they add to the engines vllm.py read
+    vllm_simple_offload.ENGINE,
     lmcache.ENGINE,
     lmcache_mp.ENGINE,
     sglang.ENGINE,
+    sglang_storage.ENGINE,  # after sglang: it adds to the engines sglang.py read
     kvbm.ENGINE,
     trtllm.ENGINE,
 )

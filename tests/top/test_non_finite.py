@@ -27,7 +27,7 @@ from kvops.exposition.parser import ParseResult
 from kvops.frames import kvops_exposition, prometheus
 from kvops.rates import interval
 from kvops.snapshot import Snapshot
-from kvops.top import units
+from kvops.top import numbers as units
 from kvops.top.board import Board
 from support.upstream import Upstream, body
 

@@ -8,8 +8,11 @@ from __future__ import annotations
 
 import math
 
+from rich.text import Text
+
+from kvops.units import GIB
+
 GB = 1e9
-GIB = float(1 << 30)
 
 # What stands out (issue 4): a hit rate under half, a link more than 90 % busy, a resource
 # about to run out.
@@ -85,6 +88,14 @@ def bar(fraction: float, width: int) -> str:
     eighths = round(max(0.0, min(1.0, known(fraction) or 0.0)) * width * 8)
     full, part = divmod(eighths, 8)
     return ("█" * full + (BAR_CHARS[part] if part else "")).ljust(width, "·")
+
+
+ALARM_MARK = "!"  # after a figure whose colour is an alarm: NO_COLOR (or a colour-blind eye) still sees it
+
+
+def marked(text: str, style: str) -> Text:
+    """`text` in `style`, with the alarm mark when the style is an alarm (red or yellow)."""
+    return Text(text + ALARM_MARK if style else text, style=style)
 
 
 def hit_rate_style(value: float | None) -> str:
