@@ -1,8 +1,11 @@
 """N simulated vLLMs, each in a process of its own, for the benchmarks that scrape them.
 
 Each target answers from a copy of its exposition re-rendered once a second, the whole body
-in one write, as a vLLM's API server does from its own process; a `?name[]=` filter is
-answered as vLLM answers it (prometheus_client's restricted registry). Sixteen simulators in one
+in one write, as a vLLM's API server does from its own process. A `?name[]=` filter is
+ignored, as every vLLM release kvops knows ignores it (docs/real-vllm.md: the instrumentator's
+/metrics route answers before the Mount that would honour it); honour_filter=True answers it
+with prometheus_client's restricted registry instead, what a server that honoured it would
+send. Sixteen simulators in one
 Python process would make the targets, not the scraper being measured, the bottleneck:
 while one re-renders (~13 ms, holding that process's GIL) the other fifteen cannot answer,
 and their bodies trickle out, costing the scraper wake-ups and latency no real vLLM causes.
@@ -18,7 +21,7 @@ import sys, threading, time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from kvops.sim.server import Sim
 from urllib.parse import parse_qs
-sims = [Sim(seed=i) for i in range(int(sys.argv[1]))]
+sims = [Sim(seed=i, honour_name_filter=sys.argv[2] == "1") for i in range(int(sys.argv[1]))]
 bodies = [{"": s.metrics()} for s in sims]  # query -> body, re-rendered each second
 def refresh():
     while True:
@@ -49,8 +52,8 @@ time.sleep(3600)
 
 
 class Targets:
-    def __init__(self, count: int) -> None:
-        command = [sys.executable, "-c", TARGETS_CODE, "1"]
+    def __init__(self, count: int, honour_filter: bool = False) -> None:
+        command = [sys.executable, "-c", TARGETS_CODE, "1", "1" if honour_filter else "0"]
         self.procs = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True) for _ in range(count)]
         self.urls = [url for p in self.procs for url in p.stdout.readline().split()]  # type: ignore[union-attr]
         if len(self.urls) != count:
@@ -64,6 +67,7 @@ class Targets:
             proc.wait(timeout=10)
 
 
-def start_targets(count: int) -> Targets:
-    """`count` simulated vLLMs (.urls), one process each; .stop() when done."""
-    return Targets(count)
+def start_targets(count: int, honour_filter: bool = False) -> Targets:
+    """`count` simulated vLLMs (.urls), one process each; .stop() when done. They serve whole
+    pages whatever `?name[]=` asks, as real vLLM does, unless `honour_filter`."""
+    return Targets(count, honour_filter)

@@ -151,6 +151,8 @@ class Panel:
     max: float | None = None
     thresholds: list[tuple[float, str]] = field(default_factory=list)  # (from value, colour)
     states: dict[int, tuple[str, str]] = field(default_factory=dict)  # value -> (text, colour)
+    # The last target on a right-hand axis with this unit (two quantities, one time axis).
+    right_unit: str | None = None
 
 
 @dataclass
@@ -185,7 +187,20 @@ def _field_config(panel: Panel) -> dict[str, Any]:
             "spanNulls": False,
             "thresholdsStyle": {"mode": "line" if panel.thresholds else "off"},
         }
-    return {"defaults": defaults, "overrides": []}
+    overrides: list[dict[str, Any]] = []
+    if panel.right_unit is not None:
+        overrides.append(
+            {
+                "matcher": {"id": "byFrameRefID", "options": chr(ord("A") + len(panel.targets) - 1)},
+                "properties": [
+                    {"id": "custom.axisPlacement", "value": "right"},
+                    {"id": "unit", "value": panel.right_unit},
+                    {"id": "min", "value": 0},
+                    {"id": "custom.lineStyle", "value": {"fill": "dash", "dash": [10, 10]}},
+                ],
+            }
+        )
+    return {"defaults": defaults, "overrides": overrides}
 
 
 def _options(panel: Panel) -> dict[str, Any]:
@@ -548,6 +563,37 @@ def offload_overview() -> dict[str, Any]:
                         ),
                     ],
                     "short",
+                    min=0,
+                ),
+                Panel(
+                    "Does offloading pay off: TTFT p90 and the offload share",
+                    "Time to first token p90 per engine (left axis, from the engine's own buckets) beside "
+                    "the share of prompt tokens the tiers below the GPU served (right axis, dashed), on one "
+                    "time axis, 5m windows: a share that rises while TTFT does not fall is offload that "
+                    "does not pay (docs/payoff.md). Metrics: `kvops:time_to_first_token_seconds:p90_rate5m`, "
+                    "`kvops:offload_prompt_tokens_share:rate5m`.",
+                    [
+                        Target(
+                            f"kvops:time_to_first_token_seconds:p90_rate5m{{{SEL_MODEL}}}",
+                            "TTFT p90 · " + LEGEND_ENGINE,
+                        ),
+                        Target(
+                            f"kvops:offload_prompt_tokens_share:rate5m{{{SEL_MODEL}}}",
+                            "offload share · " + LEGEND_ENGINE,
+                        ),
+                    ],
+                    "s",
+                    min=0,
+                    right_unit="percentunit",
+                    width=24,
+                ),
+                Panel(
+                    "Queue time p90",
+                    "p90 of the time requests waited before being scheduled, 5m windows, from the engine's "
+                    "own buckets: offload that relieves KV pressure should shorten it. "
+                    "Metric: `kvops:request_queue_time_seconds:p90_rate5m`.",
+                    [Target(f"kvops:request_queue_time_seconds:p90_rate5m{{{SEL_MODEL}}}", LEGEND_ENGINE)],
+                    "s",
                     min=0,
                 ),
                 Panel(

@@ -48,8 +48,9 @@ class EngineSample:
     requests_waiting: float | None = None
     cpu_tier_bytes: float | None = None  # configured offload tier size
     # The tier the offload transfers go to (docs/tiers.md): "host" where the exposition names
-    # the CPU (vLLM's CPU offloading), else "external" (a connector whose medium is not said).
-    offload_tier: str = "external"
+    # the CPU (vLLM's CPU offloading), else "external" (a connector whose medium is not said);
+    # None where the page shows no offload tier at all (vLLM without a connector).
+    offload_tier: str | None = "external"
     # Tier breakdowns keyed by the engine's own label value (vLLM's `source`, ...); {} = absent.
     prompt_tokens_by_source: dict[str, float] = field(default_factory=dict)
     prompt_tokens_cached_by_source: dict[str, float] = field(default_factory=dict)
@@ -68,6 +69,9 @@ class EngineSample:
     kv_block_lifetime: Histogram | None = None
     kv_block_idle_before_evict: Histogram | None = None
     kv_block_reuse_gap: Histogram | None = None
+    # Whether offloading pays off (docs/payoff.md): the engine's own request latency histograms.
+    ttft: Histogram | None = None  # time to first token, seconds
+    queue_time: Histogram | None = None  # time waiting before scheduled, seconds
     # Other engines' tier figures (docs/tiers.md), absent where the engine does not count them.
     store_tokens: float | None = None  # tokens copied into the offload tier (SGLang backup)
     load_tokens: float | None = None  # tokens copied back to the GPU (SGLang load-back)
@@ -82,6 +86,30 @@ class EngineSample:
     tier_hit_rate: dict[str, float] = field(default_factory=dict)  # engine's own gauge, 0-1
     matched_tokens: float | None = None  # an offload manager's own hit tokens (KVBM)
     tier_utilization: dict[str, float] = field(default_factory=dict)  # tier -> used/capacity 0-1
+    # vLLM multi-tier offloading (TieringOffloadingSpec, kvops/engines/vllm_tiering.py), keyed
+    # by tier of docs/tiers.md (0:primary -> host, a filesystem tier -> disk, remote -> storage).
+    tier_chunk_queries: dict[str, float] = field(default_factory=dict)
+    tier_chunk_hits: dict[str, float] = field(default_factory=dict)
+    tier_read_bytes: dict[str, float] = field(default_factory=dict)  # promotions: tier -> primary
+    tier_read_seconds: dict[str, float] = field(default_factory=dict)
+    tier_write_bytes: dict[str, float] = field(default_factory=dict)  # cascades: primary -> tier
+    tier_write_seconds: dict[str, float] = field(default_factory=dict)
+    tier_promotion_failures: dict[str, float] = field(default_factory=dict)
+    tier_cascade_failures: dict[str, float] = field(default_factory=dict)
+    tier_active_promotions: dict[str, float] = field(default_factory=dict)
+    tier_active_cascades: dict[str, float] = field(default_factory=dict)
+    tier_primary_read_usage: dict[str, float] = field(default_factory=dict)  # 0-1 of the primary
+    tier_primary_write_usage: dict[str, float] = field(default_factory=dict)
+    tier_lookup_delay: dict[str, Histogram] = field(default_factory=dict)  # sync, per chunk
+    tier_promotion_latency: dict[str, Histogram] = field(default_factory=dict)  # success + failure
+    promotion_allocation_failures: float | None = None
+    # vLLM's SimpleCPUOffloadConnector (kvops/engines/vllm_simple_offload.py): blocks, never bytes.
+    save_outcomes: dict[str, float] = field(default_factory=dict)  # outcome -> blocks
+    simple_load_blocks: float | None = None
+    simple_used_blocks: float | None = None
+    simple_pending_store_blocks: float | None = None
+    simple_capacity_blocks: float | None = None
+    simple_backend: str | None = None  # cpu | disk (the info series)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -146,6 +174,9 @@ class TargetSample:
     scrape_seconds: float | None = None
     vllm_format: str | None = None  # which naming generation was seen, e.g. "0.24+"
     parse_errors: int = 0  # malformed lines skipped
+    # A discovered pod's namespace, pod and container (kvops.transport.kubernetes): labels the
+    # exporter adds to every series of the target; {} for a target given by URL.
+    identity: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

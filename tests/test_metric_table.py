@@ -1,5 +1,5 @@
-"""The README's metric table lists every engine and LMCache family kvops exports (names.py is
-the source; a family added there without a row fails here)."""
+"""docs/exporter.md's metric table (moved there from the README) lists every engine and LMCache
+family kvops exports (names.py is the source; a family added there without a row fails here)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from kvops import names
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = Path(__file__).resolve().parents[1] / "docs" / "exporter.md"
 
 
 def expand(pattern: str) -> list[str]:

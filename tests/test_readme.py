@@ -2,7 +2,7 @@
 as written (the demo's live screen and `kvops top` in a real terminal, tmux), the Prometheus
 snippet scrapes the exporter it starts, and its counts are the repository's.
 
-Only the ports differ: the README says 8000 and 9435, a test takes free ones.
+Only the ports differ: the README says 8000 and 19435, a test takes free ones.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from support.prom import free_port
 
 README = (ROOT / "README.md").read_text()
 SIM_URL = "http://127.0.0.1:8000"
-EXPORTER_LISTEN = "127.0.0.1:9435"
+EXPORTER_LISTEN = "127.0.0.1:19435"
 
 
 def sh_blocks() -> list[str]:

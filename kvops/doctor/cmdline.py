@@ -22,12 +22,6 @@ from kvops.doctor import cli_schema, credentials, engines, serve_line
 from kvops.doctor.cli_schema import Schema, is_option
 from kvops.errors import UsageError
 
-# Short options of `vllm serve` (vllm_cli.json has every alias per release; kept for callers).
-SHORT_FLAGS = {
-    "-tp": "--tensor-parallel-size",
-    "-pp": "--pipeline-parallel-size",
-    "-dp": "--data-parallel-size",
-}
 OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config")
 
 # docker run options that take a value (docker CLI reference); everything else is a switch.
@@ -89,7 +83,6 @@ _DOCKER_VALUE_OPTS = frozenset(
 )
 # Options that say the same thing: --ipc=host makes --shm-size moot.
 _DOCKER_SAME = {"--ipc": ("--shm-size",), "--shm-size": ("--ipc",)}
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
 
 
 def is_secret_name(name: str) -> bool:
@@ -100,14 +93,6 @@ def is_secret_name(name: str) -> bool:
 def secret_flag_env(flag: str) -> str | None:
     """`--api-key` -> VLLM_API_KEY, `--hf-token` -> HF_TOKEN; no other flag is a secret."""
     return credentials.secret_flag_env(flag)
-
-
-def parse_size(text: str) -> int | None:
-    """Docker sizes: 64m, 16g, 1024 (bytes)."""
-    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)b?\s*", text.lower())
-    if not m:
-        return None
-    return int(float(m.group(1)) * _SIZE_UNITS[m.group(2)])
 
 
 @dataclass(frozen=True)
@@ -219,11 +204,11 @@ class ServeCommand:
                     value = {key: value}
                 _deep_update(merged, value)
             return merged, None
-        raw = self.get(flag)
-        if raw is None:
+        whole = self.get(flag)
+        if whole is None:
             return None, None
         try:
-            return json.loads(raw), None
+            return json.loads(whole), None
         except json.JSONDecodeError as exc:
             return None, f"{flag} is not valid JSON: {exc}"
 
@@ -318,10 +303,10 @@ class ServeCommand:
             args = [a for a in args if a.flag.partition(".")[0] not in same]
             args.append(Arg(flag, value if sep else None, joined=bool(sep)))
         new_env = list(self.env)
-        for name, value in (env or {}).items():
+        for name, setting in (env or {}).items():
             new_env = [(k, v) for k, v in new_env if k != name]
-            if value is not None:
-                new_env.append((name, str(value)))
+            if setting is not None:
+                new_env.append((name, str(setting)))
         opts = list(self.docker_opts)
         if self.launcher == "docker":
             for token in docker_add:
@@ -692,7 +677,8 @@ def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]], schema: 
     opts: list[Arg] = []
     i = 0
     while i < len(tokens) and tokens[i].startswith("-"):
-        name, eq, value = tokens[i].partition("=")
+        name, eq, written = tokens[i].partition("=")
+        value: str | None = written
         if not eq and name in _DOCKER_VALUE_OPTS and i + 1 < len(tokens):
             value = tokens[i + 1]
             i += 1

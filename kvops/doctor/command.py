@@ -66,13 +66,13 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _size_arg(flag: str, text: str | None) -> int | None:
-    from kvops.doctor.cmdline import parse_size
     from kvops.errors import UsageError
     from kvops.termsafe import visible
+    from kvops.units import docker_size
 
     if text is None:
         return None
-    size = parse_size(text[:-2] if text.lower().endswith("ib") else text) if len(text) <= 32 else None
+    size = docker_size(text[:-2] if text.lower().endswith("ib") else text) if len(text) <= 32 else None
     if size is None or size <= 0:
         raise UsageError(f"{flag} {visible(text[:32])!r}: expected a size like 512G or 64GiB")
     return size

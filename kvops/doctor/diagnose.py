@@ -217,13 +217,16 @@ def diagnose(
         findings.append(finding)
     _apply_precedence(findings)
     engine = _engine(cmd, log)
-    unknown = catalog.get(UNKNOWN_FAILURE)
+    unknown_book = catalog.get(UNKNOWN_FAILURE)
     quote = (
-        log is not None and log.fatal.found and unknown is not None and (not only or UNKNOWN_FAILURE in only)
+        log is not None
+        and log.fatal.found
+        and unknown_book is not None
+        and (not only or UNKNOWN_FAILURE in only)
     )
     if quote and not any(f.source == "log" for f in findings):  # a fatal error no playbook knows
-        assert log is not None and unknown is not None
-        findings.append(_unknown_failure(unknown, log, engine, version, version_source, secrets))
+        assert log is not None and unknown_book is not None
+        findings.append(_unknown_failure(unknown_book, log, engine, version, version_source, secrets))
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.id))
     notes = []
     if engine != engines.VLLM:
@@ -350,7 +353,8 @@ def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context, partial: b
         applicable = cmd.launcher == "docker" or fix.remove or fix.add or fix.env
         if finding.fixed_command is None and applicable and not partial:
             finding.notes.append("the command already carries this fix")
-    kept, commands = [], []
+    kept: list[Any] = []
+    commands: list[Any] = []
     for alt in pb.alternatives:
         if alt.is_empty():
             kept.append(alt)

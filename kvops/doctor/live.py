@@ -125,10 +125,39 @@ def run(url: str, as_json: bool, strict: bool, interval_seconds: float | None = 
     return 1 if (strict and found) else 0
 
 
+def _pct(value: float | None) -> str:
+    return "unknown" if value is None else f"{value:.1%}"
+
+
+def _bytes(value: float | None) -> str:
+    return "unknown" if value is None else f"{value / 1e6:.3g} MB"
+
+
+def figures(engine: dict) -> str:
+    """What the thresholds were applied to, for one engine's interval (to_json's fields)."""
+    moved = engine.get("store_bytes") is not None or engine.get("load_bytes") is not None
+    parts = [f"local hit rate {_pct(engine.get('local_hit_rate'))}"]
+    if engine.get("external_hit_rate") is None and not moved:
+        return f"no offload traffic in the interval; {parts[0]}"
+    parts.insert(0, f"offload tier hit rate {_pct(engine.get('external_hit_rate'))}")
+    parts.append(f"stored {_bytes(engine.get('store_bytes'))}, loaded {_bytes(engine.get('load_bytes'))}")
+    failures = engine.get("allocation_failures_per_second")
+    parts.append("allocation failures " + ("unknown" if failures is None else f"{failures:.3g}/s"))
+    p99 = (engine.get("lookup_delay_p99_seconds") or {}).get("sync")
+    parts.append("sync lookup p99 " + ("unknown" if p99 is None else f"{p99 * 1000:.3g} ms"))
+    preemptions = engine.get("preemptions")
+    parts.append("preemptions " + ("unknown" if preemptions is None else f"{preemptions:.0f}"))
+    return ", ".join(parts)
+
+
 def _text(url: str, found: list[LiveFinding], engines: list[dict], seconds: float) -> str:
     lines = [f"kvops doctor --target {visible(url)}: {len(engines)} engine(s), {seconds:g} s interval"]
-    if not found:
-        lines.append("  no live offload signal in the interval")
+    flagged = {(f.target, f.model_name, f.engine) for f in found}
+    for e in engines:
+        key = (e.get("target"), e.get("model_name"), e.get("engine"))
+        verdict = "signals below" if key in flagged else "healthy, no alert threshold crossed"
+        where = f"{visible(str(e.get('model_name')))} engine {visible(str(e.get('engine')))}"
+        lines.append(f"  {where} ({visible(str(e.get('engine_kind')))}): {verdict}: {visible(figures(e))}")
     for f in found:
         where = f"{visible(f.model_name)} engine {visible(f.engine)} ({f.engine_kind})"
         lines.append(f"  {f.severity:<8} {f.id:<42} {where}: {visible(f.evidence)}")

@@ -463,12 +463,12 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
                 continue
             wrap_left = WRAP - 1 if candidate else wrap_left - 1
             msg = strip_prefix(line)
-            found = False
+            signed = False  # a signature of some playbook on this line
             for pb in books:
                 if any(s.search(msg) for s in pb.signatures):
-                    found = True
+                    signed = True
                     matched(pb, n, line)
-            if found:
+            if signed:
                 last_hit = n
             elif recent:
                 window = [(i, t) for i, t in list(recent)[-(WRAP - 1) :] if i > last_hit] + [(n, line)]

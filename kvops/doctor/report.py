@@ -142,7 +142,7 @@ def to_text(d: Diagnosis, catalog: Catalog) -> str:
 
 
 def list_checks(catalog: Catalog, as_json: bool) -> str:
-    rows = [
+    rows: list[dict[str, Any]] = [
         {
             "id": pb.id,
             "kind": pb.kind,

@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any
 
 from kvops.doctor.cli_checks import check_serve_flags, check_serve_flags_unverified
-from kvops.doctor.cmdline import ServeCommand, parse_size
+from kvops.doctor.cmdline import ServeCommand
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
 from kvops.termsafe import visible
+from kvops.units import GIB, docker_size
 
-GIB = 1 << 30
 DOCKER_DEFAULT_SHM = 64 << 20  # docker's default /dev/shm
 MEASURED_FOOTPRINT_FACTOR = 1.92  # vllm#53042
 _ON = {"1", "true", "yes", "on"}
@@ -166,7 +166,7 @@ def _check_shm_too_small(ctx: Context) -> Verdict:
         raw = cmd.docker_opt("--shm-size")
         if raw is None:
             return Verdict(None, unknown=[f"/dev/shm under --ipc={cmd.docker_opt('--ipc')}"])
-        shm = parse_size(raw)
+        shm = docker_size(raw)
         if shm is None:
             return Verdict(None, unknown=[f"cannot read --shm-size {raw!r}"])
         ev = f"container /dev/shm {shm / GIB:.2f} GiB (--shm-size {raw})"
@@ -290,7 +290,7 @@ def _check_host_ram(ctx: Context) -> Verdict:
     footprint = size * GIB * MEASURED_FOOTPRINT_FACTOR
     limit_raw = cmd.docker_opt("-m", "--memory") if cmd.launcher == "docker" else None
     if limit_raw:
-        limit = parse_size(limit_raw)
+        limit = docker_size(limit_raw)
         if limit is None:
             return Verdict(None, unknown=[f"cannot read --memory {limit_raw!r}"])
         source = f"docker --memory {limit_raw}"

@@ -17,7 +17,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-GIB = 1 << 30
+from kvops.units import GIB
+
 # vLLM's default --gpu-memory-utilization, and the share of it the weights may take and still leave
 # a useful KV cache and activation space (a judgement, stated in the evidence).
 DEFAULT_UTILIZATION = 0.9
@@ -80,7 +81,8 @@ def config_bytes(cfg: dict[str, Any]) -> tuple[int, str] | None:
     """An estimate of the weights' bytes from config.json alone: embeddings, attention projections,
     MLP or MoE experts, in the checkpoint's dtype. None when a quantisation other than FP8 makes the
     bytes per parameter unknown, or a size the estimate needs is missing."""
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    nested = cfg.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else cfg
     quant = text.get("quantization_config") or cfg.get("quantization_config")
     if quant is not None:
         method = str(quant.get("quant_method", "")) if isinstance(quant, dict) else ""

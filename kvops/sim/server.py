@@ -55,8 +55,13 @@ class Sim:
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
         data_parallel_size: int = 1,
+        honour_name_filter: bool = False,
         **options: Any,
     ) -> None:
+        # A real vLLM's /metrics ignores `?name[]=` (docs/real-vllm.md: prometheus-fastapi-
+        # instrumentator's route answers before the make_asgi_app Mount that would honour it), so
+        # the simulator serves whole pages too unless asked to behave as that Mount would.
+        self.honour_name_filter = honour_name_filter
         self.version = vllm_version if isinstance(vllm_version, VllmVersion) else parse_version(vllm_version)
         if not 1 <= data_parallel_size <= 64:
             raise UsageError("--data-parallel-size must be between 1 and 64")
@@ -91,9 +96,10 @@ class Sim:
             engine.advance_to(target)
 
     def metrics(self, names: list[str] | None = None) -> bytes:
+        """The page; only the samples `names` names if this simulator honours the filter."""
         with self.lock:
             self._advance()
-            return self.renderer.render(names)
+            return self.renderer.render(names if self.honour_name_filter else None)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -103,7 +109,7 @@ class _Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:
         path, _, query = self.path.partition("?")
         if path == "/metrics":
-            names = parse_qs(query).get("name[]")  # vLLM's /metrics takes a filter: render.py
+            names = parse_qs(query).get("name[]")  # whole page unless Sim.honour_name_filter
             self._reply(200, self.server.sim.metrics(names), CONTENT_TYPE_LATEST)
         elif path in ("/health", "/"):
             body = b"" if path == "/health" else b"kvops sim: a simulated vLLM. Metrics at /metrics\n"

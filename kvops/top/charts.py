@@ -4,7 +4,7 @@ saved per second by each tier, each smoothed over a window the user picks (`w`: 
 Drawn by linechart.LineChart (braille lines, a y axis with ticks, time marks; why not a kept
 charting widget: see there). The charts are for the whole fleet (every engine summed) or for
 the row under the cursor (`c`).
-The figures come from kvops.top.series.Trend: sums of kvops.rates' per-interval deltas over
+The figures come from kvops.top.history.Trend: sums of kvops.rates' per-interval deltas over
 the window, divided (hits / lookups, bytes / seconds), so a smoothed hit rate weighs each
 second by what it looked up. What each chart drew is kept in `shown` (tests read it).
 
@@ -19,9 +19,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 
-from kvops.top import units
+from kvops.top import numbers
+from kvops.top.history import TIERS, Trend
 from kvops.top.linechart import AXIS_WIDTH, LineChart, nice_ceiling
-from kvops.top.series import TIERS, Trend
 
 Points = list[tuple[float, float | None]]  # (seconds before now, value)
 
@@ -49,13 +49,21 @@ CHARTS: tuple[Chart, ...] = (
         Line("GPU cache", "local_hits", "local_queries", 0.01, "green"),
         Line("offload tier", "external_hits", "external_queries", 0.01, "cyan"),
     ), percent=True),
-    Chart("bandwidth", "Moved per second", "GB/s", (
-        Line("stored", "store_bytes", None, units.GB, "magenta"),
-        Line("loaded", "load_bytes", None, units.GB, "yellow"),
+    # Bytes over elapsed time, not the table's GB/s while moving (bytes over transfer time).
+    Chart("bandwidth", "Per wall-clock s", "GB/s", (
+        Line("stored", "store_bytes", None, numbers.GB, "magenta"),
+        Line("loaded", "load_bytes", None, numbers.GB, "yellow"),
     )),
     # Lines per tier the trend has (saved_lines): prompt tokens each tier served per second.
     Chart("saved", "Tokens saved", "k tok/s", ()),
+    # Does offloading pay off (docs/payoff.md): TTFT p90 on the axis; the share of prompt
+    # tokens the tiers below the GPU served, drawn with 100 % at the top of the axis.
+    Chart("payoff", "TTFT p90 vs offload share", "ms", (
+        Line("TTFT p90", "ttft_p90_weighted", "first_tokens", 0.001, "red"),
+        Line("offload share", "offload_saved", "prompt_tokens", 0.01, "cyan"),
+    )),
 )  # fmt: skip
+SHARE_LINE = "offload share"  # drawn on its own 0-100 % scale, the axis's height
 
 TIER_LABELS = {"gpu": "GPU", "host": "host", "disk": "disk", "storage": "storage", "peer": "peer",
                "external": "connector"}  # fmt: skip
@@ -111,6 +119,7 @@ class ChartPanel(Horizontal):
     DEFAULT_CSS = """
     ChartPanel { height: 1fr; min-height: 8; }
     ChartPanel.narrow > #chart-saved { display: none; }
+    ChartPanel.narrow > #chart-payoff { display: none; }
     """
 
     def __init__(self, id: str | None = None) -> None:
@@ -144,19 +153,27 @@ class ChartPanel(Horizontal):
         title = Text(f"{chart.title} ({chart.unit}) · {_window_text(window)} window\n", style="bold")
         lines = saved_lines(trend) if chart.key == "saved" else chart.lines
         for line in lines:
-            title.append("━ ", style=line.style).append(f"{line.label}  ")
+            label = f"{line.label} (100 % = top)" if line.label == SHARE_LINE else line.label
+            title.append("━ ", style=line.style).append(f"{label}  ")
         span = span_for(window)
         pixels = 2 * max(1, widget.size.width - AXIS_WIDTH)  # braille: two dots a cell
         drawn: dict[str, Points] = {}
         plotted: list[tuple[str, Points]] = []
         top = 0.0
+        share: tuple[str, Points] | None = None
         for line in lines:
             points = series(trend, line, window, span)
             drawn[line.label] = points
+            if line.label == SHARE_LINE:
+                share = (line.style, thinned(points, pixels))
+                continue
             top = max([top, *(y for _, y in points if y is not None)])
             plotted.append((line.style, thinned(points, pixels)))
+        if share is not None:  # percent onto the TTFT axis: 100 % at its top
+            y_top = nice_ceiling(top * 1.05) if top > 0 else 100.0
+            plotted.append((share[0], [(x, None if y is None else y / 100.0 * y_top) for x, y in share[1]]))
         if chart.key == "bandwidth" and link_max:
-            ceiling = link_max / units.GB
+            ceiling = link_max / numbers.GB
             if top >= ceiling / 10:  # near enough to matter: drawn, and the scale holds it
                 plotted.append(("red", [(-span, ceiling), (0.0, ceiling)]))
                 top = max(top, ceiling)
@@ -164,7 +181,8 @@ class ChartPanel(Horizontal):
             else:  # drawn, it would flatten the traffic to the axis
                 title.append(f"link max {ceiling:.0f}", style="dim")
         self.shown[chart.key] = drawn
-        widget.set_data(title, plotted, 100.0 if chart.percent else nice_ceiling(top * 1.05), span)
+        y_max = 100.0 if chart.percent or (share is not None and top <= 0) else nice_ceiling(top * 1.05)
+        widget.set_data(title, plotted, y_max, span)
 
 
 def _window_text(window: float) -> str:

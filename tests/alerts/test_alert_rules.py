@@ -15,6 +15,8 @@ import yaml
 
 from kvops import names
 
+pytestmark = pytest.mark.slow  # promtool, Prometheus's own binary, run once per case and mutation
+
 ALERTS = Path(__file__).resolve().parents[2] / "alerts"
 TEST_FILES = sorted((ALERTS / "tests").glob("*.yml"))
 
@@ -120,7 +122,15 @@ def test_recording_rules_are_named_level_metric_operations(recording_rules: list
     for rule in recording_rules:
         level, metric, operations = rule["record"].split(":")
         assert level and operations, rule["record"]
-        prefixes = ("kvops_", "prefix_cache", "prompt_tokens", "offload", "vllm")
+        prefixes = (
+            "kvops_",
+            "prefix_cache",
+            "prompt_tokens",
+            "offload",
+            "vllm",
+            "time_to_first_token",
+            "request_queue",
+        )
         assert metric.startswith(prefixes), rule["record"]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -106,7 +107,7 @@ def test_validator_refuses_what_a_cluster_would():
     sm["spec"]["endpoints"][0]["intervall"] = "30s"  # pruned silently by the API server
     assert "'intervall' was unexpected" in " ".join(validate.problems(sm))
     ds = next(validate.documents((ROOT / "deploy" / "kubernetes" / "daemonset.yaml").read_text()))
-    ds["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "9435"
+    ds["spec"]["template"]["spec"]["containers"][0]["ports"][0]["containerPort"] = "19435"
     assert any("containerPort" in p for p in validate.problems(ds))
 
 
@@ -155,7 +156,7 @@ def test_container_args_are_flags_kvops_exporter_accepts(rendered):
         assert container["command"] == ["kvops"]
         assert container["args"][0] == "exporter"
         args = parser.parse_args(container["args"][1:])
-        assert args.listen == "0.0.0.0:9435", name
+        assert args.listen == exporter_command.DEFAULT_LISTEN, name
     everything = parser.parse_args(_container(rendered["everything-values.yaml"])["args"][1:])
     assert everything.kubernetes_pod_selector == "app=vllm,tier=serving"
     assert everything.kubernetes_namespace == "inference"
@@ -287,3 +288,21 @@ def test_pod_security_restricted_without_host_mounts():
     default = next(validate.documents(generate.render_chart({})["daemonset.yaml"]))
     # /dev/shm by default: that needs a privileged namespace
     assert any("hostPath" in v for v in default["spec"]["template"]["spec"]["volumes"])
+
+
+# Ports the Prometheus default-port page allocates to other exporters that kvops once used or
+# could collide with (docs/security.md): 9435 is cloudflare/ebpf_exporter's.
+TAKEN_PORTS = {"9435"}
+
+
+def test_every_deploy_file_and_the_cli_share_one_default_port_that_is_not_taken():
+    root = Path(__file__).resolve().parents[2]
+    port = exporter_command.DEFAULT_LISTEN.rsplit(":", 1)[1]
+    assert port not in TAKEN_PORTS
+    files = ["Containerfile", "deploy/helm/kvops/values.yaml", "deploy/kubernetes/daemonset.yaml",
+             "deploy/kubernetes/service.yaml"]  # fmt: skip
+    for rel in files:
+        text = (root / rel).read_text()
+        found = set(re.findall(r"(?<![0-9])(9[0-9]{3}|1[0-9]{4})(?![0-9])", text))
+        assert port in found, rel
+        assert not found & TAKEN_PORTS, rel

@@ -97,3 +97,32 @@ def test_an_unreachable_target_is_one_line_and_exit_2() -> None:
     )
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("kvops doctor: error: cannot read")
+
+
+def test_a_healthy_real_offloading_server_is_said_healthy_with_the_figures_judged(
+    upstream: Upstream, fast: None, capsys
+) -> None:
+    """Pages of a real vLLM 0.32.0 with vLLM's offloading code (tests/fixtures/vllm-real/0.32.0):
+    the offload tier serves most of what it is asked for, nothing crosses an alert's threshold."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    real = FIXTURES / "vllm-real" / "0.32.0"
+    t1, t2 = (real / "offload-idle.prom").read_text(), (real / "offload-after.prom").read_text()
+
+    def own(text: str, name: str) -> float:
+        (v,) = [s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
+        return v
+
+    hits = own(t2, "vllm:external_prefix_cache_hits_total") - own(t1, "vllm:external_prefix_cache_hits_total")
+    asked = own(t2, "vllm:external_prefix_cache_queries_total") - own(
+        t1, "vllm:external_prefix_cache_queries_total"
+    )
+    stored = own(t2, "vllm:kv_offload_store_bytes_total")  # no store before the traffic
+    assert main(["doctor", "--target", upstream.route("r", two_pages(t1, t2))]) == 0
+    out = capsys.readouterr().out
+    assert "no live offload signal" not in out
+    assert "healthy, no alert threshold crossed" in out
+    assert f"offload tier hit rate {hits / asked:.1%}" in out and f"stored {stored / 1e6:.3g} MB" in out
+    assert main(["doctor", "--target", upstream.route("r2", two_pages(t1, t2)), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["findings"] == [] and doc["engines"][0]["external_hit_rate"] == hits / asked

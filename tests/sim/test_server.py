@@ -142,3 +142,32 @@ def test_help_text_is_the_same_on_every_scrape():
     assert helps[0], "python_info and the gc families are served"
     assert all(h == helps[0] for h in helps), helps[-1]
     assert all(line.count("[kvops sim:") == 1 for line in helps[0]), helps[0]
+
+
+FILTER = "?name[]=vllm:num_requests_running&name[]=vllm:prefix_cache_hits_total"
+
+
+def _page_names(url: str) -> set[str]:
+    body = urllib.request.urlopen(url, timeout=5).read().decode()
+    return {s.name for fam in text_string_to_metric_families(body) for s in fam.samples}
+
+
+def test_a_filtered_request_gets_the_whole_page_as_from_a_real_vllm() -> None:
+    """Real vLLM 0.10-0.33 ignore ?name[]= (docs/real-vllm.md; measured on 0.32.0, whose page
+    is in tests/fixtures/vllm-real/0.32.0): the simulator does the same by default."""
+    sim = server.start(port=0, seed=1)
+    try:
+        filtered = _page_names(sim.metrics_url + FILTER)
+    finally:
+        sim.stop()
+    assert "vllm:time_to_first_token_seconds_bucket" in filtered
+    assert len(filtered) > 50
+
+
+def test_the_filter_is_answered_only_when_asked_for() -> None:
+    sim = server.start(port=0, seed=1, honour_name_filter=True)
+    try:
+        filtered = _page_names(sim.metrics_url + FILTER)
+    finally:
+        sim.stop()
+    assert filtered == {"vllm:num_requests_running", "vllm:prefix_cache_hits_total"}

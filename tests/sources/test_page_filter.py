@@ -32,14 +32,14 @@ def vllm_like(registry: CollectorRegistry) -> None:
     queries = Counter("vllm:prefix_cache_queries", "queries", LABELS, registry=registry)
     hits = Counter("vllm:prefix_cache_hits", "hits", LABELS, registry=registry)
     Counter("vllm:kv_offload_store_bytes", "no child yet", LABELS, registry=registry)
-    ttft = Histogram("vllm:time_to_first_token_seconds", "ttft", LABELS, registry=registry,
+    itl = Histogram("vllm:inter_token_latency_seconds", "itl", LABELS, registry=registry,
                      buckets=[0.001 * 2**i for i in range(20)])  # fmt: skip
     for engine in ("0", "1"):
         running.labels("m", engine).set(3)
         queries.labels("m", engine).inc(1000)
         hits.labels("m", engine).inc(250)
         for i in range(50):
-            ttft.labels("m", engine).observe(0.01 * i)
+            itl.labels("m", engine).observe(0.01 * i)
 
 
 class NamelessCollector:
@@ -98,7 +98,7 @@ def test_a_prometheus_client_target_is_read_from_its_filtered_page() -> None:
             small = reply.read()
         with urllib.request.urlopen(url + "/metrics") as reply:
             full = reply.read()
-        assert b"time_to_first_token" not in small and b"time_to_first_token" in full
+        assert b"inter_token_latency" not in small and b"inter_token_latency" in full
         assert len(small) < len(full) / 5
     finally:
         scraper.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
@@ -12,7 +13,7 @@ from textual.widgets import Input
 
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import COLUMNS, DetailScreen, HelpScreen, TopApp
-from kvops.top.live import LiveSource
+from kvops.top.live_source import LiveSource
 from kvops.top.table import TargetTable
 from support.upstream import Upstream, body
 
@@ -44,9 +45,11 @@ async def test_shown_values_equal_the_truth_interval():
         assert plain(row["target"]) == "replay"
         assert plain(row["model"]) == truth["model_name"].rsplit("/", 1)[1]
         expected = {
-            "kv": f"{truth['kv_cache_usage'] * 100:.1f}",
-            "local": f"{truth['local_hit_rate'] * 100:.1f}",
-            "external": f"{truth['external_hit_rate'] * 100:.1f}",
+            "kv": f"{truth['kv_cache_usage'] * 100:.1f}" + ("!" if truth["kv_cache_usage"] >= 0.95 else ""),
+            "local": f"{truth['local_hit_rate'] * 100:.1f}" + ("!" if truth["local_hit_rate"] < 0.5 else ""),
+            # under 50 %: an alarm, marked "!" as well as red (NO_COLOR shows the mark)
+            "external": f"{truth['external_hit_rate'] * 100:.1f}"
+            + ("!" if truth["external_hit_rate"] < 0.5 else ""),
             "store": f"{truth['store_bandwidth_bytes_per_second'] / 1e9:.2f}",
             "load": f"{truth['load_bandwidth_bytes_per_second'] / 1e9:.2f}",
             "ratio": f"{truth['load_store_ratio']:.2f}",
@@ -77,7 +80,7 @@ async def test_first_frame_shows_state_but_no_rates():
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.ended)
         [row] = cells(app).values()
-        assert plain(row["kv"]) == "98.4"
+        assert plain(row["kv"]) == "98.4!"  # 95 % full or more: marked (and yellow)
         assert plain(row["running"]) == "97"
         assert [plain(row[k]) for k in ("local", "external", "store", "load", "preempt")] == ["-"] * 5
 
@@ -293,3 +296,48 @@ async def test_escape_sequences_in_labels_are_shown_not_run(tmp_path):
     finally:
         sys.stdout = saved
     assert "\x1b" not in out.getvalue() and "evil\\x1b]0;pwned" in out.getvalue()
+
+
+def _page_sum(path: Any, name: str) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    return sum(
+        s.value
+        for fam in text_string_to_metric_families(path.read_text())
+        for s in fam.samples
+        if s.name == name
+    )
+
+
+@drive
+async def test_payoff_chart_and_detail_show_ttft_p90_beside_the_offload_share(capsys):
+    """The payoff chart's TTFT p90 is --once --json's (checked against promtool in
+    tests/payoff); its offload share is the pages' external hits over their prompt tokens."""
+    from kvops.cli import main
+    from kvops.top.charts import ChartPanel
+
+    assert main(["top", "--once", "--json", "--replay", str(T1), str(T2)]) == 0
+    [entry] = json.loads(capsys.readouterr().out)["targets"]
+    p90 = entry["ttft_p90_seconds"]
+    assert p90 is not None and p90 > 0
+    prompt = _page_sum(T2, "vllm:prompt_tokens_by_source_total") - _page_sum(
+        T1, "vllm:prompt_tokens_by_source_total"
+    )
+    hits = json.loads((V033 / "truth.json").read_text())["offload"]["intervals"][0]["delta"]
+    app = TopApp(ReplaySource([str(T1), str(T2)], 1.0), 0.05)
+    async with app.run_test(size=(160, 40)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        await pilot.pause()
+        payoff = app.query_one("#charts", ChartPanel).shown["payoff"]
+        assert payoff["TTFT p90"][-1] == (0.0, pytest.approx(p90 * 1000))
+        assert payoff["offload share"][-1] == (
+            0.0,
+            pytest.approx(hits["external_prefix_cache_hits"] / prompt * 100),
+        )
+        assert "TTFT p90" in screen_text(app)  # the column
+        await pilot.press("enter")
+        await pilot.pause()
+        detail = screen_text(app)
+        assert re.search(rf"TTFT p90 +{p90 * 1000:.0f} ms", detail)
+        share = hits["external_prefix_cache_hits"] / prompt * 100
+        assert re.search(rf"offload share of prompt +{share:.1f} %", detail)

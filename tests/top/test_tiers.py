@@ -23,11 +23,11 @@ from rich.text import Text
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import DetailScreen, TopApp
 from kvops.top.command import View, print_once
-from kvops.top.live import LiveSource
+from kvops.top.live_source import LiveSource
 from kvops.top.table import TargetTable
 from support.upstream import Upstream, body
 
-from .helpers import T1, T2, V033, drive, screen_text, wait_until
+from .helpers import T1, T2, V033, drive, rate_shown, screen_text, wait_until
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 KVBM = FIXTURES / "dynamo-kvbm"
@@ -147,9 +147,9 @@ async def test_kvbm_is_labelled_by_its_kind_with_its_tiers_hit_rates_and_blocks(
         assert row["model"] == "dynamo-kvbm"  # its page names no model
         assert "no vLLM engine" not in screen_text(app)
         # KVBM's own hit-rate gauges, one column per tier beyond the GPU cache
-        assert row["hit_host"] == f"{gauges['host_cache_hit_rate'] * 100:.1f}"
-        assert row["hit_disk"] == f"{gauges['disk_cache_hit_rate'] * 100:.1f}"
-        assert row["hit_storage"] == f"{gauges['object_cache_hit_rate'] * 100:.1f}"
+        assert row["hit_host"] == rate_shown(gauges["host_cache_hit_rate"])
+        assert row["hit_disk"] == rate_shown(gauges["disk_cache_hit_rate"])
+        assert row["hit_storage"] == rate_shown(gauges["object_cache_hit_rate"])
         screen = await _detail(app, pilot)
 
         def blocks(name: str) -> str:
@@ -175,12 +175,15 @@ async def test_narrow_terminal_leaves_the_extra_tier_columns_out_first():
 
 
 @drive
-async def test_lmcache_alone_is_labelled_lmcache():
+async def test_lmcache_alone_has_a_row_per_worker_with_its_figures():
+    """Issue 28: an LMCache page is a row per worker with its lookup hit rate, not one blank
+    row labelled lmcache (tests/top/test_lmcache_rows.py checks the figures)."""
     app = replay(LMCACHE)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_until(pilot, lambda: app.ended)
-        [row] = cells(app).values()
-        assert row["model"] == "lmcache"
+        rows = list(cells(app).values())
+        assert len(rows) == 2
+        assert all(row["external"] == "29.7" and row["engine"] in ("0", "1") for row in rows)
 
 
 # --- several engines, live -------------------------------------------------------------------
@@ -256,8 +259,8 @@ def _as_shown(group: dict[str, Any]) -> dict[str, str]:
     return {
         "engines": str(group["engines"]),
         "down": str(group["engines_down"]),
-        "local": num("local_hit_rate", 0.01, 1),
-        "external": num("external_hit_rate", 0.01, 1),
+        "local": rate_shown(group["local_hit_rate"]),
+        "external": rate_shown(group["external_hit_rate"]),
         "store": num("store_bandwidth_bytes_per_second", 1e9, 2),
         "load": num("load_bandwidth_bytes_per_second", 1e9, 2),
         "running": num("requests_running", 1, 0),

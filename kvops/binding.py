@@ -35,7 +35,9 @@ def values(spec: MetricSpec, sample: Any) -> Iterator[tuple[str | None, Any]]:
             if value is not None:
                 yield label_value, value
     elif spec.info:
-        yield str(getattr(sample, spec.field)), 1.0  # type: ignore[arg-type]
+        text = getattr(sample, spec.field)  # type: ignore[arg-type]
+        if text is not None:
+            yield str(text), 1.0
     elif spec.open_split:
         by_label: dict[Any, Any] = getattr(sample, spec.field)  # type: ignore[arg-type]
         for label_value, value in sorted(by_label.items(), key=lambda kv: _order(str(kv[0]))):

@@ -1,0 +1,77 @@
+"""Bounded loopback traffic for a real vLLM: shared prefixes, close repeats, concurrency >= 2.
+
+Prompts are token ids (/v1/completions takes them), so every request's length is exact:
+PREFIXES prefixes of PREFIX_TOKENS tokens each, every request one prefix plus a few tokens of its
+own. Each prefix is asked for again two requests later (the device cache still holds it: local
+hits), and the prefixes rotate, PREFIXES x 4 blocks against 16 device blocks, so a prefix comes
+back after the device cache evicted it (an offload tier loads it back). Bounded by a request count
+and a deadline, whichever comes first.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+PREFIXES = 12
+PREFIX_TOKENS = 384  # 3 blocks of 128
+SUFFIX_TOKENS = 8
+VOCAB = (3, 990)  # token ids of make_model.py's tokenizer, past its special tokens
+REQUEST_TIMEOUT = 60.0
+
+
+@dataclass
+class TrafficResult:
+    requests: int = 0
+    failed: int = 0
+    prompt_tokens: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+def plan(rounds: int, seed: int = 0) -> list[list[int]]:
+    """The prompts, in order: prefix i is repeated two places after its first use."""
+    rng = random.Random(seed)
+    prefixes = [[rng.randrange(*VOCAB) for _ in range(PREFIX_TOKENS)] for _ in range(PREFIXES)]
+    order: list[int] = []
+    for _ in range(rounds):
+        for i in range(PREFIXES):
+            order.append(i)
+            if i >= 2:
+                order.append(i - 2)
+        order += [PREFIXES - 2, PREFIXES - 1]
+    return [prefixes[i] + [rng.randrange(*VOCAB) for _ in range(SUFFIX_TOKENS)] for i in order]
+
+
+def drive(
+    base_url: str, model: str, rounds: int = 2, concurrency: int = 2, seconds: float = 120.0, seed: int = 0
+) -> TrafficResult:
+    """Send plan(rounds) with `concurrency` requests in flight; stop at the deadline."""
+    prompts = plan(rounds, seed)
+    end = time.monotonic() + seconds
+    result = TrafficResult()
+    lock = threading.Lock()
+
+    def one(prompt: list[int]) -> None:
+        if time.monotonic() > end:
+            return
+        body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 2, "temperature": 0}).encode()
+        req = urllib.request.Request(f"{base_url}/v1/completions", body, {"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=REQUEST_TIMEOUT) as resp:
+                usage = json.loads(resp.read())["usage"]
+            with lock:
+                result.requests += 1
+                result.prompt_tokens += int(usage["prompt_tokens"])
+        except Exception as exc:  # reported by the caller, which asserts none failed
+            with lock:
+                result.failed += 1
+                result.errors.append(str(exc)[:200])
+
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        list(pool.map(one, prompts))
+    return result
