@@ -5,7 +5,7 @@ invalid JSON (with json's exact message), a stray positional. Each of these stop
 
 A claim needs the right table: with the judged release's own table (shipped, or the installed
 build's parser) the problems are an error (`serve-flags`); when the release is unknown or only a
-nearby release's table was available they are a warning (`serve-flags-unverified`), except invalid
+nearby release's table was available they are `info` (`serve-flags-unverified`), except invalid
 JSON, which no release accepts. rules.py registers both in CHECKS.
 """
 
