@@ -374,6 +374,9 @@ def offload_overview() -> dict[str, Any]:
         sel = f"{SEL_MODEL}, {matchers}" if matchers else SEL_MODEL
         return f"rate({metric}{{{sel}}}[{RATE}])"
 
+    def per(numerator: str, denominator: str) -> str:
+        return f"{rate(numerator)} / {rate(denominator)}"
+
     rows = [
         Row(
             "Status",
@@ -679,6 +682,95 @@ def offload_overview() -> dict[str, Any]:
                     "percentunit",
                     min=0,
                     max=1,
+                ),
+            ],
+        ),
+        Row(
+            "Multi-tier and SimpleCPU offloading (vLLM)",
+            [
+                Panel(
+                    "Chunk hit rate per tier",
+                    "vLLM multi-tier offloading (TieringOffloadingSpec): chunks found over chunks looked up "
+                    "in each tier, 5m windows (host = the CPU primary, disk = a filesystem tier, storage = "
+                    "an object store or remote tier). "
+                    "Metrics: `kvops_offload_tier_chunk_hits_total`, "
+                    "`kvops_offload_tier_chunk_lookups_total`.",
+                    [
+                        Target(
+                            per(
+                                "kvops_offload_tier_chunk_hits_total",
+                                "kvops_offload_tier_chunk_lookups_total",
+                            ),
+                            "{{tier}} · " + LEGEND_ENGINE,
+                        )
+                    ],
+                    "percentunit",
+                    min=0,
+                    max=1,
+                ),
+                Panel(
+                    "Tier bandwidth while transferring",
+                    "Promotions (read: tier to CPU primary) and cascades (write: primary to tier), bytes "
+                    "over summed transfer time, 5m windows. "
+                    "Metrics: `kvops_offload_tier_{read,write}_{bytes,seconds}_total`.",
+                    [
+                        Target(
+                            per(
+                                "kvops_offload_tier_read_bytes_total", "kvops_offload_tier_read_seconds_total"
+                            ),
+                            "read {{tier}} · " + LEGEND_ENGINE,
+                        ),
+                        Target(
+                            per(
+                                "kvops_offload_tier_write_bytes_total",
+                                "kvops_offload_tier_write_seconds_total",
+                            ),
+                            "write {{tier}} · " + LEGEND_ENGINE,
+                        ),
+                    ],
+                    "Bps",
+                    min=0,
+                ),
+                Panel(
+                    "Tier job failures and jobs in flight",
+                    "Failed promotions and cascades per second (KvopsOffloadTierJobFailures) and cascade "
+                    "jobs in flight (a backlog that never drains fires KvopsOffloadCascadeBacklog). Metrics: "
+                    "`kvops_offload_tier_{promotion,cascade}_failures_total`, "
+                    "`kvops_offload_tier_active_cascades`.",
+                    [
+                        Target(
+                            rate("kvops_offload_tier_promotion_failures_total"),
+                            "promotion failures {{tier}} · " + LEGEND_ENGINE,
+                        ),
+                        Target(
+                            rate("kvops_offload_tier_cascade_failures_total"),
+                            "cascade failures {{tier}} · " + LEGEND_ENGINE,
+                        ),
+                        Target(
+                            f"kvops_offload_tier_active_cascades{{{SEL_MODEL}}}",
+                            "cascades in flight {{tier}} · " + LEGEND_ENGINE,
+                        ),
+                    ],
+                    "short",
+                    min=0,
+                ),
+                Panel(
+                    "SimpleCPU offload: store decisions by outcome",
+                    "SimpleCPUOffloadConnector's store decisions per second, in blocks (no block size is "
+                    "exposed): dropped_cpu_full is the pool being full (KvopsOffloadPoolFull). "
+                    "Metric: `kvops_offload_simple_save_outcomes_blocks_total`.",
+                    [
+                        Target(
+                            "sum by ("
+                            + BY_ENGINE
+                            + ", outcome) ("
+                            + rate("kvops_offload_simple_save_outcomes_blocks_total")
+                            + ")",
+                            "{{outcome}} · " + LEGEND_ENGINE,
+                        )
+                    ],
+                    "short",
+                    min=0,
                 ),
             ],
         ),

@@ -23,7 +23,9 @@ SIZE = (120, 40)
 async def shoot(out: Path, seconds: float) -> None:
     from kvops import demo
     from kvops.top.app import TopApp
+    from kvops.top.command import quiet_logs
 
+    quiet_logs()  # as `kvops demo`: a slow first scrape is shown in the frame, not logged over it
     with demo.simulated("0.33.0", demo.DEMO_WORKLOAD, interval=1.0) as source:
         app = TopApp(source, 1.0)
         async with app.run_test(size=SIZE) as pilot:

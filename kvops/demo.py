@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvops.snapshot import GpuSample, HostSample, Snapshot
+from kvops.units import GIB
 
 EXAMPLES = """\
 examples:
@@ -33,15 +34,14 @@ DEMO_RATE = 0.4
 # so the demo opens in its steady state instead of on an empty server.
 WARMUP_SECONDS = 60.0
 
-GIB = float(1 << 30)
 # The simulated machine: a 24 GiB GPU holding Llama-3.1-8B's weights (~15 GiB) and the 4 GiB
 # KV cache, on a PCIe Gen5 x16 link (the simulator's transfer model); a 512 GiB host whose
 # /dev/shm (half the RAM, tmpfs's default) holds the offload tier.
 SIM_GPU_NAME = "PCIe Gen5 x16, 24 GiB"
-SIM_GPU_TOTAL = 24 * GIB
+SIM_GPU_TOTAL = 24.0 * GIB
 SIM_GPU_USED = 21.6 * GIB  # vLLM reserves gpu_memory_utilization (0.9) at start
-SIM_HOST_RAM = 512 * GIB
-SIM_HOST_OTHER = 24 * GIB  # the OS, the API server, the model's weights in page cache
+SIM_HOST_RAM = 512.0 * GIB
+SIM_HOST_OTHER = 24.0 * GIB  # the OS, the API server, the model's weights in page cache
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -70,7 +70,7 @@ class DemoSource:
     simulated_hardware = True  # the app labels the GPU and host panels "simulated"
 
     def __init__(self, url: str, engines: list[Any], timeout: float, description: str) -> None:
-        from kvops.top.live import LiveSource
+        from kvops.top.live_source import LiveSource
 
         self.live_source = LiveSource([url], timeout=timeout, hardware=False)
         self.engines = engines

@@ -222,6 +222,180 @@ REQUEST_QUEUE_TIME = _engine(
     "(vllm:request_queue_time_seconds).",
     field="queue_time",
 )
+# --- vLLM multi-tier offloading (TieringOffloadingSpec; kvops/engines/vllm_tiering.py) -------
+# tier: host (0:primary), disk (a filesystem tier), storage (object store, KVCR, remote), peer.
+_TIERING = "vllm:kv_offload_tiering_"
+
+
+def _per_tier(kind: str, name: str, help_: str, field: str) -> MetricSpec:
+    return _engine(kind, name, help_, ("tier",), field=field, open_split=True)
+
+
+TIER_CHUNK_LOOKUPS = _per_tier(
+    "counter",
+    "kvops_offload_tier_chunk_lookups_total",
+    f"Chunks looked up in each offload tier ({_TIERING}chunk_queries; tier=host is vLLM's 0:primary).",
+    "tier_chunk_queries",
+)
+TIER_CHUNK_HITS = _per_tier(
+    "counter",
+    "kvops_offload_tier_chunk_hits_total",
+    f"Chunks found in each offload tier ({_TIERING}chunk_hits).",
+    "tier_chunk_hits",
+)
+TIER_READ_BYTES = _per_tier(
+    "counter",
+    "kvops_offload_tier_read_bytes_total",
+    f"Bytes promoted from a secondary tier into the CPU primary ({_TIERING}read_bytes).",
+    "tier_read_bytes",
+)
+TIER_READ_SECONDS = _per_tier(
+    "counter",
+    "kvops_offload_tier_read_seconds_total",
+    f"Summed transfer time of those promotions ({_TIERING}read_time; tiers that time jobs only).",
+    "tier_read_seconds",
+)
+TIER_WRITE_BYTES = _per_tier(
+    "counter",
+    "kvops_offload_tier_write_bytes_total",
+    f"Bytes cascaded from the CPU primary into a secondary tier ({_TIERING}write_bytes).",
+    "tier_write_bytes",
+)
+TIER_WRITE_SECONDS = _per_tier(
+    "counter",
+    "kvops_offload_tier_write_seconds_total",
+    f"Summed transfer time of those cascades ({_TIERING}write_time).",
+    "tier_write_seconds",
+)
+TIER_PROMOTION_FAILURES = _per_tier(
+    "counter",
+    "kvops_offload_tier_promotion_failures_total",
+    f"Failed promotion jobs per tier ({_TIERING}promotion_job_failures; absent until the first).",
+    "tier_promotion_failures",
+)
+TIER_CASCADE_FAILURES = _per_tier(
+    "counter",
+    "kvops_offload_tier_cascade_failures_total",
+    f"Failed cascade jobs per tier ({_TIERING}cascade_job_failures; absent until the first).",
+    "tier_cascade_failures",
+)
+TIER_ACTIVE_PROMOTIONS = _per_tier(
+    "gauge",
+    "kvops_offload_tier_active_promotions",
+    f"Promotion jobs in flight per tier ({_TIERING}active_promotion_jobs).",
+    "tier_active_promotions",
+)
+TIER_ACTIVE_CASCADES = _per_tier(
+    "gauge",
+    "kvops_offload_tier_active_cascades",
+    f"Cascade jobs in flight per tier ({_TIERING}active_cascade_jobs): a backlog that never drains "
+    "means the tier cannot keep up with what the primary evicts.",
+    "tier_active_cascades",
+)
+TIER_PRIMARY_READ_USAGE = _per_tier(
+    "gauge",
+    "kvops_offload_tier_primary_read_usage_ratio",
+    f"Share of the CPU primary pinned by cascades to each tier, 0-1 ({_TIERING}primary_read_usage_perc).",
+    "tier_primary_read_usage",
+)
+TIER_PRIMARY_WRITE_USAGE = _per_tier(
+    "gauge",
+    "kvops_offload_tier_primary_write_usage_ratio",
+    f"Share of the CPU primary pinned by promotions from a tier, 0-1 ({_TIERING}primary_write_usage_perc).",
+    "tier_primary_write_usage",
+)
+TIER_LOOKUP_DELAY = _per_tier(
+    "histogram",
+    "kvops_offload_tier_lookup_delay_seconds",
+    f"Blocking time of one per-chunk tier lookup ({_TIERING}lookup_sync_delay_seconds).",
+    "tier_lookup_delay",
+)
+TIER_PROMOTION_LATENCY = _per_tier(
+    "histogram",
+    "kvops_offload_tier_promotion_latency_seconds",
+    f"Promotion job latency from creation to completion, queueing included, successes and failures "
+    f"together ({_TIERING}promotion_latency_seconds, 0.33+).",
+    "tier_promotion_latency",
+)
+PROMOTION_ALLOCATION_FAILURES = _engine(
+    "counter",
+    "kvops_offload_promotion_allocation_failures_total",
+    f"Promotions refused because the CPU primary had no room ({_TIERING}promotion_allocation_failures).",
+    field="promotion_allocation_failures",
+)
+
+# --- SGLang HiCache L3 storage and eviction (kvops/engines/sglang_storage.py) -----------------
+STORAGE_TOKENS = _engine(
+    "counter",
+    "kvops_offload_storage_tokens_total",
+    "Tokens moved between host memory and L3 storage (sglang:prefetched_tokens, backuped_tokens): "
+    "direction=load (prefetched from storage) or store (backed up to it).",
+    ("direction",),
+    split=(("load", "storage_prefetched_tokens"), ("store", "storage_backed_up_tokens")),
+)
+STORAGE_UNFULFILLED = _engine(
+    "counter",
+    "kvops_offload_storage_unfulfilled_tokens_total",
+    "Storage-hit tokens that did not become a usable prefetch, by SGLang's reason "
+    "(sglang:storage_prefetch_unfulfilled_tokens; host_capacity, deadline, ...).",
+    ("reason",),
+    field="storage_unfulfilled_tokens",
+    open_split=True,
+)
+STORAGE_OP_BANDWIDTH = _engine(
+    "histogram",
+    "kvops_offload_storage_op_bandwidth_bytes_per_second",
+    "Per-op L3 wire bandwidth (sglang:{prefetch,backup}_bandwidth, GB/s converted to bytes/s): "
+    "direction=load (prefetch) or store (backup).",
+    ("direction",),
+    split=(("load", "storage_prefetch_bandwidth"), ("store", "storage_backup_bandwidth")),
+)
+EVICTED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_evicted_tokens_total",
+    "Device KV token slots freed by eviction, backed up or not (sglang:evicted_tokens).",
+    field="evicted_tokens",
+)
+EVICTION_SECONDS = _engine(
+    "histogram",
+    "kvops_offload_eviction_seconds",
+    "Time one device eviction pass took (sglang:eviction_duration_seconds).",
+    field="eviction_seconds",
+)
+
+# --- vLLM SimpleCPUOffloadConnector (kvops/engines/vllm_simple_offload.py): blocks, never bytes --
+SIMPLE_SAVE_OUTCOMES = _engine(
+    "counter",
+    "kvops_offload_simple_save_outcomes_blocks_total",
+    "Store decisions of SimpleCPUOffloadConnector by outcome, in blocks "
+    "(vllm:simple_kv_offload_save_outcomes_total): outcome=dropped_cpu_full is the pool being full.",
+    ("outcome",),
+    field="save_outcomes",
+    open_split=True,
+)
+SIMPLE_LOAD_BLOCKS = _engine(
+    "counter",
+    "kvops_offload_simple_load_blocks_total",
+    "Blocks SimpleCPUOffloadConnector loaded back to the GPU (vllm:simple_kv_offload_load_blocks_total).",
+    field="simple_load_blocks",
+)
+SIMPLE_BACKEND = _engine(
+    "gauge",
+    "kvops_offload_simple_backend_info",
+    "SimpleCPUOffloadConnector's pool medium, value 1: backend=cpu (host tier) or disk "
+    "(vllm:simple_kv_offload_info).",
+    ("backend",),
+    field="simple_backend",
+    info=True,
+)
+SIMPLE_BLOCKS = _engine(
+    "gauge", "kvops_offload_simple_blocks",
+    "SimpleCPUOffloadConnector pool blocks: state=used (pinned by transfers or hits), pending_store, "
+    "capacity (vllm:simple_kv_offload_{used_blocks,pending_store_blocks,info}).",
+    ("state",),
+    split=(("used", "simple_used_blocks"), ("pending_store", "simple_pending_store_blocks"),
+           ("capacity", "simple_capacity_blocks")),
+)  # fmt: skip
 TRANSFER_SIZE = _engine(
     "histogram",
     "kvops_offload_transfer_size_bytes",
@@ -535,6 +709,61 @@ LMCACHE_L1_CHUNKS = _lmcache(
     "lmcache_mp_l1_{read,write,evicted}_chunks); op=read|write|evict.",
     ("op",),
     split=(("read", "l1_read_chunks"), ("write", "l1_write_chunks"), ("evict", "l1_evicted_chunks")),
+)
+LMCACHE_L1_ALLOCATION_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_l1_allocation_failures_chunks_total",
+    "Chunks LMCache's L1 could not allocate room for (multi-process mode, "
+    "lmcache_mp_l1_allocation_failure_chunks): during=l1_store|l2_prefetch.",
+    ("during",),
+    field="l1_allocation_failures",
+    open_split=True,
+)
+LMCACHE_L1_READ_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_l1_read_failures_chunks_total",
+    "L1 reads that failed after a lookup found the chunk (lmcache_mp_l1_read_failure_chunks), "
+    "by reason (not_found, write_locked); should stay near 0.",
+    ("reason",),
+    field="l1_read_failures",
+    open_split=True,
+)
+LMCACHE_L2_PREFETCH_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_l2_prefetch_failures_chunks_total",
+    "Chunks expected in L2 that failed to load into L1 (lmcache_mp_l2_prefetch_failure_chunks), "
+    "by reason: l1_oom (no room in L1), l1_contended, not_found.",
+    ("reason",),
+    field="l2_prefetch_failures",
+    open_split=True,
+)
+LMCACHE_L2_CHUNKS = _lmcache(
+    "counter",
+    "kvops_lmcache_l2_chunks_total",
+    "Chunks stored to L2 and prefetched from it (lmcache_mp_l2_store_completed_objects_chunks, "
+    "lmcache_mp_l2_prefetch_load_completed_chunks); op=store|prefetch.",
+    ("op",),
+    split=(("store", "l2_stored_chunks"), ("prefetch", "l2_prefetched_chunks")),
+)
+LMCACHE_L1_USAGE = _lmcache(
+    "gauge",
+    "kvops_lmcache_l1_usage_bytes",
+    "Bytes held in LMCache's L1 (lmcache_mp_l1_memory_usage_bytes).",
+    field="l1_usage_bytes",
+)
+LMCACHE_L1_USAGE_RATIO = _lmcache(
+    "gauge",
+    "kvops_lmcache_l1_usage_ratio",
+    "LMCache's L1 used over total, 0-1 (lmcache_mp_l1_usage_ratio).",
+    field="l1_usage_ratio",
+)
+LMCACHE_L2_USAGE = _lmcache(
+    "gauge",
+    "kvops_lmcache_l2_usage_bytes",
+    "Bytes held in each L2 adapter (lmcache_mp_l2_usage_bytes), by l2_name.",
+    ("l2_name",),
+    field="l2_usage_bytes",
+    open_split=True,
 )
 LMCACHE_SPEED = _lmcache(
     "histogram",

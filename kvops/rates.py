@@ -17,7 +17,8 @@ import math
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kvops.snapshot import EngineSample, GpuSample, Histogram, Snapshot
+from kvops.snapshot import EngineSample, GpuSample, Histogram, LMCacheSample, Snapshot
+from kvops.units import GIB
 
 # `kvops top --once --json`'s shape (docs/DESIGN.md), raised on every change of shape:
 # 1 (no field): the first release; 2: schema_version itself, per-tier figures and derived signals,
@@ -44,7 +45,8 @@ def counter_delta(prev: float | None, cur: float | None) -> float | None:
 def ratio(num: float | None, den: float | None) -> float | None:
     if num is None or den is None or den <= 0:
         return None
-    return num / den
+    out = num / den
+    return out if math.isfinite(out) else None  # a subnormal denominator: +Inf is unknown
 
 
 def histogram_delta(prev: Histogram | None, cur: Histogram | None) -> Histogram | None:
@@ -77,17 +79,17 @@ def quantile(q: float, hist: Histogram | None) -> float | None:
         else:
             buckets.append([bound, count])
     prev = buckets[0][1]
-    for b in buckets[1:]:  # correctPrecisionErrors(buckets, 1e-12)
-        delta = abs(b[1] - prev)
+    for bucket in buckets[1:]:  # correctPrecisionErrors(buckets, 1e-12)
+        delta = abs(bucket[1] - prev)
         if delta == 0:
             continue
-        if b[1] != 0 and delta / b[1] <= 1e-12:
-            b[1] = prev
+        if bucket[1] != 0 and delta / bucket[1] <= 1e-12:
+            bucket[1] = prev
         else:
-            prev = b[1]
+            prev = bucket[1]
     top = buckets[0][1]
-    for b in buckets[1:]:  # ensureMonotonic
-        top = b[1] = max(top, b[1])
+    for bucket in buckets[1:]:  # ensureMonotonic
+        top = bucket[1] = max(top, bucket[1])
     if len(buckets) < 2:
         return None
     observations = buckets[-1][1]
@@ -126,6 +128,25 @@ class TierInterval:
     used_tokens: float | None = None
     capacity_tokens: float | None = None
     usage_ratio: float | None = None
+    used_bytes: float | None = None  # what the tier holds now (LMCache's local CPU cache)
+    # vLLM multi-tier offloading (kvops/engines/vllm_tiering.py); load = promotion into the
+    # CPU primary, store = cascade out of it for the secondary tiers.
+    chunk_lookups: float | None = None
+    promotion_failures: float | None = None
+    cascade_failures: float | None = None
+    active_promotions: float | None = None
+    active_cascades: float | None = None
+    promotion_latency_p90_seconds: float | None = None
+    lookup_delay_p99_seconds: float | None = None
+    # SimpleCPUOffloadConnector: blocks, not bytes (no block size on its page)
+    used_blocks: float | None = None  # pinned by transfers or hits, not how full
+    pending_store_blocks: float | None = None
+    capacity_blocks: float | None = None
+    # SGLang L3 storage: tokens moved, and the median per-op wire bandwidth
+    store_tokens: float | None = None
+    load_tokens: float | None = None
+    store_op_bandwidth_p50_bytes_per_second: float | None = None
+    load_op_bandwidth_p50_bytes_per_second: float | None = None
 
 
 @dataclass
@@ -167,6 +188,18 @@ class EngineInterval:
     queue_time_p50_seconds: float | None = None
     queue_time_p90_seconds: float | None = None
     first_tokens: float | None = None  # requests that got their first token in the interval
+    evictions_per_second: float | None = None  # LMCache's local CPU cache evictions
+    promotion_allocation_failures_per_second: float | None = None  # vLLM tiering: primary full
+    # SimpleCPUOffloadConnector: share of store decisions dropped because its pool was full
+    pool_full_drop_ratio: float | None = None
+    pool_full_drops_per_second: float | None = None  # blocks
+    # LMCache multi-process health over the interval, in chunks: "l1_allocation/<during>",
+    # "l1_read/<reason>", "l2_prefetch/<reason>"
+    lmcache_failures: dict[str, float] = field(default_factory=dict)
+    # SGLang: storage hits that did not become a usable prefetch (reason -> tokens), eviction
+    storage_unfulfilled_tokens: dict[str, float] = field(default_factory=dict)
+    evicted_tokens_per_second: float | None = None
+    eviction_mean_seconds: float | None = None
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
     # current state
     requests_running: float | None = None
@@ -184,6 +217,8 @@ class EngineInterval:
             setattr(self, name, None)
         self.tiers = {}
         self.lookup_delay_p99_seconds = {}
+        self.lmcache_failures = {}
+        self.storage_unfulfilled_tokens = {}
 
 
 _LEAVES = (float, int, str, bool, type(None))
@@ -212,7 +247,8 @@ INTERVAL_FIELDS = tuple(
     f.name
     for f in fields(EngineInterval)
     if f.name not in {"target", "model_name", "engine", "engine_kind", "up", "kv_cache_usage", "tiers",
-                      "lookup_delay_p99_seconds", "requests_running", "requests_waiting",
+                      "lookup_delay_p99_seconds", "lmcache_failures", "storage_unfulfilled_tokens",
+                      "requests_running", "requests_waiting",
                       "requests_waiting_by_reason", "cpu_tier_bytes", "cpu_in_flight"}
 )  # fmt: skip
 
@@ -328,7 +364,108 @@ def engine_interval(
         if hist is not None:
             out.lookup_delay_p99_seconds[mode] = quantile(0.99, hist)
     _payoff(prev, out, cur)
+    _tiering(prev, out, cur, wall_seconds)
+    _simple_offload(prev, out, cur, wall_seconds)
+    _sglang_storage(prev, out, cur, wall_seconds)
     return out
+
+
+def _sglang_storage(
+    prev: EngineSample | None, out: EngineInterval, cur: EngineSample, wall: float | None
+) -> None:
+    """SGLang HiCache's L3 storage tier (tokens each way, median per-op bandwidth, unfulfilled
+    prefetch tokens by reason) and device eviction (tokens per second, mean pass time)."""
+
+    def d(name: str) -> float | None:
+        return counter_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+
+    loaded, stored = d("storage_prefetched_tokens"), d("storage_backed_up_tokens")
+    if loaded is not None or stored is not None:
+        storage = out.tiers.setdefault("storage", TierInterval())
+        storage.load_tokens, storage.store_tokens = loaded, stored
+        for name, direction in (
+            ("storage_prefetch_bandwidth", "load"),
+            ("storage_backup_bandwidth", "store"),
+        ):
+            attr = f"{direction}_op_bandwidth_p50_bytes_per_second"
+            hist = histogram_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+            setattr(storage, attr, quantile(0.5, hist))
+    for reason in cur.storage_unfulfilled_tokens:
+        before = prev.storage_unfulfilled_tokens.get(reason) if prev else None
+        tokens = counter_delta(before, cur.storage_unfulfilled_tokens[reason])
+        if tokens:  # every reason is pre-created at 0: only those that happened
+            out.storage_unfulfilled_tokens[reason] = tokens
+    out.evicted_tokens_per_second = ratio(d("evicted_tokens"), wall)
+    passes = histogram_delta(prev.eviction_seconds if prev else None, cur.eviction_seconds)
+    if passes is not None:
+        out.eviction_mean_seconds = ratio(passes.sum, passes.count)
+
+
+def _by_tier_delta(prev: EngineSample | None, cur: EngineSample, name: str, tier: str) -> float | None:
+    before = getattr(prev, name).get(tier) if prev is not None else None
+    return counter_delta(before, getattr(cur, name).get(tier))
+
+
+def _tiering(prev: EngineSample | None, out: EngineInterval, cur: EngineSample, wall: float | None) -> None:
+    """vLLM's multi-tier offloading per tier (docs/tiers.md): chunk hit rate, promotion (load)
+    and cascade (store) bytes and bandwidth while transferring, failures, jobs in flight,
+    promotion latency p90 and lookup delay p99 over the interval."""
+    tiers = set(cur.tier_chunk_queries) | set(cur.tier_read_bytes) | set(cur.tier_write_bytes)
+    tiers |= set(cur.tier_active_cascades) | set(cur.tier_active_promotions)
+    for tier in sorted(tiers):
+        figures = out.tiers.setdefault(tier, TierInterval())
+
+        def d(name: str, tier: str = tier) -> float | None:
+            return _by_tier_delta(prev, cur, name, tier)
+
+        lookups = d("tier_chunk_queries")
+        if lookups is not None:
+            figures.chunk_lookups = lookups
+            figures.hit_rate = ratio(d("tier_chunk_hits"), lookups)
+        read, written = d("tier_read_bytes"), d("tier_write_bytes")
+        if read is not None:
+            figures.load_bytes = read
+            figures.load_bandwidth_bytes_per_second = ratio(read, d("tier_read_seconds"))
+        if written is not None:
+            figures.store_bytes = written
+            figures.store_bandwidth_bytes_per_second = ratio(written, d("tier_write_seconds"))
+        figures.promotion_failures = d("tier_promotion_failures")
+        figures.cascade_failures = d("tier_cascade_failures")
+        figures.active_promotions = cur.tier_active_promotions.get(tier)
+        figures.active_cascades = cur.tier_active_cascades.get(tier)
+        for name, q, attr in (
+            ("tier_promotion_latency", 0.9, "promotion_latency_p90_seconds"),
+            ("tier_lookup_delay", 0.99, "lookup_delay_p99_seconds"),
+        ):
+            hist = histogram_delta(
+                getattr(prev, name).get(tier) if prev else None, getattr(cur, name).get(tier)
+            )
+            setattr(figures, attr, quantile(q, hist))
+    failures = counter_delta(
+        prev.promotion_allocation_failures if prev else None, cur.promotion_allocation_failures
+    )
+    out.promotion_allocation_failures_per_second = ratio(failures, wall)
+
+
+def _simple_offload(
+    prev: EngineSample | None, out: EngineInterval, cur: EngineSample, wall: float | None
+) -> None:
+    """SimpleCPUOffloadConnector in blocks: stored and loaded, pinned and pending, capacity,
+    and the share of stores dropped because its pool was full (tier pressure)."""
+    if not cur.save_outcomes and cur.simple_load_blocks is None and cur.simple_capacity_blocks is None:
+        return
+    figures = out.tiers.setdefault("disk" if cur.simple_backend == "disk" else "host", TierInterval())
+    outcomes = {k: _by_tier_delta(prev, cur, "save_outcomes", k) for k in cur.save_outcomes}
+    figures.store_blocks = outcomes.get("stored")
+    figures.load_blocks = counter_delta(prev.simple_load_blocks if prev else None, cur.simple_load_blocks)
+    figures.used_blocks = cur.simple_used_blocks
+    figures.pending_store_blocks = cur.simple_pending_store_blocks
+    figures.capacity_blocks = cur.simple_capacity_blocks
+    if outcomes:
+        decided = sum(v for v in outcomes.values() if v is not None)
+        full = outcomes.get("dropped_cpu_full", 0.0) or 0.0  # no series yet: none dropped so far
+        out.pool_full_drop_ratio = ratio(full, decided)
+        out.pool_full_drops_per_second = ratio(full, wall)
 
 
 def _payoff(prev: EngineSample | None, out: EngineInterval, cur: EngineSample) -> None:
@@ -427,6 +564,62 @@ def _tiers(
         out.write_only_tier = d["store_bytes"] > 0 and not cur.load_bytes
 
 
+def lmcache_interval(
+    prev: LMCacheSample | None, cur: LMCacheSample, wall_seconds: float | None
+) -> EngineInterval:
+    """One LMCache worker as a row (docs/top.md): its lookup hit rate, remote read (load) and
+    write (store) bandwidth, local CPU cache use and evictions. Inside vLLM, LMCache *is* vLLM's
+    external tier, so the row carries no counts a fleet sum would add a second time: no
+    `*_queries` and no row-level bytes or seconds (fleet.group() sums those); the bytes are on
+    its tiers. Remote bandwidth while transferring uses LMCache's own get/put time histograms."""
+
+    def delta(name: str) -> float | None:
+        return counter_delta(getattr(prev, name) if prev is not None else None, getattr(cur, name))
+
+    def seconds(name: str) -> float | None:
+        hist = histogram_delta(getattr(prev, name) if prev is not None else None, getattr(cur, name))
+        return None if hist is None else hist.sum
+
+    looked_up = delta("lookup_tokens")
+    read, written = delta("remote_read_bytes"), delta("remote_write_bytes")
+    out = EngineInterval(
+        target=cur.target, model_name=cur.model_name, engine=cur.worker_id, engine_kind=cur.engine_kind
+    )
+    out.external_hit_rate = ratio(delta("lookup_hits"), looked_up)
+    out.load_bandwidth_bytes_per_second = ratio(read, seconds("remote_get_seconds"))
+    out.store_bandwidth_bytes_per_second = ratio(written, seconds("remote_put_seconds"))
+    out.load_offered_bytes_per_second = ratio(read, wall_seconds)
+    out.store_offered_bytes_per_second = ratio(written, wall_seconds)
+    out.load_store_ratio = ratio(read, written)
+    out.evictions_per_second = ratio(delta("evictions"), wall_seconds)
+    out.prompt_tokens = looked_up
+    if read is not None or written is not None:
+        remote = out.tiers.setdefault("storage", TierInterval())
+        remote.load_bytes, remote.store_bytes = read, written
+        remote.load_bandwidth_bytes_per_second = out.load_bandwidth_bytes_per_second
+        remote.store_bandwidth_bytes_per_second = out.store_bandwidth_bytes_per_second
+    for tier, hits in (("host", delta("l1_hit_tokens")), ("storage", delta("l2_hit_tokens"))):
+        if hits is not None:  # multi-process mode: L1 is LMCache's memory, L2 its backends
+            figures = out.tiers.setdefault(tier, TierInterval())
+            figures.tokens_saved = hits
+            figures.prompt_share = ratio(hits, looked_up)
+    if cur.local_cache_usage_bytes is not None:
+        out.tiers.setdefault("host", TierInterval()).used_bytes = cur.local_cache_usage_bytes
+    if cur.l1_usage_bytes is not None or cur.l1_usage_ratio is not None:  # multi-process L1
+        l1 = out.tiers.setdefault("host", TierInterval())
+        l1.used_bytes, l1.usage_ratio = cur.l1_usage_bytes, cur.l1_usage_ratio
+    if cur.l2_usage_bytes:
+        out.tiers.setdefault("storage", TierInterval()).used_bytes = sum(cur.l2_usage_bytes.values())
+    for kind, name in (("l1_allocation", "l1_allocation_failures"), ("l1_read", "l1_read_failures"),
+                       ("l2_prefetch", "l2_prefetch_failures")):  # fmt: skip
+        for key in getattr(cur, name):
+            before = getattr(prev, name).get(key) if prev is not None else None
+            failed = counter_delta(before, getattr(cur, name)[key])
+            if failed is not None:
+                out.lmcache_failures[f"{kind}/{key}"] = failed
+    return out
+
+
 def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | None) -> GpuInterval:
     def per_second(counter: str, gauge: str) -> float | None:
         if getattr(cur, counter) is not None and prev is not None and getattr(prev, counter) is not None:
@@ -455,7 +648,7 @@ def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | N
 # Cross-check slack: PCIe counters also carry inputs, weights and other processes' traffic,
 # and drivers sample them; only a clear gap is flagged.
 CROSS_CHECK_SLACK_BYTES = 64 * (1 << 20)
-CROSS_CHECK_MIN_MOVED_BYTES = float(1 << 30)
+CROSS_CHECK_MIN_MOVED_BYTES = float(GIB)
 
 
 def pcie_cross_check(engine_load_bytes: float | None, pcie_rx_bytes: float | None) -> str | None:
@@ -496,6 +689,7 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
     wall = cur.time - prev.time if cur.time > prev.time else None
     prev_targets = {t.target: t for t in prev.targets}
     prev_engines = {e.key: e for e in prev.engines()}
+    prev_lmcache = {item.key: item for t in prev.targets for item in t.lmcache}
     pcie_rx = _pcie_rx_by_target(prev, cur)
     targets: list[EngineInterval | DownTarget] = []
     for target in cur.targets:
@@ -510,6 +704,11 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
                 entry.clear_interval()
             elif len(target.engines) == 1:  # PCIe is per GPU set, not per data-parallel rank
                 entry.pcie_cross_check = pcie_cross_check(entry.load_bytes, pcie_rx.get(target.target))
+            targets.append(entry)
+        for item in target.lmcache:  # LMCache's workers: a row each (docs/top.md)
+            entry = lmcache_interval(prev_lmcache.get(item.key), item, wall)
+            if not start_known:
+                entry.clear_interval()
             targets.append(entry)
     prev_gpus = {g.uuid: g for g in prev.gpus}
     gpus = [gpu_interval(prev_gpus.get(g.uuid), g, wall) for g in cur.gpus]

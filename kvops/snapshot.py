@@ -86,6 +86,38 @@ class EngineSample:
     tier_hit_rate: dict[str, float] = field(default_factory=dict)  # engine's own gauge, 0-1
     matched_tokens: float | None = None  # an offload manager's own hit tokens (KVBM)
     tier_utilization: dict[str, float] = field(default_factory=dict)  # tier -> used/capacity 0-1
+    # vLLM multi-tier offloading (TieringOffloadingSpec, kvops/engines/vllm_tiering.py), keyed
+    # by tier of docs/tiers.md (0:primary -> host, a filesystem tier -> disk, remote -> storage).
+    tier_chunk_queries: dict[str, float] = field(default_factory=dict)
+    tier_chunk_hits: dict[str, float] = field(default_factory=dict)
+    tier_read_bytes: dict[str, float] = field(default_factory=dict)  # promotions: tier -> primary
+    tier_read_seconds: dict[str, float] = field(default_factory=dict)
+    tier_write_bytes: dict[str, float] = field(default_factory=dict)  # cascades: primary -> tier
+    tier_write_seconds: dict[str, float] = field(default_factory=dict)
+    tier_promotion_failures: dict[str, float] = field(default_factory=dict)
+    tier_cascade_failures: dict[str, float] = field(default_factory=dict)
+    tier_active_promotions: dict[str, float] = field(default_factory=dict)
+    tier_active_cascades: dict[str, float] = field(default_factory=dict)
+    tier_primary_read_usage: dict[str, float] = field(default_factory=dict)  # 0-1 of the primary
+    tier_primary_write_usage: dict[str, float] = field(default_factory=dict)
+    tier_lookup_delay: dict[str, Histogram] = field(default_factory=dict)  # sync, per chunk
+    tier_promotion_latency: dict[str, Histogram] = field(default_factory=dict)  # success + failure
+    promotion_allocation_failures: float | None = None
+    # SGLang HiCache's L3 storage and device eviction (kvops/engines/sglang_storage.py)
+    storage_prefetched_tokens: float | None = None  # storage -> host (a load from storage)
+    storage_backed_up_tokens: float | None = None  # host -> storage
+    storage_unfulfilled_tokens: dict[str, float] = field(default_factory=dict)  # reason -> tokens
+    storage_prefetch_bandwidth: Histogram | None = None  # per op, bytes/s
+    storage_backup_bandwidth: Histogram | None = None
+    evicted_tokens: float | None = None  # device KV freed by eviction
+    eviction_seconds: Histogram | None = None
+    # vLLM's SimpleCPUOffloadConnector (kvops/engines/vllm_simple_offload.py): blocks, never bytes.
+    save_outcomes: dict[str, float] = field(default_factory=dict)  # outcome -> blocks
+    simple_load_blocks: float | None = None
+    simple_used_blocks: float | None = None
+    simple_pending_store_blocks: float | None = None
+    simple_capacity_blocks: float | None = None
+    simple_backend: str | None = None  # cpu | disk (the info series)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -132,6 +164,15 @@ class LMCacheSample:
     l1_read_chunks: float | None = None
     l1_write_chunks: float | None = None
     l1_evicted_chunks: float | None = None
+    # Multi-process health (LMCache 0.5.6): chunks, keyed by the label LMCache tags them with.
+    l1_allocation_failures: dict[str, float] = field(default_factory=dict)  # during -> chunks
+    l1_read_failures: dict[str, float] = field(default_factory=dict)  # reason -> chunks
+    l2_prefetch_failures: dict[str, float] = field(default_factory=dict)  # reason -> chunks
+    l2_stored_chunks: float | None = None
+    l2_prefetched_chunks: float | None = None
+    l1_usage_bytes: float | None = None
+    l1_usage_ratio: float | None = None  # 0-1
+    l2_usage_bytes: dict[str, float] = field(default_factory=dict)  # l2_name -> bytes
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -150,6 +191,9 @@ class TargetSample:
     scrape_seconds: float | None = None
     vllm_format: str | None = None  # which naming generation was seen, e.g. "0.24+"
     parse_errors: int = 0  # malformed lines skipped
+    # A discovered pod's namespace, pod and container (kvops.transport.kubernetes): labels the
+    # exporter adds to every series of the target; {} for a target given by URL.
+    identity: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -52,7 +52,7 @@ def top_defaults(sort_keys: tuple[str, ...], windows: tuple[str, ...]) -> dict[s
     path = find("top.yml")
     if path is None:
         return {}
-    from kvops.exporter.operator_files import kind, load_yaml_mapping
+    from kvops.operator_files import kind, load_yaml_mapping
 
     doc = load_yaml_mapping(str(path), str(path))
     where = str(path)

@@ -63,7 +63,7 @@ def _run_ci(tmp_path: Path, fail: dict[str, int]) -> tuple[int, list[str]]:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     calls = tmp_path / "calls.log"
-    for tool in ("apt-get", "pip", "python", "ruff", "bash"):
+    for tool in ("apt-get", "pip", "python", "ruff", "lint-imports", "bash"):
         stand_in = bin_dir / tool
         stand_in.write_text(f'#!/bin/sh\necho "{tool} $*" >> "{calls}"\nexit {fail.get(tool, 0)}\n')
         stand_in.chmod(0o755)
@@ -87,8 +87,10 @@ def test_all_steps_run_in_order_on_a_clone_with_nothing_beside_it(tmp_path: Path
     rc, calls = _run_ci(tmp_path, {})
     assert rc == 0
     assert [c.split()[0] for c in calls] == [
-        "apt-get", "apt-get", "pip", "python", "python", "python", "python", "ruff", "ruff", "bash"
+        "apt-get", "apt-get", "pip", "python", "python", "python", "python",
+        "ruff", "ruff", "python", "lint-imports", "bash",
     ]  # fmt: skip
+    assert calls[9] == "python -m mypy"  # issue 27: types and layers
     assert calls[-1] == "bash .ci/container"  # the image built and kvops run in it (docs/container.md)
     assert calls[3] == "python -m pytest"
     assert calls[4].startswith("python -m pytest -m vllm_release")  # doctor --repro on real vLLM code

@@ -171,9 +171,9 @@ def _measure_and_report(args: argparse.Namespace, plan: Plan, link_flag: float |
 
 def _plan_from_args(args: argparse.Namespace) -> Plan:
     from kvops.bench.plan import DEFAULT_SIZES, DIRECTIONS, MEMORIES, build_plan
-    from kvops.bench.units import parse_size
+    from kvops.units import size_as_written
 
-    sizes = [parse_size(t) for text in args.sizes for t in text.split(",") if t] if args.sizes else None
+    sizes = [size_as_written(t) for text in args.sizes for t in text.split(",") if t] if args.sizes else None
     for name in ("repeats", "blocks"):
         if getattr(args, name) < 1:
             raise UsageError(f"--{name} must be at least 1, not {getattr(args, name)}")
@@ -214,7 +214,7 @@ def _check_textfile(path: Path) -> None:
 
 
 def _case_name(outcome: CaseResult | CaseFailure) -> str:
-    from kvops.bench.units import format_size
+    from kvops.units import format_size
 
     case = outcome.case
     blocks = f" ×{case.blocks}" if case.blocks > 1 else ""
@@ -222,6 +222,6 @@ def _case_name(outcome: CaseResult | CaseFailure) -> str:
 
 
 def _short(n_bytes: int) -> str:
-    from kvops.bench.units import format_size
+    from kvops.units import format_size
 
     return format_size(n_bytes).replace(" ", "")

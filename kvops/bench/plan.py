@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from kvops.bench.units import format_size
+from kvops.units import format_size
 
 Direction = Literal["h2d", "d2h", "bidir"]
 Memory = Literal["pinned", "pageable"]

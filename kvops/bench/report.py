@@ -10,7 +10,7 @@ from pathlib import Path
 from kvops import names
 from kvops.bench.plan import DIRECTION_TITLES
 from kvops.bench.results import BenchRun, CaseResult, LinkMax
-from kvops.bench.units import format_size, to_unit, unit_note
+from kvops.units import format_size, to_unit, unit_note
 
 BAR_WIDTH = 30
 _EIGHTHS = " ▏▎▍▌▋▊▉"

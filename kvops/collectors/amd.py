@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import io
 import logging
+import math
 import threading
 from typing import Any
 
@@ -35,10 +36,11 @@ class AmdSmiUnavailable(RuntimeError):
 
 
 def _num(value: Any) -> float | None:
-    """amdsmi's value as a float, or None for "N/A", bools, and anything else."""
+    """amdsmi's value as a float, or None for "N/A", bools, NaN, ±Inf and anything else."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return float(value)
+    number = float(value)
+    return number + 0.0 if math.isfinite(number) else None  # + 0.0: -0 is 0
 
 
 def _import_amdsmi() -> Any:

@@ -9,6 +9,7 @@ the owning process's RssShmem), not in Mlocked: hardware.md §4.2.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -33,6 +34,8 @@ def read_meminfo(root: str = "/") -> dict[str, float]:
             try:
                 value = float(parts[0])
             except ValueError:
+                continue
+            if not math.isfinite(value):  # "nan", "inf": float() takes them, a count is not one
                 continue
             out[key.strip()] = value * _KB if len(parts) > 1 and parts[1] == "kB" else value
     return out

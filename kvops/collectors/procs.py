@@ -13,6 +13,7 @@ own PID namespace will not match them (no GPU join then, never a wrong one).
 from __future__ import annotations
 
 import ipaddress
+import math
 import os
 import socket
 import time
@@ -35,8 +36,8 @@ def read_status(pid: int, root: str = "/") -> dict[str, float] | None:
                 key, _, rest = line.partition(":")
                 if key == "PPid" or key in _FIELDS:
                     parts = rest.split()
-                    if parts:
-                        out[key] = float(parts[0]) * (_KB if key != "PPid" else 1)
+                    if parts and math.isfinite(number := float(parts[0])):  # int(PPid) follows
+                        out[key] = number * (_KB if key != "PPid" else 1)
     except (OSError, ValueError):
         return None
     return out

@@ -44,10 +44,6 @@ class FlagSpec:
     def multi(self) -> bool:
         return self.nargs in ("+", "*") or (isinstance(self.nargs, int) and self.nargs > 1)
 
-    @property
-    def is_bool(self) -> bool:
-        return not self.takes_value
-
     def negative(self) -> str | None:
         """The --no-<flag> spelling BooleanOptionalAction adds, when this flag has one."""
         neg = "--no-" + self.name[2:]

@@ -70,7 +70,3 @@ def secret_flag_env(flag: str) -> str | None:
     """`--api-key` -> VLLM_API_KEY, `--hf-token` -> HF_TOKEN; any other flag -> None."""
     canonical = "--" + flag.lstrip("-").replace("_", "-").lower() if flag.startswith("--") else flag
     return SECRET_FLAGS.get(canonical)
-
-
-def looks_like_secret(value: str) -> bool:
-    return bool(TOKEN_SHAPE.search(value) or BEARER.search(value))

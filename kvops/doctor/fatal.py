@@ -33,7 +33,16 @@ _CHECKOUT = re.compile(
     r".*/(?P<pkg>vllm|sglang|lmcache|dynamo|kvbm|llmd_fs_backend|torch|flashinfer|triton)/(?P<rest>[\w./-]*)"
 )
 # substrings of every line feed() uses: a cheap test before it is called
-HINTS = ("Error", "Exception", "Traceback", "Fatal", "panicked", "Segmentation", "terminate", "Abort")
+HINTS: tuple[str, ...] = (
+    "Error",
+    "Exception",
+    "Traceback",
+    "Fatal",
+    "panicked",
+    "Segmentation",
+    "terminate",
+    "Abort",
+)
 HINTS += ('File "', "ERROR", "CRITICAL", "Fault", "Exit", "Interrupt")
 MAX_TEXT = 300
 WINDOW = 80  # a traceback's frames and its exception are at most this many lines apart

@@ -110,7 +110,7 @@ def _install_stand_ins(root: str) -> None:
         )
 
     class StubModule(types.ModuleType):
-        __path__: ClassVar[list[str]] = []
+        __path__: ClassVar[list[str]] = []  # type: ignore[misc]  # a package: submodules are stood in too
 
         def __getattr__(self, name: str) -> Any:
             if name.startswith("__") and name.endswith("__"):
@@ -129,7 +129,7 @@ def _install_stand_ins(root: str) -> None:
                 return importlib.machinery.ModuleSpec(fullname, self, is_package=True)  # a _C module
             if re.search(_NEVER_STUB, top):
                 return None
-            frame = sys._getframe(1)
+            frame: types.FrameType | None = sys._getframe(1)
             while frame is not None and (
                 "importlib" in frame.f_code.co_filename or frame.f_code.co_filename == _THIS
             ):
@@ -175,9 +175,9 @@ def _stand_in_versions(root: str) -> None:
 
     real = md.version
 
-    def version(name: str) -> str:
+    def version(distribution_name: str) -> str:
         try:
-            return real(name)
+            return real(distribution_name)
         except md.PackageNotFoundError:
             if sys._getframe(1).f_code.co_filename.startswith(root):
                 return "99.0.0"
@@ -196,7 +196,7 @@ def _value_type(action: argparse.Action) -> str | None:
 
     def attempt(text: str) -> Any:
         try:
-            return fn(text)  # type: ignore[misc]
+            return fn(text)  # type: ignore[misc, operator]
         except Exception:
             return _FAILED
 

@@ -218,7 +218,8 @@ def _mla_dims(text: dict[str, Any], rope_dim: int | None) -> tuple[int, int] | N
 
 def from_dict(cfg: dict[str, Any], path: str = "<config>") -> ModelInfo:
     """Build ModelInfo from a parsed config.json (text model under `text_config` if present)."""
-    text = cfg.get("text_config") if isinstance(cfg.get("text_config"), dict) else cfg
+    nested = cfg.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else cfg
     model_type = str(text.get("model_type") or cfg.get("model_type") or "unknown")
     archs = cfg.get("architectures") or text.get("architectures") or []
     architectures = tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ()

@@ -207,7 +207,12 @@ def attempt_with_release(
     executed = execute(case, version, model, log, repro_release.case_params(pb.id, False, cmd))
     out["executed"] = executed
     if executed["outcome"] == "could-not-run":
-        out["could_not"].append(f"vLLM {version}'s code could not be run here: {executed.get('detail')}")
+        detail = str(executed.get("detail"))
+        if "No module named" in detail:  # a module the release needs that REPRO_MODULES misses
+            from kvops.install_hint import install_command
+
+            detail += f" (kvops's repro extra: {install_command('repro')})"
+        out["could_not"].append(f"vLLM {version}'s code could not be run here: {detail}")
         return out
     if executed["outcome"] == "not-applicable":
         out["reproduced"] = False

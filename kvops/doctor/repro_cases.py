@@ -98,7 +98,7 @@ def offload_layer_lookup(root: Path, request: dict[str, Any]) -> dict[str, Any]:
     context: dict[str, Any] = {}
     for i in range(model["num_layers"]):
         for suffix, name in kinds:
-            cls = classes[name][1]
+            cls: Any = classes[name][1]
             layer = cls.__new__(cls)
             torch.nn.Module.__init__(layer)
             layer.attn_backend = GpuBackendStandIn
@@ -188,10 +188,11 @@ def dsa_block_size(root: Path, request: dict[str, Any]) -> dict[str, Any]:
     hit = sandbox.find_class(root, "DeepseekV32IndexerBackend", "AttentionBackend")
     if hit is None:
         return {"outcome": "not-applicable", "detail": "this release has no DeepSeek-V3.2 indexer backend"}
-    backend = hit[1]
+    backend: Any = hit[1]  # a class of the release's own code
     block_size = int(request["block_size"])
     function = sandbox.load_function(path, qualname)
-    takes_groups = "attn_groups" in [a.arg for a in sandbox.find_function(path, qualname).args.args]
+    defined = sandbox.find_function(path, qualname)  # load_function found it: not None
+    takes_groups = defined is not None and "attn_groups" in [a.arg for a in defined.args.args]
     # 0.17 and older pass AttentionGroups (which hold GPU metadata builders): only .backend is read
     arg = [SimpleNamespace(backend=backend)] if takes_groups else [backend]
     result = {

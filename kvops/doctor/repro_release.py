@@ -72,18 +72,28 @@ def _flag(cmd: Any, flag: str) -> str | None:
 
 
 def shipped_model(name: str) -> Path:
-    return Path(str(resources.files("kvops.doctor").joinpath("repro_models", name)))
+    return Path(str(resources.files("kvops.doctor").joinpath("repro_models").joinpath(name)))
 
 
 def model_request(model: ModelInfo) -> dict[str, Any]:
     return {"num_layers": model.num_layers, "mla": model.is_mla, "dsa": model.is_dsa, "source": model.path}
 
 
+# What a release's code imports, on the paths the cases run, beyond kvops's own dependencies: found
+# by running every case in a venv holding kvops alone (docs/doctor.md). pyproject's `repro` extra
+# installs exactly these (tests/doctor/test_repro_release.py holds the two lists together).
+REPRO_MODULES = ("torch", "numpy", "packaging", "pydantic", "regex", "requests")
+
+
 def missing_runtime() -> str | None:
-    """What this machine lacks to run a release's Python code (None when nothing)."""
-    if importlib.util.find_spec("torch") is None:
-        return "torch is not installed (a CPU build is enough: pip install torch)"
-    return None
+    """What this machine lacks to run a release's Python code, with the command that adds it
+    (None when nothing)."""
+    missing = [name for name in REPRO_MODULES if importlib.util.find_spec(name) is None]
+    if not missing:
+        return None
+    from kvops.install_hint import install_command
+
+    return f"{', '.join(missing)} not installed (a CPU build of torch is enough): {install_command('repro')}"
 
 
 def execute(

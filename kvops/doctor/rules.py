@@ -29,49 +29,19 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from kvops.doctor.cli_checks import check_serve_flags, check_serve_flags_unverified
-from kvops.doctor.cmdline import ServeCommand, parse_size
-from kvops.doctor.modelcfg import ModelInfo
-from kvops.doctor.platform import Platform
+from kvops.doctor.cmdline import ServeCommand
+from kvops.doctor.judgement import Context, Verdict
 from kvops.termsafe import visible
+from kvops.units import GIB, docker_size
 
-GIB = 1 << 30
 DOCKER_DEFAULT_SHM = 64 << 20  # docker's default /dev/shm
 MEASURED_FOOTPRINT_FACTOR = 1.92  # vllm#53042
 _ON = {"1", "true", "yes", "on"}
 _OFF = {"0", "false", "no", "off"}
-
-
-@dataclass
-class Context:
-    model: ModelInfo | None = None
-    cmd: ServeCommand | None = None
-    version: str | None = None
-    version_source: str = "unknown"
-    platform: Platform | None = None  # set only when doctor may judge this machine
-    vllm_root: Path | None = None  # installed vllm's source, when it is the vLLM being judged
-    host_ram_bytes: int | None = None  # --host-ram: the serving host's memory, given by the user
-    shm_bytes: int | None = None  # --shm: the serving host's /dev/shm, given by the user (or a df line)
-    shm_source: str = "--shm"
-    # words in the report/log (logs.FACTS names -> (line no, line)): what the user says they want
-    log_facts: dict[str, tuple[int, str]] = field(default_factory=dict)
-
-
-@dataclass
-class Verdict:
-    holds: bool | None  # None: could not tell
-    applies: bool = True  # False: an input the rule needs was not given
-    evidence: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-    hard: bool = False  # an unknown other than version/platform: not worth a finding on its own
-    # every premise but one holds and that one is plausible but unproven (Docker's /dev/shm default
-    # when the options may be elided; weights that may need --cpu-offload-gb): an `info` finding
-    # that names, in `unknown`, what would confirm it
-    tentative: bool = False
 
 
 def version_tuple(text: str) -> tuple[int, int, int] | None:
@@ -166,7 +136,7 @@ def _check_shm_too_small(ctx: Context) -> Verdict:
         raw = cmd.docker_opt("--shm-size")
         if raw is None:
             return Verdict(None, unknown=[f"/dev/shm under --ipc={cmd.docker_opt('--ipc')}"])
-        shm = parse_size(raw)
+        shm = docker_size(raw)
         if shm is None:
             return Verdict(None, unknown=[f"cannot read --shm-size {raw!r}"])
         ev = f"container /dev/shm {shm / GIB:.2f} GiB (--shm-size {raw})"
@@ -216,10 +186,14 @@ def _check_cpu_offload_is_kv(ctx: Context) -> Verdict:
     except ValueError:
         offload = 0.0
     per_gpu, where = None, ""
+    estimated = False
     if ctx.model is not None:
         found = weights.checkpoint_bytes(ctx.model.path)
+        if found is None:
+            found = _config_estimate(ctx.model.path)
+            estimated = found is not None
         if found is not None:
-            per_gpu, where = found[0] / tp, f"checkpoint {found[1]} {found[0] / GIB:.1f} GiB / TP {tp}"
+            per_gpu, where = found[0] / tp, f"{found[1]}: {found[0] / GIB:.1f} GiB / TP {tp}"
     if per_gpu is None and "weights_loaded" in ctx.log_facts:
         loaded = weights.loaded_bytes_in(ctx.log_facts["weights_loaded"][1])
         if loaded is not None and math.isfinite(offload):
@@ -231,6 +205,9 @@ def _check_cpu_offload_is_kv(ctx: Context) -> Verdict:
     elif "gpu_memory" in ctx.log_facts:
         gpu = weights.gpu_bytes_in(ctx.log_facts["gpu_memory"][1])
         gpu_where = f"log line {ctx.log_facts['gpu_memory'][0]}"
+    if per_gpu is not None and gpu is None and per_gpu > weights.LARGEST_GPU:
+        ev = f"weights {per_gpu / GIB:.0f} GiB per GPU ({where}): more than any GPU holds (288 GB)"
+        return Verdict(False, evidence=[ev + ": the weights need --cpu-offload-gb"])
     if per_gpu is None or gpu is None:
         missing = [
             *(["the weights' size (--model DIR with its safetensors)"] if per_gpu is None else []),
@@ -253,7 +230,24 @@ def _check_cpu_offload_is_kv(ctx: Context) -> Verdict:
     )
     if per_gpu <= budget:
         return Verdict(True, evidence=[ev + ": they fit without --cpu-offload-gb"])
-    return Verdict(False, evidence=[ev + ": the weights need --cpu-offload-gb"])
+    if not estimated or per_gpu > gpu:
+        return Verdict(False, evidence=[ev + ": the weights need --cpu-offload-gb"])
+    return Verdict(  # an estimate between the two bounds: not enough to claim either way
+        None,
+        unknown=[ev + ": too close to call from config.json; the checkpoint's size would tell"],
+        tentative=True,
+    )
+
+
+def _config_estimate(path: str) -> tuple[int, str] | None:
+    from kvops.doctor import weights
+    from kvops.doctor.modelcfg import read_config
+    from kvops.errors import UsageError
+
+    try:
+        return weights.config_bytes(read_config(path)[1])
+    except (UsageError, OSError):
+        return None
 
 
 def _check_host_ram(ctx: Context) -> Verdict:
@@ -266,7 +260,7 @@ def _check_host_ram(ctx: Context) -> Verdict:
     footprint = size * GIB * MEASURED_FOOTPRINT_FACTOR
     limit_raw = cmd.docker_opt("-m", "--memory") if cmd.launcher == "docker" else None
     if limit_raw:
-        limit = parse_size(limit_raw)
+        limit = docker_size(limit_raw)
         if limit is None:
             return Verdict(None, unknown=[f"cannot read --memory {limit_raw!r}"])
         source = f"docker --memory {limit_raw}"

@@ -14,8 +14,8 @@ from typing import Any
 
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
+from kvops.units import GIB
 
-GIB = 1 << 30
 # The AMD/ROCm seed guide's table: context length -> recommended --kv-offloading-size (GiB).
 SEED_TABLE: tuple[tuple[int, int, int], ...] = ((32768, 32, 64), (65536, 64, 96), (131072, 96, 128))
 MEASURED_FOOTPRINT_FACTOR = 1.92  # vllm#53042

@@ -24,7 +24,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from kvops.errors import UsageError
 
@@ -255,7 +255,7 @@ def _unpack(version: str, wheel: Path, cache: Path) -> Release:
     except UsageError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise UsageError(f"{wheel.name} does not match its own RECORD: {exc}") from None
-    meta = {
+    meta: dict[str, Any] = {
         "version": version,
         "wheel": wheel.name,
         "sha256_at_download": sha256,  # kept for people; never reported as checked

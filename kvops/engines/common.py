@@ -58,8 +58,25 @@ class Engine:
     # them through and `kvops top` leaves their buckets unread.
     pass_through_fields: frozenset[str] = frozenset()
     pass_through_names: frozenset[str] = frozenset()
-    # Counters the fleet view's charts draw (kvops.top.series.deltas_of), queried summed.
+    # Counters the fleet view's charts draw (kvops.top.history.deltas_of), queried summed.
     chart_counters: frozenset[str] = frozenset()
+
+
+def vllm_key(labels: Labels) -> EngineKey:
+    """(model_name, engine) as vLLM labels its series (engine: the data-parallel rank)."""
+    return (labels.get("model_name", ""), labels.get("engine", "0"))
+
+
+def engine_on_page(page: Page, key: EngineKey, kind: str) -> EngineSample:
+    """The page's engine of `kind` for `key` (a reader registered earlier read it), else a new
+    one: modules reading one engine's optional surface (vLLM's tiering, its SimpleCPU
+    connector) add to the sample its main module made instead of making a second."""
+    for sample in page.engines:
+        if sample.engine_kind == kind and (sample.model_name, sample.engine) == key:
+            return sample
+    sample = EngineSample(target=page.target, model_name=key[0], engine=key[1], engine_kind=kind)
+    page.engines.append(sample)
+    return sample
 
 
 class Engines:

@@ -18,17 +18,38 @@ COUNTERS: dict[str, str] = {
     "lmcache_mp_l1_write_chunks_total": "l1_write_chunks",
     "lmcache_mp_l1_evicted_chunks_total": "l1_evicted_chunks",
 }
-WANTED: frozenset[str] = frozenset(COUNTERS)
+COUNTERS.update(
+    {
+        "lmcache_mp_l2_store_completed_objects_chunks_total": "l2_stored_chunks",
+        "lmcache_mp_l2_prefetch_load_completed_chunks_total": "l2_prefetched_chunks",
+        "lmcache_mp_l1_memory_usage_bytes": "l1_usage_bytes",
+        "lmcache_mp_l1_usage_ratio": "l1_usage_ratio",
+    }
+)
+# Health counters (subscribers/metrics/l1_failures.py, l2_failures.py) and the L2 usage gauge
+# (distributed/storage_manager.py): LMCacheSample dict field -> (sample, the label keying it).
+BY_LABEL: dict[str, tuple[str, str]] = {
+    "l1_allocation_failures": ("lmcache_mp_l1_allocation_failure_chunks_total", "during"),
+    "l1_read_failures": ("lmcache_mp_l1_read_failure_chunks_total", "reason"),
+    "l2_prefetch_failures": ("lmcache_mp_l2_prefetch_failure_chunks_total", "reason"),
+    "l2_usage_bytes": ("lmcache_mp_l2_usage_bytes", "l2_name"),
+}
+WANTED: frozenset[str] = frozenset([*COUNTERS, *(name for name, _ in BY_LABEL.values())])
 
 
 def read(result: ParseResult, page: Page) -> None:
-    models = {labels["model_name"] for name in COUNTERS for labels, _ in result.get(name)
+    models = {labels["model_name"] for name in WANTED for labels, _ in result.get(name)
               if "model_name" in labels}  # fmt: skip
     only_model = next(iter(models)) if len(models) == 1 else ""
     for source_name, field_name in COUNTERS.items():
         for labels, value in result.get(source_name):
             sample = page.lmcache(labels.get("model_name", only_model), "0")
             setattr(sample, field_name, (getattr(sample, field_name) or 0.0) + value)
+    for field_name, (source_name, label) in BY_LABEL.items():
+        for labels, value in result.get(source_name):
+            by_label = getattr(page.lmcache(labels.get("model_name", only_model), "0"), field_name)
+            key = labels.get(label, "")
+            by_label[key] = by_label.get(key, 0.0) + value
 
 
 ENGINE = Engine(

@@ -9,7 +9,17 @@ here, so a new engine is its module, its fixtures, and one line below
 
 from __future__ import annotations
 
-from kvops.engines import kvbm, lmcache, lmcache_mp, sglang, trtllm, vllm
+from kvops.engines import (
+    kvbm,
+    lmcache,
+    lmcache_mp,
+    sglang,
+    sglang_storage,
+    trtllm,
+    vllm,
+    vllm_simple_offload,
+    vllm_tiering,
+)
 from kvops.engines.common import Engine, Page
 from kvops.exposition.parser import ParseResult, families_of
 from kvops.snapshot import TargetSample
@@ -18,9 +28,12 @@ from kvops.snapshot import TargetSample
 # page wins (vLLM's naming generations before LMCache's page before the others).
 ENGINES: tuple[Engine, ...] = (
     vllm.ENGINE,
+    vllm_tiering.ENGINE,  # after vllm: they add to the engines vllm.py read
+    vllm_simple_offload.ENGINE,
     lmcache.ENGINE,
     lmcache_mp.ENGINE,
     sglang.ENGINE,
+    sglang_storage.ENGINE,  # after sglang: it adds to the engines sglang.py read
     kvbm.ENGINE,
     trtllm.ENGINE,
 )
@@ -45,14 +58,16 @@ _OTHERS = ", ".join(
 
 def normalise(result: ParseResult, target: str) -> TargetSample:
     """Map one parsed exposition to a TargetSample: each engine whose names the page holds
-    reads it (a set test in C, against each reader's dozens of lookups on every page)."""
+    reads it (a set test in C, against each reader's dozens of lookups on every page).
+    NaN and ±Inf values are unknown: left out, as an absent series (issue 25)."""
     page = Page(target)
+    # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed, whatever its value.
+    up = result.has_prefixed_sample or any(result.samples.get(name) for name in OTHER_ENGINE_NAMES)
+    result.known_only()
     present = result.samples.keys()
     for engine in ENGINES:
         if not engine.families.isdisjoint(present):
             engine.read(result, page)
-    # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed.
-    up = result.has_prefixed_sample or any(result.samples.get(name) for name in OTHER_ENGINE_NAMES)
     error = None if up else f"no {_PREFIXED} sample, nor one of another engine kvops reads ({_OTHERS})"
     return TargetSample(
         target=target,

@@ -23,8 +23,7 @@ from kvops.engines.common import Engine, Engines, Page
 from kvops.exposition.histograms import histograms, merged, sample_names
 from kvops.exposition.parser import Labels, ParseResult, families_of
 from kvops.snapshot import EngineSample, Histogram
-
-GIB = float(1 << 30)
+from kvops.units import GIB
 
 # EngineSample field -> sample names, preferred first.
 _SCALARS: dict[str, tuple[str, ...]] = {
@@ -183,8 +182,30 @@ def read(result: ParseResult, page: Page) -> None:
     _read_suffixed_edges(result, engines)
     _read_transfers(result, engines)
     _read_tier_size(result, engines)
-    _drop_absent_tier(result, engines)
+    _drop_undeclared_tier(result, engines)
     page.engines.extend(sorted(engines.samples(), key=lambda e: (e.model_name, _engine_order(e.engine))))
+
+
+def _drop_undeclared_tier(result: ParseResult, engines: Engines) -> None:
+    """No offload tier unless the page shows one: a server without a connector still exports
+    vllm:external_prefix_cache_* (at 0) and prompt_tokens_by_source{external_kv_transfer} (0)."""
+    declares_offload = any(name.startswith(_OFFLOAD_PREFIX) for name in result.types)
+    for sample in engines.samples():
+        if not (declares_offload or _shows_connector(sample)):
+            sample.offload_tier = None
+
+
+def _shows_connector(sample: EngineSample) -> bool:
+    """A KV connector at work on this engine (one that names no medium: LMCache, NIXL...)."""
+    return bool(
+        sample.external_queries
+        or sample.external_hits
+        or sample.prompt_tokens_by_source.get("external_kv_transfer")
+        or sample.store_bytes is not None
+        or sample.load_bytes is not None
+        or sample.cpu_tier_bytes is not None
+        or sample.transfer_bytes_by_edge
+    )
 
 
 def _read_scalars(result: ParseResult, engines: Engines) -> None:
@@ -268,30 +289,6 @@ def _read_tier_size(result: ParseResult, engines: Engines) -> None:
             sample.cpu_tier_bytes = tier_by_engine.get(sample.engine)
         if sample.cpu_tier_bytes is not None:
             sample.offload_tier = "host"
-
-
-def _drop_absent_tier(result: ParseResult, engines: Engines) -> None:
-    """No offload tier unless the page shows one: a vLLM without a connector still exports
-    vllm:external_prefix_cache_* (at 0) and prompt_tokens_by_source{external_kv_transfer} (0)
-    (a real 0.32.0 server: tests/fixtures/vllm-real/0.32.0)."""
-    if any(name.startswith(_OFFLOAD_PREFIX) for name in result.types):
-        return
-    for sample in engines.samples():
-        if not _shows_connector(sample):
-            sample.offload_tier = None
-
-
-def _shows_connector(sample: EngineSample) -> bool:
-    """A KV connector at work on this engine (one that names no medium: LMCache, NIXL...)."""
-    return bool(
-        sample.external_queries
-        or sample.external_hits
-        or sample.prompt_tokens_by_source.get("external_kv_transfer")
-        or sample.store_bytes is not None
-        or sample.load_bytes is not None
-        or sample.cpu_tier_bytes is not None
-        or sample.transfer_bytes_by_edge
-    )
 
 
 def _engine_order(engine: str) -> tuple[int, str]:

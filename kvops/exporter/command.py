@@ -178,6 +178,6 @@ def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = Non
 
 
 def _render(runner: ScrapeRunner, timeout: float | None) -> list[Metric]:
-    from kvops.exporter.collector import render
+    from kvops.exporter.snapshot_families import render
 
     return render(runner.snapshot(timeout))

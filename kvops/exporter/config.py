@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kvops.errors import UsageError, one_line
-from kvops.exporter.operator_files import check_file, kind, load_yaml_mapping, read_secret
+from kvops.operator_files import check_file, kind, load_yaml_mapping, read_secret
 from kvops.scrape.runner import DEFAULT_TIMEOUT
 from kvops.termsafe import visible
 from kvops.transport.http import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SAMPLES, FetchOptions, normalise_target

@@ -2,7 +2,7 @@
 
 Families are built fresh on each scrape (client_python's custom-collector pattern), so a
 target or engine that disappears leaves no series behind. A None value is no sample. Which
-field feeds which family is the spec's binding (kvops/names.py), read by kvops.series.
+field feeds which family is the spec's binding (kvops/names.py), read by kvops.binding.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.samples import Sample
 from prometheus_client.utils import floatToGoString
 
-from kvops import __version__, names, series
+from kvops import __version__, binding, names
 from kvops.names import MetricSpec, Owner
 from kvops.snapshot import CollectorStatus, Histogram, TargetSample
 
@@ -68,8 +68,8 @@ def bound_families(owner: Owner, samples: Sequence[Any]) -> list[Metric]:
     for spec in names.bound(owner):
         metric = family(spec)
         for sample in samples:
-            base = series.owner_label_values(owner, sample)
-            for split_value, value in series.values(spec, sample):
+            base = binding.owner_label_values(owner, sample)
+            for split_value, value in binding.values(spec, sample):
                 add(metric, base if split_value is None else [*base, split_value], value)
         out.append(metric)
     return out
@@ -85,7 +85,21 @@ def target_families(targets: list[TargetSample]) -> list[Metric]:
     lmcache = [s for t in targets for s in t.lmcache]
     # LMCache families only where an LMCache was seen: no empty HELP/TYPE for every vLLM.
     cache = [m for m in bound_families("lmcache", lmcache) if m.samples]
-    return [up, duration, *bound_families("engine", engines), *cache]
+    out = [up, duration, *bound_families("engine", engines), *cache]
+    _add_pod_labels(out, {t.target: t.identity for t in targets if t.identity})
+    return out
+
+
+def _add_pod_labels(metrics: list[Metric], identity: dict[str, dict[str, str]]) -> None:
+    """A discovered pod's namespace, pod and container on every series of its target (as
+    dcgm-exporter and AMD's device-metrics-exporter label a pod's series)."""
+    if not identity:
+        return
+    for metric in metrics:
+        for sample in metric.samples:
+            labels = identity.get(sample.labels.get("target", ""))
+            if labels:
+                sample.labels.update((k, v) for k, v in labels.items() if v and k not in sample.labels)
 
 
 def self_families(statuses: list[CollectorStatus]) -> list[Metric]:

@@ -32,7 +32,7 @@ from typing import Any
 import bcrypt
 
 from kvops.errors import UsageError, one_line
-from kvops.exporter.operator_files import check_file, kind, load_yaml_mapping
+from kvops.operator_files import check_file, kind, load_yaml_mapping
 from kvops.termsafe import visible
 
 _CLIENT_AUTH = {

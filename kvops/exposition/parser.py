@@ -107,6 +107,14 @@ class ParseResult:
     def get(self, name: str) -> list[tuple[Labels, float]]:
         return self.samples.get(name, [])
 
+    def known_only(self) -> ParseResult:
+        """Drops NaN and ±Inf samples (here they mean "unknown", and a store can hold them) and
+        makes -0 a 0, in place: what every decoder of a page into figures reads."""
+        for name, samples in self.samples.items():
+            if any(not math.isfinite(v) or (v == 0 and math.copysign(1.0, v) < 0) for _, v in samples):
+                self.samples[name] = [(labels, v + 0.0) for labels, v in samples if math.isfinite(v)]
+        return self
+
 
 class ParseError(ValueError):
     pass

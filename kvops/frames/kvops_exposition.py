@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from kvops import names, series
+from kvops import binding, names
 from kvops.exposition.histograms import histograms
 from kvops.exposition.parser import Labels, ParseResult
 from kvops.names import MetricSpec, Owner
@@ -40,7 +40,7 @@ def _decode_bound(result: ParseResult, owner: Owner, find: Callable[[Labels], An
         as_int = any(f in _INT_FIELDS for f in spec.fields())
         for labels, value in _bound_values(result, spec):
             split_value = labels.get(label) if label else None
-            series.assign(spec, find(labels), split_value, int(value) if as_int else value)
+            binding.assign(spec, find(labels), split_value, int(value) if as_int else value)
 
 
 def has_kvops_samples(result: ParseResult) -> bool:
@@ -51,7 +51,9 @@ def has_kvops_samples(result: ParseResult) -> bool:
 def decode(result: ParseResult, time: float, target_of: Callable[[Labels], str] | None = None) -> Snapshot:
     """Snapshot from kvops_* samples. `target_of` maps a sample's labels to the target it
     belongs to (default: its `target` label); the fleet source uses it to tell apart
-    exporters behind one Prometheus."""
+    exporters behind one Prometheus. NaN and ±Inf values are unknown: left out, as an absent
+    series (an int field such as a PCIe generation cannot hold one)."""
+    result.known_only()
     target_of = target_of or (lambda labels: labels.get("target", ""))
     snap = Snapshot(time=time)
     targets: dict[str, TargetSample] = {}

@@ -39,6 +39,7 @@ from kvops.engines import registry
 from kvops.errors import UsageError
 from kvops.exposition.parser import Labels, ParseResult
 from kvops.frames import kvops_exposition
+from kvops.rates import EngineInterval, interval
 from kvops.snapshot import GpuSample, Snapshot, TargetSample
 from kvops.transport.http import FetchError, FetchOptions, HttpClient, normalise_target
 
@@ -90,7 +91,7 @@ def delta_query(flavour: Flavour, offset: str, matcher: str = "") -> str:
     return f"({now} - {before}) >= 0"
 
 
-# What the fleet's charts draw (kvops.top.series.deltas_of), each engine's names for it.
+# What the fleet's charts draw (kvops.top.history.deltas_of), each engine's names for it.
 FLEET_COUNTERS: tuple[str, ...] = tuple(sorted(registry.CHART_COUNTERS))
 
 
@@ -113,10 +114,13 @@ def _offset(seconds: float) -> str:
 
 
 def _value(raw: Any) -> float | None:
+    """An instant vector's value; None for an unreadable one and for "NaN", "+Inf" and
+    "-Inf" (the API's spellings, which a store holds): unknown."""
     try:
-        return float(raw[1])
+        value = float(raw[1])
     except (TypeError, ValueError, IndexError, KeyError):
         return None
+    return value + 0.0 if math.isfinite(value) else None  # + 0.0: -0 is 0
 
 
 def _check_series(result: Any, kind: str) -> list[dict[str, Any]]:
@@ -249,7 +253,7 @@ class PrometheusSource:
         # O(rows shown). None: every engine (--once, and sorts on a figure).
         self.page: int | None = None
         self.page_filter = ""
-        self.last_fleet: tuple[dict[str, Any], int] | None = None  # (fleet entry, engines)
+        self.last_fleet: tuple[EngineInterval | None, int] | None = None  # (fleet figures, engines)
         self._engines: list[tuple[str, str, str]] = []  # (instance, model, engine), sorted
         self._engines_read = -math.inf
 
@@ -358,15 +362,15 @@ class PrometheusSource:
             return 'instance="kvops-no-engine-matches"'
         return 'instance=~"' + _escape("|".join(re.escape(i) for i in instances)) + '"'
 
-    def _fleet_sums(self, series: list[dict[str, Any]], stamp: float, span: float) -> dict[str, Any]:
+    def _fleet_sums(self, series: list[dict[str, Any]], stamp: float, span: float) -> EngineInterval | None:
         """The whole fleet's figures (one series per counter name, summed by the store), read
         as one engine's: a kvops.rates entry."""
-        from kvops.rates import interval
-
         after = Snapshot(time=stamp, targets=[registry.normalise(to_parse_result(series), "fleet")])
         after.targets[0].up = True
-        entries = [t.to_json() for t in interval(before_of(after, span), after).targets if t.up]
-        return entries[0] if entries else {}
+        entries = [
+            t for t in interval(before_of(after, span), after).targets if isinstance(t, EngineInterval)
+        ]
+        return entries[0] if entries else None
 
     def _decode(self, flavour: Flavour, series: list[dict[str, Any]], stamp: float) -> Snapshot:
         if flavour is KVOPS:

@@ -115,6 +115,7 @@ class ScrapeRunner:
         self._discovered_options = discovered_options
         self._discovered: dict[str, TargetScraper] = {}
         self._discovery_error: str | None = None
+        self._identities: dict[str, dict[str, str]] = {}  # normalised target -> pod labels
         self._lmcache_targets: set[str] = set()
         self.process_tracker = process_tracker
         self._source_errors: dict[str, str | None] = {}
@@ -172,6 +173,8 @@ class ScrapeRunner:
             process_call = self._call("processes", lambda: tracker.collect(names, []))
         snap = Snapshot(time=start)
         snap.targets = self._scrape_targets(targets, deadline)
+        for sample in snap.targets:  # a discovered pod's labels (kvops.transport.kubernetes)
+            sample.identity = self._identities.get(sample.target, {})
         pending = [*source_calls, *([process_call] if process_call else [])]
         wait_futures(pending, timeout=max(0.0, deadline - time.monotonic()))
         self._target_statuses(snap, time.monotonic() - start)
@@ -216,8 +219,12 @@ class ScrapeRunner:
         indices = list(range(len(targets)))
         for _ in range(2):  # the second pass: whole pages for filtered ones that came back empty
             jobs = [(targets[i].client, targets[i].fetch_url()) for i in indices]
+
+            def arrived(n: int, outcome: str | FetchError, s: float, of: list[int] = indices) -> None:
+                done(of[n], outcome, s)
+
             try:
-                self._multi.fetch(jobs, deadline, lambda n, outcome, s, of=indices: done(of[n], outcome, s))
+                self._multi.fetch(jobs, deadline, arrived)
             except Exception:  # a bug in the fetch loop costs this round's targets, not the exporter
                 log.exception("fetching the targets failed")
             wait_futures(list(parsing.values()), timeout=max(0.0, deadline - time.monotonic()) + _PARSE_GRACE)
@@ -265,6 +272,9 @@ class ScrapeRunner:
         for normalised, url in wanted.items():
             if normalised not in self._discovered:
                 self._discovered[normalised] = TargetScraper(url, self._discovered_options)
+        identities = getattr(self.discovery, "identities", None)  # only Kubernetes has pods
+        by_url = identities() if identities is not None else {}
+        self._identities = {n: by_url[url] for n, url in wanted.items() if url in by_url}
         return CollectorStatus(name, True, time.monotonic() - start)
 
     def _target_statuses(self, snap: Snapshot, elapsed: float) -> None:

@@ -131,7 +131,7 @@ def model_options(args: argparse.Namespace) -> dict[str, object]:
     if args.gpu_blocks is not None:
         opts["num_gpu_blocks"] = args.gpu_blocks
     if args.model:
-        from kvops.sim.sizing import model_options as from_config
+        from kvops.sim.model_options import model_options as from_config
 
         opts.update(from_config(args.model))
     if args.served_model_name:

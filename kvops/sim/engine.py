@@ -25,8 +25,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
 from kvops.sim.workload import Arrival, Workload
+from kvops.units import GIB
 
-GIB = 1 << 30
 # Llama-3.1-8B at bf16: 32 layers x 8 KV heads x 128 dims x 2 (K and V) x 2 bytes.
 DEFAULT_KV_BYTES_PER_TOKEN = 131072
 # PCIe Gen5 x16, one direction (docs/research/hardware.md §1.5); DMA reaches a fraction of it.
@@ -323,9 +323,21 @@ class Engine:
         return steps
 
     def step(self) -> None:
-        cfg = self.config
-        bs = cfg.block_size
+        """One engine iteration: arrivals queue, the scheduler picks (running requests first,
+        then waiting ones in order), the batch runs, finished requests leave."""
         now = self.clock
+        self._queue_arrivals(now)
+        budget = self.config.max_num_batched_tokens
+        scheduled: list[tuple[Request, int]] = []  # (request, prefill tokens this step)
+        decoding: list[Request] = []
+        budget = self._schedule_running(budget, scheduled, decoding)
+        self._admit_waiting(budget, scheduled)
+        self.clock = self._execute(now, scheduled, decoding)
+        self.counters.steps += 1
+        for req in [r for r in self.running if r.generated >= r.output_len]:
+            self._finish(req)
+
+    def _queue_arrivals(self, now: float) -> None:
         while self._arrivals and self._arrivals[0][0] <= now:
             _, _, arrival = heapq.heappop(self._arrivals)
             for later in self.workload.on_arrival(arrival, self.rng):
@@ -336,10 +348,12 @@ class Engine:
                 continue
             self.waiting.append(self._new_request(arrival))
 
-        budget = cfg.max_num_batched_tokens
-        scheduled: list[tuple[Request, int]] = []  # (request, prefill tokens this step)
-        decoding: list[Request] = []
-        # 1. Running requests first: continue a chunked prefill, or decode one token.
+    def _schedule_running(
+        self, budget: int, scheduled: list[tuple[Request, int]], decoding: list[Request]
+    ) -> int:
+        """Running requests first: continue a chunked prefill, or decode one token (preempting
+        the newest requests where blocks run out). Returns the token budget left."""
+        bs = self.config.block_size
         for req in list(self.running):
             if not req.running:
                 continue  # preempted earlier in this loop
@@ -365,8 +379,11 @@ class Engine:
                 req.unhashed += need
             decoding.append(req)
             budget -= 1
-        # 2. Admit waiting requests in order while blocks, sequences and budget allow.
-        while self.waiting and budget > 0 and len(self.running) < cfg.max_num_seqs:
+        return budget
+
+    def _admit_waiting(self, budget: int, scheduled: list[tuple[Request, int]]) -> None:
+        """Waiting requests in order while blocks, sequences and budget allow."""
+        while self.waiting and budget > 0 and len(self.running) < self.config.max_num_seqs:
             req = self.waiting[0]
             if self._blocked == (req.rid, self._freed):
                 break  # it did not fit, and no block has been freed since
@@ -381,7 +398,10 @@ class Engine:
                 scheduled.append((req, admitted))
                 budget -= admitted
 
-        # 3. Execute: prefill chunks, decode tokens; hash blocks that became full; store them.
+    def _execute(self, now: float, scheduled: list[tuple[Request, int]], decoding: list[Request]) -> float:
+        """Prefill chunks, decode tokens; hash blocks that became full; store them. Returns
+        the time the step ends."""
+        cfg = self.config
         prefill_tokens = sum(n for _, n in scheduled)
         dt = 0.012 + 1.2e-5 * prefill_tokens + 6e-5 * len(decoding)
         end = now + dt
@@ -407,7 +427,7 @@ class Engine:
             before = req.computed
             req.generated += 1
             req.computed = after = before + 1  # the newest token's KV is written next step
-            if after % bs == 0:  # a block just became full
+            if after % cfg.block_size == 0:  # a block just became full
                 new_keys = self._fill_blocks(req, before, after)
                 if new_keys and cfg.offload:
                     self._store(new_keys)
@@ -416,11 +436,7 @@ class Engine:
             self._observe("vllm:inter_token_latency_seconds", dt, len(decoding))
             self._observe("vllm:time_per_output_token_seconds", dt, len(decoding))
         self._observe("vllm:iteration_tokens_total", prefill_tokens + len(decoding))
-
-        self.clock = end
-        self.counters.steps += 1
-        for req in [r for r in self.running if r.generated >= r.output_len]:
-            self._finish(req)
+        return end
 
     def _fill_blocks(self, req: Request, before: int, after: int) -> list[int]:
         """Hash the blocks that became full between token counts before and after."""

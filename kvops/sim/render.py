@@ -24,13 +24,81 @@ from prometheus_client.process_collector import ProcessCollector
 
 from kvops import __version__
 from kvops.errors import UsageError
-from kvops.sim.engine import GIB, Engine, Histogram
+from kvops.sim.engine import Engine, Histogram
 from kvops.sim.layouts import CACHE_CONFIG_LABELS, LAYOUTS, PRESENCE, Family
 from kvops.snapshot import EngineSample
+from kvops.units import GIB
 
 SIMULATED = " [simulated by kvops sim]"
 OLDEST, NEWEST = (0, 10, 0), (0, 33)
 _VERSION = re.compile(r"^(\d+)\.(\d+)(?:\.(\d+))?$")
+
+
+Reader = Callable[[], list[tuple[dict[str, str], Any]]]  # a family's children, read at scrape time
+
+
+def _one(value: Any) -> Reader:
+    return lambda: [({}, value)]
+
+
+def _by(key: str, pairs: list[tuple[str, Any]]) -> Reader:
+    return lambda: [({key: k}, v) for k, v in pairs]
+
+
+def _engine_values(e: Engine) -> dict[str, Reader]:
+    """The scheduler's, the prefix cache's and the request counters' families."""
+    c = e.counters
+    one, by = _one, _by
+    return {
+        "vllm:estimated_flops_per_gpu": one(0.0),  # MFU metrics are off by default in vLLM
+        "vllm:estimated_read_bytes_per_gpu": one(0.0),
+        "vllm:estimated_write_bytes_per_gpu": one(0.0),
+        "vllm:num_requests_running": one(len(e.running)),
+        "vllm:num_requests_waiting": one(len(e.waiting)),
+        "vllm:num_requests_waiting_by_reason": by("reason", [("capacity", len(e.waiting)), ("deferred", 0)]),
+        "vllm:num_requests_kv_fetch_by_stage": by(
+            "stage", [("waiting_to_start", 0), ("in_progress", 0), ("completed_waiting", 0)]
+        ),
+        "vllm:engine_sleep_state": by(
+            "sleep_state", [("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)]
+        ),
+        "vllm:gpu_cache_usage_perc": one(e.kv_cache_usage),
+        "vllm:gpu_prefix_cache_queries": one(c.prefix_queries),
+        "vllm:gpu_prefix_cache_hits": one(c.prefix_hits),
+        "vllm:kv_cache_usage_perc": one(e.kv_cache_usage),
+        "vllm:prefix_cache_queries": one(c.prefix_queries),
+        "vllm:prefix_cache_hits": one(c.prefix_hits),
+        "vllm:mm_cache_queries": one(0),
+        "vllm:mm_cache_hits": one(0),
+        "vllm:num_preemptions": one(c.preemptions),
+        "vllm:prompt_tokens": one(c.prompt_tokens),
+        "vllm:prompt_tokens_by_source": by(
+            "source",
+            [
+                ("local_compute", c.prompt_local_compute),
+                ("local_cache_hit", c.prompt_local_cache_hit),
+                ("external_kv_transfer", c.prompt_external),
+            ],
+        ),
+        "vllm:prompt_tokens_cached": one(c.prefix_hits + c.external_hits),
+        "vllm:prompt_tokens_cached_by_source": by(
+            "source",
+            [
+                ("device", c.prefix_hits),
+                ("host", c.external_hits),
+                ("p2p", 0),
+                ("disk", 0),
+                ("external_unspecified", 0),
+            ],
+        ),
+        "vllm:generation_tokens": one(c.generation_tokens),
+        "vllm:request_success": by(
+            "finished_reason",
+            [("stop", c.requests_finished), ("length", 0), ("abort", 0), ("error", 0), ("repetition", 0)],
+        ),
+        "vllm:admission_rejections": by("reason", [("max_num_queued_reqs", 0), ("max_num_queued_tokens", 0)]),
+        "vllm:cache_config_info": one(1.0),
+    }
 
 
 @dataclass(frozen=True)
@@ -138,11 +206,15 @@ class SimCollector:
                 labels[k] = v
         return labels
 
-    def _values(self, e: Engine) -> dict[str, Callable[[], list[tuple[dict[str, str], Any]]]]:
+    def _values(self, e: Engine) -> dict[str, Reader]:
+        """Each family's children for engine `e`: the offload connector's, then the engine's own
+        (the histograms it observes directly first, the offload ones overridden)."""
+        observed = {name: _one(hist) for name, hist in e.hist.items()}
+        return {**observed, **self._offload_values(e), **_engine_values(e)}
+
+    def _offload_values(self, e: Engine) -> dict[str, Reader]:
         c = e.counters
-        Reader = Callable[[], list[tuple[dict[str, str], Any]]]
-        one: Callable[[Any], Reader] = lambda v: lambda: [({}, v)]  # noqa: E731 - a table of one-liners reads best
-        by: Callable[[str, Any], Reader] = lambda key, pairs: lambda: [({key: k}, v) for k, v in pairs]  # noqa: E731
+        one = _one
         seen = e.first_seen
         store_seen, load_seen = "store" in seen, "load" in seen
 
@@ -161,11 +233,8 @@ class SimCollector:
         def lazy(flag: bool, v: Any) -> Callable[[], list[tuple[dict[str, str], Any]]]:
             return lambda: [({}, v)] if flag else []
 
-        ext_queries = c.external_queries_whole_prompt if self.version.layout == "0.11" else c.external_queries
         h = e.hist
         return {
-            # Histograms the engine observes directly; the offload ones are overridden below.
-            **{name: one(hist) for name, hist in h.items()},
             "vllm:kv_offload_total_bytes": transfer(c.store_bytes, c.load_bytes),
             "vllm:kv_offload_total_time": transfer(c.store_seconds, c.load_seconds),
             "vllm:kv_offload_size": transfer(h["vllm:kv_offload_store_size"], h["vllm:kv_offload_load_size"]),
@@ -189,60 +258,10 @@ class SimCollector:
                 c.steps > 0,
                 1.0,
             ),
-            "vllm:estimated_flops_per_gpu": one(0.0),  # MFU metrics are off by default in vLLM
-            "vllm:estimated_read_bytes_per_gpu": one(0.0),
-            "vllm:estimated_write_bytes_per_gpu": one(0.0),
-            "vllm:num_requests_running": one(len(e.running)),
-            "vllm:num_requests_waiting": one(len(e.waiting)),
-            "vllm:num_requests_waiting_by_reason": by(
-                "reason", [("capacity", len(e.waiting)), ("deferred", 0)]
+            "vllm:external_prefix_cache_queries": one(
+                c.external_queries_whole_prompt if self.version.layout == "0.11" else c.external_queries
             ),
-            "vllm:num_requests_kv_fetch_by_stage": by(
-                "stage", [("waiting_to_start", 0), ("in_progress", 0), ("completed_waiting", 0)]
-            ),
-            "vllm:engine_sleep_state": by(
-                "sleep_state", [("awake", 1), ("weights_offloaded", 0), ("discard_all", 0)]
-            ),
-            "vllm:gpu_cache_usage_perc": one(e.kv_cache_usage),
-            "vllm:gpu_prefix_cache_queries": one(c.prefix_queries),
-            "vllm:gpu_prefix_cache_hits": one(c.prefix_hits),
-            "vllm:kv_cache_usage_perc": one(e.kv_cache_usage),
-            "vllm:prefix_cache_queries": one(c.prefix_queries),
-            "vllm:prefix_cache_hits": one(c.prefix_hits),
-            "vllm:external_prefix_cache_queries": one(ext_queries),
             "vllm:external_prefix_cache_hits": one(c.external_hits),
-            "vllm:mm_cache_queries": one(0),
-            "vllm:mm_cache_hits": one(0),
-            "vllm:num_preemptions": one(c.preemptions),
-            "vllm:prompt_tokens": one(c.prompt_tokens),
-            "vllm:prompt_tokens_by_source": by(
-                "source",
-                [
-                    ("local_compute", c.prompt_local_compute),
-                    ("local_cache_hit", c.prompt_local_cache_hit),
-                    ("external_kv_transfer", c.prompt_external),
-                ],
-            ),
-            "vllm:prompt_tokens_cached": one(c.prefix_hits + c.external_hits),
-            "vllm:prompt_tokens_cached_by_source": by(
-                "source",
-                [
-                    ("device", c.prefix_hits),
-                    ("host", c.external_hits),
-                    ("p2p", 0),
-                    ("disk", 0),
-                    ("external_unspecified", 0),
-                ],
-            ),
-            "vllm:generation_tokens": one(c.generation_tokens),
-            "vllm:request_success": by(
-                "finished_reason",
-                [("stop", c.requests_finished), ("length", 0), ("abort", 0), ("error", 0), ("repetition", 0)],
-            ),
-            "vllm:admission_rejections": by(
-                "reason", [("max_num_queued_reqs", 0), ("max_num_queued_tokens", 0)]
-            ),
-            "vllm:cache_config_info": one(1.0),
         }
 
     def sample(self, target: str, index: int = 0) -> EngineSample:

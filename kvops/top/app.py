@@ -25,14 +25,15 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
 from kvops import gcsettle
+from kvops.rates import GpuInterval
 from kvops.snapshot import Snapshot
 from kvops.termsafe import visible
-from kvops.top import fleet, units
+from kvops.top import fleet, numbers
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
-from kvops.top.command import View
 from kvops.top.table import TargetTable
 from kvops.top.tiers_view import signals_table, tiers_table
+from kvops.top.view import View
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,9 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("kv", "KV\n%"),
     ("local", "Local\nhit %"),
     ("external", "Ext\nhit %"),
-    ("store", "Store\nGB/s"),
-    ("load", "Load\nGB/s"),
+    # GB/s while moving (bytes / transfer time); the chart's is per wall-clock second.
+    ("store", "Storing\nGB/s"),
+    ("load", "Loading\nGB/s"),
     ("ratio", "Load:\nStore"),
     ("running", "Run"),
     ("waiting", "Wait"),
@@ -92,8 +94,8 @@ GROUP_COLUMNS: tuple[tuple[str, str], ...] = (
     ("down", "Down"),
     ("local", "Local\nhit %"),
     ("external", "Ext\nhit %"),
-    ("store", "Store\nGB/s"),
-    ("load", "Load\nGB/s"),
+    ("store", "Storing\nGB/s"),
+    ("load", "Loading\nGB/s"),
     ("stored", "Stored/s\nGB"),
     ("loaded", "Loaded/s\nGB"),
     ("running", "Run"),
@@ -107,9 +109,10 @@ GROUP_DROP_ORDER = ("loaded", "stored", "preempt", "waiting", "running", "load",
 def tier_hit_rate(row: Row, tier: str) -> float | None:
     """A tier's hit rate over the interval, else the engine's own gauge for it (KVBM's,
     over its own window); None where the engine has neither."""
-    figures = ((row.get("tiers") or {}).get(tier)) or {}
-    rate = figures.get("hit_rate")
-    return rate if rate is not None else figures.get("engine_hit_rate")
+    part = (row.get("tiers") or {}).get(tier)
+    if part is None:
+        return None
+    return part.hit_rate if part.hit_rate is not None else part.engine_hit_rate
 
 
 def columns_for(rows: list[Row]) -> tuple[tuple[str, str], ...]:
@@ -169,8 +172,9 @@ HELP_TEXT = """\
   KV %         GPU KV cache in use now
   Local hit %  prefix-cache hits in GPU memory / tokens looked up
   Ext hit %    hits in the offload tier (KV connector) / tokens looked up there
-  Store, Load  GB/s while transferring: bytes moved / summed transfer time
-               (store = GPU → offload tier, load = back to GPU)
+  Storing, Loading  GB/s while moving: bytes moved / summed transfer time
+               (store = GPU → offload tier, load = back to GPU). The chart
+               below draws GB/s per wall-clock second: bytes / elapsed time
   Load:Store   bytes loaded per byte stored
   Stored/s, Loaded/s  sparklines of bytes moved per wall-clock second
   Kind         the engine kind, when the page mixes kinds
@@ -179,9 +183,9 @@ HELP_TEXT = """\
 [b]Units[/b]  GB/s = 10⁹ bytes per second · memory in GiB = 2³⁰ bytes · ratios in %.
 "-" means unknown: the target does not expose it, or nothing moved.
 
-[b]Colours[/b]  [bold red]red[/bold red]: hit rate under 50 %, PCIe link over 90 % busy,
-a target down, /dev/shm or RAM smaller than the offload tier.
-[bold yellow]yellow[/bold yellow]: GPU KV cache 95 % full or more.
+[b]Alarms[/b]  marked "!" (and [bold red]red[/bold red]): hit rate under 50 %, PCIe link over 90 % busy,
+/dev/shm or RAM smaller than the offload tier; a target down says "down".
+"!" in [bold yellow]yellow[/bold yellow]: GPU KV cache 95 % full or more. NO_COLOR=1 turns colour off.
 """
 
 
@@ -203,28 +207,28 @@ class HelpScreen(ModalScreen[None]):
 
 
 _DETAIL_FIELDS: tuple[tuple[str, str, Any], ...] = (
-    ("KV cache usage", "kv_cache_usage", units.pct),
-    ("local hit rate", "local_hit_rate", units.pct),
-    ("external hit rate", "external_hit_rate", units.pct),
-    ("store bandwidth (while transferring)", "store_bandwidth_bytes_per_second", units.gbps),
-    ("load bandwidth (while transferring)", "load_bandwidth_bytes_per_second", units.gbps),
-    ("stored per wall second", "store_offered_bytes_per_second", units.gbps),
-    ("loaded per wall second", "load_offered_bytes_per_second", units.gbps),
-    ("load:store bytes", "load_store_ratio", units.ratio),
-    ("stored in the interval", "store_bytes", units.gb),
-    ("loaded in the interval", "load_bytes", units.gb),
-    ("local tokens looked up", "local_queries", units.count),
-    ("external tokens looked up", "external_queries", units.count),
-    ("preemptions in the interval", "preemptions", units.count),
-    ("requests running", "requests_running", units.count),
-    ("requests waiting", "requests_waiting", units.count),
-    ("offload tier configured", "cpu_tier_bytes", units.gib),
+    ("KV cache usage", "kv_cache_usage", numbers.pct),
+    ("local hit rate", "local_hit_rate", numbers.pct),
+    ("external hit rate", "external_hit_rate", numbers.pct),
+    ("store bandwidth (while transferring)", "store_bandwidth_bytes_per_second", numbers.gbps),
+    ("load bandwidth (while transferring)", "load_bandwidth_bytes_per_second", numbers.gbps),
+    ("stored per wall second", "store_offered_bytes_per_second", numbers.gbps),
+    ("loaded per wall second", "load_offered_bytes_per_second", numbers.gbps),
+    ("load:store bytes", "load_store_ratio", numbers.ratio),
+    ("stored in the interval", "store_bytes", numbers.gb),
+    ("loaded in the interval", "load_bytes", numbers.gb),
+    ("local tokens looked up", "local_queries", numbers.count),
+    ("external tokens looked up", "external_queries", numbers.count),
+    ("preemptions in the interval", "preemptions", numbers.count),
+    ("requests running", "requests_running", numbers.count),
+    ("requests waiting", "requests_waiting", numbers.count),
+    ("offload tier configured", "cpu_tier_bytes", numbers.gib),
     # does offloading pay off (docs/payoff.md): the engine's own histograms over the interval
-    ("TTFT p50", "ttft_p50_seconds", units.ms),
-    ("TTFT p90", "ttft_p90_seconds", units.ms),
-    ("queue time p50", "queue_time_p50_seconds", units.ms),
-    ("queue time p90", "queue_time_p90_seconds", units.ms),
-    ("first tokens in the interval", "first_tokens", units.count),
+    ("TTFT p50", "ttft_p50_seconds", numbers.ms),
+    ("TTFT p90", "ttft_p90_seconds", numbers.ms),
+    ("queue time p50", "queue_time_p50_seconds", numbers.ms),
+    ("queue time p90", "queue_time_p90_seconds", numbers.ms),
+    ("first tokens in the interval", "first_tokens", numbers.count),
 )
 
 
@@ -264,9 +268,9 @@ class DetailScreen(Screen[None]):
         table.add_column()
         # Text, never markup: a "[" in a name is shown; visible(): escapes are shown, not run.
         table.add_row("target", Text(visible(row.target)))
-        table.add_row("model", Text(visible(row.model or units.UNKNOWN)))
-        table.add_row("engine", Text(visible(row.engine or units.UNKNOWN)))
-        table.add_row("engine kind", Text(visible(row.kind or units.UNKNOWN)))
+        table.add_row("model", Text(visible(row.model or numbers.UNKNOWN)))
+        table.add_row("engine", Text(visible(row.engine or numbers.UNKNOWN)))
+        table.add_row("engine kind", Text(visible(row.kind or numbers.UNKNOWN)))
         table.add_row(
             "state",
             Text("up", style="green") if row.up else Text(f"down: {visible(row.error)}", "bold red"),
@@ -299,48 +303,48 @@ def _model_cell(row: Row) -> Text:
     """The model, else the engine kind (KVBM's page names no model, LMCache's is per worker)."""
     if row.model:
         return Text(_short_model(row.model))
-    return Text(visible(row.kind) or units.UNKNOWN, style="dim")
+    return Text(visible(row.kind) or numbers.UNKNOWN, style="dim")
 
 
 def _row_cells(row: Row) -> dict[str, Text]:
     if not row.up:
-        cells = {key: Text(units.UNKNOWN) for key, _ in COLUMNS}
-        cells.update({key: Text(units.UNKNOWN) for _, key, _ in TIER_COLUMNS})
+        cells = {key: Text(numbers.UNKNOWN) for key, _ in COLUMNS}
+        cells.update({key: Text(numbers.UNKNOWN) for _, key, _ in TIER_COLUMNS})
         cells.update(
             target=Text(_short_target(row.target), style="red"), model=_model_cell(row),
             engine=Text(visible(row.engine)), kv=Text("down", style="bold red"),
             kind=Text(visible(row.kind)),
-            store_trend=Text(units.sparkline(list(row.store_history), SPARK_WIDTH)),
-            load_trend=Text(units.sparkline(list(row.load_history), SPARK_WIDTH)),
+            store_trend=Text(numbers.sparkline(list(row.store_history), SPARK_WIDTH)),
+            load_trend=Text(numbers.sparkline(list(row.load_history), SPARK_WIDTH)),
         )  # fmt: skip
         return cells
     kv = row.get("kv_cache_usage")
     local, external = row.get("local_hit_rate"), row.get("external_hit_rate")
 
     def num(value: float | None, scale: float, digits: int) -> str:
-        return units.UNKNOWN if value is None else f"{value / scale:.{digits}f}"
+        return numbers.UNKNOWN if value is None else f"{value / scale:.{digits}f}"
 
     cells = {
         "target": Text(_short_target(row.target)),
         "model": _model_cell(row),
         "engine": Text(visible(row.engine)),
         "kind": Text(visible(row.kind)),
-        "kv": Text(num(kv, 0.01, 1), style=units.usage_style(kv)),
-        "local": Text(num(local, 0.01, 1), style=units.hit_rate_style(local)),
-        "external": Text(num(external, 0.01, 1), style=units.hit_rate_style(external)),
-        "store": Text(num(row.get("store_bandwidth_bytes_per_second"), units.GB, 2)),
-        "load": Text(num(row.get("load_bandwidth_bytes_per_second"), units.GB, 2)),
-        "ratio": Text(units.ratio(row.get("load_store_ratio"))),
-        "running": Text(units.count(row.get("requests_running"))),
-        "waiting": Text(units.count(row.get("requests_waiting"))),
-        "preempt": Text(units.count(row.get("preemptions"))),
+        "kv": numbers.marked(num(kv, 0.01, 1), numbers.usage_style(kv)),
+        "local": numbers.marked(num(local, 0.01, 1), numbers.hit_rate_style(local)),
+        "external": numbers.marked(num(external, 0.01, 1), numbers.hit_rate_style(external)),
+        "store": Text(num(row.get("store_bandwidth_bytes_per_second"), numbers.GB, 2)),
+        "load": Text(num(row.get("load_bandwidth_bytes_per_second"), numbers.GB, 2)),
+        "ratio": Text(numbers.ratio(row.get("load_store_ratio"))),
+        "running": Text(numbers.count(row.get("requests_running"))),
+        "waiting": Text(numbers.count(row.get("requests_waiting"))),
+        "preempt": Text(numbers.count(row.get("preemptions"))),
         "ttft": Text(num(row.get("ttft_p90_seconds"), 0.001, 0)),
-        "store_trend": Text(units.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
-        "load_trend": Text(units.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
+        "store_trend": Text(numbers.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
+        "load_trend": Text(numbers.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
     }
     for tier, key, _ in TIER_COLUMNS:
         rate = tier_hit_rate(row, tier)
-        cells[key] = Text(num(rate, 0.01, 1), style=units.hit_rate_style(rate))
+        cells[key] = numbers.marked(num(rate, 0.01, 1), numbers.hit_rate_style(rate))
     return cells
 
 
@@ -349,81 +353,132 @@ def _group_cells(group: dict[str, Any]) -> dict[str, Text]:
 
     def num(name: str, scale: float, digits: int) -> Text:
         value = group.get(name)
-        style = units.hit_rate_style(value) if name.endswith("hit_rate") else ""
-        return Text(units.UNKNOWN if value is None else f"{value / scale:.{digits}f}", style=style)
+        style = numbers.hit_rate_style(value) if name.endswith("hit_rate") else ""
+        return numbers.marked(numbers.UNKNOWN if value is None else f"{value / scale:.{digits}f}", style)
 
     return {
-        "group": Text(visible(group["group"]) or units.UNKNOWN),
+        "group": Text(visible(group["group"]) or numbers.UNKNOWN),
         "engines": Text(str(group["engines"])),
         "down": Text(str(group["engines_down"]), style="bold red" if group["engines_down"] else ""),
         "local": num("local_hit_rate", 0.01, 1),
         "external": num("external_hit_rate", 0.01, 1),
-        "store": num("store_bandwidth_bytes_per_second", units.GB, 2),
-        "load": num("load_bandwidth_bytes_per_second", units.GB, 2),
-        "stored": num("store_offered_bytes_per_second", units.GB, 2),
-        "loaded": num("load_offered_bytes_per_second", units.GB, 2),
-        "running": Text(units.count(group.get("requests_running"))),
-        "waiting": Text(units.count(group.get("requests_waiting"))),
-        "preempt": Text(units.count(group.get("preemptions"))),
+        "store": num("store_bandwidth_bytes_per_second", numbers.GB, 2),
+        "load": num("load_bandwidth_bytes_per_second", numbers.GB, 2),
+        "stored": num("store_offered_bytes_per_second", numbers.GB, 2),
+        "loaded": num("load_offered_bytes_per_second", numbers.GB, 2),
+        "running": Text(numbers.count(group.get("requests_running"))),
+        "waiting": Text(numbers.count(group.get("requests_waiting"))),
+        "preempt": Text(numbers.count(group.get("preemptions"))),
     }
 
 
-def gpu_table(board: Board, simulated: bool = False) -> Table | Text:
-    gpus = (board.doc or {}).get("gpus") or []
+GPU_HEADERS = ("Name", "Memory GiB", "PCIe TX GB/s", "PCIe RX GB/s", "Link max GB/s")
+GPU_HEADERS_SHORT = ("Name", "Mem GiB", "TX GB/s", "RX GB/s", "Max GB/s")
+
+
+def gpu_table(board: Board, simulated: bool = False, width: int = 200) -> Table | Text:
+    """One line per GPU, never wrapped: where `width` cannot hold the bars they are left out,
+    then the headers are shortened; a name still too long is cut with "…" (the detail view and
+    --once have it whole)."""
+    gpus = board.interval.gpus if board.interval is not None else []
     if not gpus:
         return Text("GPUs: none reported by this source", style="dim")
+    for bars, short in ((True, False), (True, True), (False, True)):
+        first = ("Sim. GPU" if short else "GPU (simulated)") if simulated else "GPU"
+        headers = (first, *(GPU_HEADERS_SHORT if short else GPU_HEADERS))
+        rows = [_gpu_cells(g, bars, short) for g in gpus]
+        needed = sum(max(len(h), *(r[i].cell_len for r in rows)) for i, h in enumerate(headers))
+        if needed + 2 * len(headers) <= width:  # padding (0, 1): a cell each side of every column
+            break
     table = Table(box=None, padding=(0, 1), header_style="bold", expand=False)
-    first = "GPU (simulated)" if simulated else "GPU"
-    for name in (first, "Name", "Memory GiB", "PCIe TX GB/s", "PCIe RX GB/s", "Link max GB/s"):
-        table.add_column(name)
-    for g in gpus:
-        used, total = g.get("memory_used_bytes"), g.get("memory_total_bytes")
-        link = g.get("pcie_link_max_bytes_per_second")
-
-        def direction(rate: float | None, fraction: float | None) -> Text:
-            if rate is None:
-                return Text(units.UNKNOWN)
-            text = Text(units.bar(fraction, 8) + " " if fraction is not None else "", style="cyan")
-            share = f" ({fraction * 100:.0f} %)" if fraction is not None else ""
-            return text.append(f"{rate / units.GB:.2f}{share}", style=units.link_style(fraction))
-
-        memory = Text(units.bar(used / total, 8) + " " if used is not None and total else "", style="green")
-        memory.append(f"{units.gib(used).removesuffix(' GiB')} / {units.gib(total)}")
-        table.add_row(
-            Text(visible(g.get("gpu"))),
-            Text(visible(g.get("name") or units.UNKNOWN)),
-            memory,
-            direction(g.get("pcie_transmit_bytes_per_second"), g.get("pcie_transmit_link_fraction")),
-            direction(g.get("pcie_receive_bytes_per_second"), g.get("pcie_receive_link_fraction")),
-            units.UNKNOWN if link is None else f"{link / units.GB:.1f}",
-        )
+    for name in headers:
+        table.add_column(name, no_wrap=True, overflow="ellipsis")
+    for cells in rows:
+        table.add_row(*cells)
     return table
 
 
-def host_line(board: Board, simulated: bool = False) -> Text:
+def _gpu_cells(g: GpuInterval, bars: bool, short: bool) -> list[Text]:
+    used, total = g.memory_used_bytes, g.memory_total_bytes
+    link = g.pcie_link_max_bytes_per_second
+
+    def direction(rate: float | None, fraction: float | None) -> Text:
+        if rate is None:
+            return Text(numbers.UNKNOWN)
+        text = Text(numbers.bar(fraction, 8) + " " if bars and fraction is not None else "", style="cyan")
+        share = f" ({fraction * 100:.0f} %)" if fraction is not None else ""
+        return text.append_text(
+            numbers.marked(f"{rate / numbers.GB:.2f}{share}", numbers.link_style(fraction))
+        )
+
+    fraction_used = used / total if used is not None and total else None
+    memory = Text(
+        numbers.bar(fraction_used, 8) + " " if bars and fraction_used is not None else "", style="green"
+    )
+    of = f"{numbers.gib(used).removesuffix(' GiB')} / {numbers.gib(total)}"
+    memory.append(of.replace(" GiB", "").replace(" / ", "/") if short else of)
+    return [
+        Text(visible(g.gpu)),
+        Text(visible(g.name or numbers.UNKNOWN)),
+        memory,
+        direction(g.pcie_transmit_bytes_per_second, g.pcie_transmit_link_fraction),
+        direction(g.pcie_receive_bytes_per_second, g.pcie_receive_link_fraction),
+        Text(numbers.UNKNOWN if link is None else f"{link / numbers.GB:.1f}"),
+    ]
+
+
+def host_line(board: Board, simulated: bool = False, width: int = 200) -> Text:
     """The host's RAM and /dev/shm against the offload tier. `simulated`: the demo's host,
     said so, since comparing a simulated tier with this machine's RAM would be a false alarm."""
-    host = (board.doc or {}).get("host") or {}
+    host = board.interval.host if board.interval is not None else {}
     tier = board.offload_tier_bytes()
     if not host:
-        tier_text = f" · offload tier configured {units.gib(tier)}" if tier else ""
+        tier_text = f" · offload tier configured {numbers.gib(tier)}" if tier else ""
         return Text(f"Host: not reported by this source{tier_text}", style="dim")
     available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
     shm_free = host.get("shm_free_bytes")
-    line = Text("Host (simulated): RAM available " if simulated else "Host: RAM available ")
 
-    def short(value: float | None) -> bool:
-        return tier is not None and value is not None and value < tier
+    def alarm(value: float | None) -> str:  # smaller than the tier it must hold
+        return "bold red" if tier is not None and value is not None and value < tier else ""
 
-    line.append(f"{units.gib(available)} of {units.gib(total)}", style="bold red" if short(available) else "")
-    line.append(" · /dev/shm free ")
-    line.append(units.gib(shm_free), style="bold red" if short(shm_free) else "")
-    line.append(f" · offload tier {units.gib(tier)}" if tier else " · offload tier not reported")
+    def build(host: str, ram: str, of: str, shm: str, tier_label: str) -> Text:
+        line = Text(host + ram)
+        ram_text = f"{numbers.gib(available)}{of}{numbers.gib(total)}"
+        if of == "/":  # "424.0/512.0 GiB"
+            ram_text = f"{numbers.gib(available).removesuffix(' GiB')}/{numbers.gib(total)}"
+        line.append_text(numbers.marked(ram_text, alarm(available)))
+        line.append(shm).append_text(numbers.marked(numbers.gib(shm_free), alarm(shm_free)))
+        line.append(f" · {tier_label} {numbers.gib(tier)}" if tier else f" · {tier_label} not reported")
+        return line
+
+    line = build("Host (simulated): " if simulated else "Host: ", "RAM available ", " of ",
+                 " · /dev/shm free ", "offload tier")  # fmt: skip
+    if line.cell_len > width:  # one line, never wrapped: the same figures in fewer words
+        line = build("Sim. host: " if simulated else "Host: ", "RAM free ", "/", " · shm free ", "tier")
+    return line
+
+
+def fit_status(parts: list[tuple[str, str]], width: int) -> Text:
+    """The status parts on one line of `width`: the first (the source's description) is cut
+    with "…" so the state after it (down, sort, paused...) stays whole; then trailing parts go."""
+    rest = Text(" · ").join(Text(text, style=style) for text, style in parts[1:])
+    while len(parts) > 2 and rest.cell_len > width - 12:
+        parts = parts[:-1]
+        rest = Text(" · ").join(Text(text, style=style) for text, style in parts[1:])
+    room = width - rest.cell_len - (3 if parts[1:] else 0)
+    first, style = parts[0]
+    if len(first) > room:
+        first = first[: max(0, room - 1)] + "…" if room > 1 else ""
+    line = Text(first, style=style)
+    if parts[1:]:
+        line.append(" · ").append_text(rest)
     return line
 
 
 class TopApp(App[int]):
     TITLE = "kvops top"
+    # Textual's palette holds only Textual's own commands (theme, screenshot...): no ^p hint.
+    ENABLE_COMMAND_PALETTE = False
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
         # Every top-like tool quits on Ctrl-C; Textual's default only says "press ctrl+q".
@@ -432,8 +487,8 @@ class TopApp(App[int]):
         Binding("question_mark", "help", "help", key_display="?"),
         Binding("slash", "filter", "filter", key_display="/"),
         Binding("s", "sort", "sort"),
-        Binding("w", "window", "smoothing"),
-        Binding("c", "charts", "fleet/row charts"),
+        Binding("w", "window", "smooth"),  # short labels: the footer fits 80 columns
+        Binding("c", "charts", "charts"),
         Binding("p", "pause", "pause"),
     ]
     CSS = """
@@ -481,6 +536,10 @@ class TopApp(App[int]):
         self._render_all()
         self._tick()
         self.set_interval(self.interval, self._tick)
+
+    def on_resize(self) -> None:
+        # The status line, GPU table and host line are laid out for the width: lay them out again.
+        self._render_all()
 
     # --- scraping: a worker thread per frame, one at a time --------------------------------
     def _tick(self) -> None:
@@ -538,9 +597,10 @@ class TopApp(App[int]):
         self._render_charts()
         self._render_status()
         simulated = bool(getattr(self.source, "simulated_hardware", False))
-        gpus = (self.board.doc or {}).get("gpus") or []
-        self._update("#gpus", repr(gpus), lambda: gpu_table(self.board, simulated))
-        host = host_line(self.board, simulated)
+        gpus = self.board.interval.gpus if self.board.interval is not None else []
+        width = max(20, self.size.width - 2)  # #panels' padding
+        self._update("#gpus", repr((gpus, width)), lambda: gpu_table(self.board, simulated, width))
+        host = host_line(self.board, simulated, width)
         self._update("#host", repr(host), lambda: host)
         failing = [c for c in self.board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
         note = visible(" · ".join(f"{c.name}: {c.error}" for c in failing))
@@ -601,7 +661,7 @@ class TopApp(App[int]):
             parts.append(("rates from the next frame on", ""))
         if self.scrape_error:  # second, where a one-line status cannot cut it off
             parts.insert(1, (f"scrape error: {visible(self.scrape_error)}", "bold red"))
-        status = Text(" · ").join(Text(text, style=style) for text, style in parts)
+        status = fit_status(parts, max(20, self.size.width - 2))  # #status's padding
         self._update("#status", repr(status), lambda: status)
 
     def _render_table(self) -> None:

@@ -3,7 +3,7 @@ history for sparklines, and which targets are down. No Textual here, so it is te
 reused (--once text) without a terminal.
 
 Every figure comes from kvops.rates.interval(): top never computes a rate itself (the
-charts' smoothed figures are sums of its per-interval deltas, series.py).
+charts' smoothed figures are sums of its per-interval deltas, binding.py).
 
 Memory stays bounded whatever a source serves: at most MAX_ROWS engines are kept (the rest
 are counted in `rows_cut`, and cut before rates are computed), each with HISTORY_POINTS
@@ -15,9 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvops.rates import interval
+from kvops.rates import EngineInterval, Interval, interval
 from kvops.snapshot import CollectorStatus, Snapshot, TargetSample
-from kvops.top.series import HISTORY_POINTS, Ring, Trend, add, deltas_of
+from kvops.top.history import HISTORY_POINTS, Ring, Trend, add, deltas_of
 
 __all__ = ["HISTORY_POINTS", "MAX_ROWS", "SORTS", "Board", "Row", "RowKey"]
 
@@ -31,7 +31,8 @@ RowKey = tuple[str, str, str]  # (target, model_name, engine); model "" while ne
 @dataclass
 class Row:
     key: RowKey
-    figures: dict[str, Any] = field(default_factory=dict)  # one rates.interval() target entry
+    figures: EngineInterval | None = None  # this engine's rates.interval() figures
+    kind_seen: str = ""  # an engineless target's kind (LMCache only), where there are no figures
     up: bool = True
     error: str | None = None
     down_frames: int = 0  # consecutive frames down; after the history window the row goes
@@ -55,16 +56,17 @@ class Row:
     @property
     def kind(self) -> str:
         """The engine kind (vllm, sglang, dynamo-kvbm, trtllm, lmcache); "" while never seen up."""
-        return str(self.figures.get("engine_kind") or "")
+        return self.figures.engine_kind if self.figures is not None else self.kind_seen
 
     def get(self, name: str) -> Any:
-        """A figure, or None while the row is down (stale numbers must not look live)."""
-        if not self.up:
+        """A figure, by its EngineInterval field name (a name that is not one raises), or None
+        while the row is down (stale numbers must not look live) or has no figures."""
+        if not self.up or self.figures is None:
             return None
         if name == "requests":  # the load on the engine: what it runs and what queues
-            running, waiting = self.figures.get("requests_running"), self.figures.get("requests_waiting")
+            running, waiting = self.figures.requests_running, self.figures.requests_waiting
             return None if running is None and waiting is None else (running or 0) + (waiting or 0)
-        return self.figures.get(name)
+        return getattr(self.figures, name)
 
 
 # name shown, figure sorted on, worst first when True (low hit rates first)
@@ -84,7 +86,7 @@ class Board:
     def __init__(self, max_rows: int | None = MAX_ROWS) -> None:
         self.max_rows = max_rows  # None: never cut (--once)
         self.prev: Snapshot | None = None
-        self.doc: dict[str, Any] | None = None  # the last rates.interval() document
+        self.interval: Interval | None = None  # the last frame's rates.interval()
         self.rows: dict[RowKey, Row] = {}
         self._end = 0.0  # the current frame's time and interval length, while updating
         self._seconds: float | None = None
@@ -97,7 +99,10 @@ class Board:
         self.fleet_link_max: float | None = None  # summed PCIe link maximum of the GPUs shown
 
     def update(
-        self, snap: Snapshot, before: Snapshot | None = None, fleet: tuple[dict[str, Any], int] | None = None
+        self,
+        snap: Snapshot,
+        before: Snapshot | None = None,
+        fleet: tuple[EngineInterval | None, int] | None = None,
     ) -> None:
         """The next frame: `snap` against the previous one, or against `before` where the
         source hands over both ends of an interval (the Prometheus fleet view). `fleet`: a
@@ -112,25 +117,23 @@ class Board:
             # the current state (KV usage, running, waiting) shows at once.
             start = self.prev if self.prev is not None else Snapshot(time=snap.time)
             self.has_interval = self.prev is not None
-        doc = interval(start, snap).to_json()
+        self.interval = frame = interval(start, snap)
         self.prev = snap if before is None else None
-        self.doc = doc
         self.frames += 1
         self.collectors = list(snap.collectors)
         self._end = snap.time
-        self._seconds = doc.get("interval_seconds") if self.has_interval else None
+        self._seconds = frame.interval_seconds if self.has_interval else None
         totals: dict[str, float | None] | None = {}
         seen: set[RowKey] = set()
-        for entry in doc["targets"]:
-            if entry["up"]:
+        for entry in frame.targets:
+            if isinstance(entry, EngineInterval):
                 seen.add(self._update_up(entry))
                 add(totals, deltas_of(entry))  # type: ignore[arg-type]
             else:
-                seen.update(self._update_down(entry["target"], entry.get("error")))
+                seen.update(self._update_down(entry.target, entry.error))
         for target in snap.targets:
-            if target.up and not target.engines:  # up, but no engine rates cover (LMCache only)
-                kind = target.lmcache[0].engine_kind if target.lmcache else ""
-                seen.add(self._update_engineless(target.target, kind))
+            if target.up and not target.engines and not target.lmcache:  # up, nothing rates cover
+                seen.add(self._update_engineless(target.target, ""))
         self.fleet_engines = None if fleet is None else fleet[1]
         for key, row in list(self.rows.items()):
             if key not in seen and fleet is not None:  # off the page: not shown, not down
@@ -141,9 +144,9 @@ class Board:
             if not row.up and self._forgotten(row):
                 del self.rows[key]  # down for the whole history window: a pod that left the fleet
         if fleet is not None:  # the store summed the whole fleet, not only the page
-            totals = deltas_of(fleet[0]) if fleet[0] else None
+            totals = deltas_of(fleet[0]) if fleet[0] is not None else None
         self.fleet.append(snap.time, self._seconds, totals if self._seconds else None)
-        links = [g.get("pcie_link_max_bytes_per_second") for g in doc.get("gpus") or []]
+        links = [g.pcie_link_max_bytes_per_second for g in frame.gpus]
         self.fleet_link_max = sum(x for x in links if x) or None
 
     def _capped(self, snap: Snapshot) -> Snapshot:
@@ -170,8 +173,14 @@ class Board:
     def _forgotten(row: Row) -> bool:
         return row.down_frames >= HISTORY_POINTS
 
-    def _update_up(self, entry: dict[str, Any]) -> RowKey:
-        key: RowKey = (entry["target"], entry["model_name"], entry["engine"])
+    @property
+    def doc(self) -> dict[str, Any] | None:
+        """The last frame as `kvops top --once --json` writes it (schema_version included):
+        the one place top turns its typed frame into JSON."""
+        return None if self.interval is None else self.interval.to_json()
+
+    def _update_up(self, entry: EngineInterval) -> RowKey:
+        key: RowKey = (entry.target, entry.model_name, entry.engine)
         if key[1:] != ("", ""):
             self.rows.pop((key[0], "", ""), None)  # the "never seen up" row, now replaced
         row = self.rows.get(key)
@@ -181,8 +190,8 @@ class Board:
         row.up = True
         row.error = None
         row.down_frames = 0
-        row.store_history.append(entry.get("store_offered_bytes_per_second"))
-        row.load_history.append(entry.get("load_offered_bytes_per_second"))
+        row.store_history.append(entry.store_offered_bytes_per_second)
+        row.load_history.append(entry.load_offered_bytes_per_second)
         row.trend.append(self._end, self._seconds, deltas_of(entry) if self._seconds else None)
         return key
 
@@ -191,7 +200,8 @@ class Board:
         row = self.rows.get(key)
         if row is None:
             row = self.rows[key] = Row(key)
-        row.figures = {"engine_kind": kind} if kind else {}
+        row.figures = None
+        row.kind_seen = kind
         row.up = True
         row.error = None
         row.down_frames = 0

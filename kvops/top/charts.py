@@ -4,7 +4,7 @@ saved per second by each tier, each smoothed over a window the user picks (`w`: 
 Drawn by linechart.LineChart (braille lines, a y axis with ticks, time marks; why not a kept
 charting widget: see there). The charts are for the whole fleet (every engine summed) or for
 the row under the cursor (`c`).
-The figures come from kvops.top.series.Trend: sums of kvops.rates' per-interval deltas over
+The figures come from kvops.top.history.Trend: sums of kvops.rates' per-interval deltas over
 the window, divided (hits / lookups, bytes / seconds), so a smoothed hit rate weighs each
 second by what it looked up. What each chart drew is kept in `shown` (tests read it).
 
@@ -19,9 +19,9 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal
 
-from kvops.top import units
+from kvops.top import numbers
+from kvops.top.history import TIERS, Trend
 from kvops.top.linechart import AXIS_WIDTH, LineChart, nice_ceiling
-from kvops.top.series import TIERS, Trend
 
 Points = list[tuple[float, float | None]]  # (seconds before now, value)
 
@@ -49,9 +49,10 @@ CHARTS: tuple[Chart, ...] = (
         Line("GPU cache", "local_hits", "local_queries", 0.01, "green"),
         Line("offload tier", "external_hits", "external_queries", 0.01, "cyan"),
     ), percent=True),
-    Chart("bandwidth", "Moved per second", "GB/s", (
-        Line("stored", "store_bytes", None, units.GB, "magenta"),
-        Line("loaded", "load_bytes", None, units.GB, "yellow"),
+    # Bytes over elapsed time, not the table's GB/s while moving (bytes over transfer time).
+    Chart("bandwidth", "Per wall-clock s", "GB/s", (
+        Line("stored", "store_bytes", None, numbers.GB, "magenta"),
+        Line("loaded", "load_bytes", None, numbers.GB, "yellow"),
     )),
     # Lines per tier the trend has (saved_lines): prompt tokens each tier served per second.
     Chart("saved", "Tokens saved", "k tok/s", ()),
@@ -172,7 +173,7 @@ class ChartPanel(Horizontal):
             y_top = nice_ceiling(top * 1.05) if top > 0 else 100.0
             plotted.append((share[0], [(x, None if y is None else y / 100.0 * y_top) for x, y in share[1]]))
         if chart.key == "bandwidth" and link_max:
-            ceiling = link_max / units.GB
+            ceiling = link_max / numbers.GB
             if top >= ceiling / 10:  # near enough to matter: drawn, and the scale holds it
                 plotted.append(("red", [(-span, ceiling), (0.0, ceiling)]))
                 top = max(top, ceiling)

@@ -4,25 +4,15 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass
 from typing import Any
+
+from kvops.top.view import View
 
 DEFAULT_URL = "http://localhost:8000"  # vllm serve's default port
 MAX_SCRAPE_TIMEOUT = 5.0
 # --sort KEY -> the board's sort (kvops.top.board.SORTS)
 SORT_KEYS = ("target", "local-hit", "external-hit", "store", "load", "kv", "requests", "preemptions")
 WINDOWS = {"1s": 1.0, "10s": 10.0, "1m": 60.0}  # chart smoothing
-
-
-@dataclass
-class View:
-    """What the user asked to see: sort, filter, how many rows, grouping, chart smoothing."""
-
-    sort: int = 0
-    text_filter: str = ""
-    top: int | None = None
-    group_by: str | None = None
-    window: float = 10.0
 
 
 EXAMPLES = """\
@@ -159,7 +149,7 @@ def build_source(args: argparse.Namespace, interval: float) -> Any:
         from kvops.frames.prometheus import PrometheusSource, auth_options
 
         return PrometheusSource(prometheus, timeout, auth_options(*auth))
-    from kvops.top.live import LiveSource
+    from kvops.top.live_source import LiveSource
 
     return LiveSource(urls or [DEFAULT_URL], timeout)
 

@@ -25,6 +25,8 @@ from textual import events
 from textual.strip import Strip
 from textual.widget import Widget
 
+NULL_STYLE = Style()
+
 Points = Sequence[tuple[float, float | None]]  # (x, y); y None: unknown
 
 # Braille dot bits by (column, row) inside a cell: U+2800 + the sum of the dots set.
@@ -82,15 +84,15 @@ class LineChart(Widget):
         if self._built_for != size:
             self._strips = self._build(*size)
             self._built_for = size
-        return self._strips[y] if y < len(self._strips) else Strip.blank(size[0])
+        return self._strips[y] if y < len(self._strips) else Strip.blank(size[0], NULL_STYLE)
 
     def _build(self, width: int, height: int) -> list[Strip]:
         strips = [self._text_strip(line, width) for line in self.title.split("\n")[:2]]
         while len(strips) < 2:
-            strips.append(Strip.blank(width))
+            strips.append(Strip.blank(width, NULL_STYLE))
         plot_h, plot_w = height - 4, width - AXIS_WIDTH  # title 2, x axis 1, time marks 1
         if plot_h < 2 or plot_w < 8:
-            return strips + [Strip.blank(width)] * max(0, height - 2)
+            return strips + [Strip.blank(width, NULL_STYLE)] * max(0, height - 2)
         cells, styles = self._raster(plot_w, plot_h)
         axis = _AXIS
         ticks = {0: self.y_max, plot_h // 2: self.y_max / 2} if plot_h >= 4 else {0: self.y_max}
@@ -103,18 +105,25 @@ class LineChart(Widget):
             for col in range(1, plot_w + 1):
                 if col == plot_w or row_styles[col] is not row_styles[start]:
                     run = "".join([_BRAILLE[c] for c in row_cells[start:col]])
-                    segments.append(Segment(run, row_styles[start]))
+                    segments.append(Segment(run, row_styles[start] or NULL_STYLE))
                     start = col
             strips.append(Strip(segments, AXIS_WIDTH + plot_w))
         strips.append(Strip([Segment("    0└" + "─" * plot_w, axis)], AXIS_WIDTH + plot_w))
         strips.append(Strip([Segment(self._time_marks(plot_w), axis)], AXIS_WIDTH + plot_w))
         # The title lines are cut or padded to the width; the plot lines are that wide.
-        return [s if s.cell_length == width else s.extend_cell_length(width).crop(0, width) for s in strips]
+        return [
+            s if s.cell_length == width else s.extend_cell_length(width, NULL_STYLE).crop(0, width)
+            for s in strips
+        ]
 
     def _text_strip(self, text: Text, width: int) -> Strip:
         text = text.copy()
         text.truncate(width, overflow="ellipsis")
-        segments = [s for s in text.render(self.app.console) if s.text != "\n"]
+        # A segment whose style is None breaks Textual's NO_COLOR filter (textual.filter.Monochrome
+        # reads style.color): every segment here gets at least the null style.
+        segments = [
+            Segment(s.text, s.style or NULL_STYLE) for s in text.render(self.app.console) if s.text != "\n"
+        ]
         return Strip(segments or [Segment("")], text.cell_len)
 
     def _time_marks(self, plot_w: int) -> str:

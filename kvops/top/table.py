@@ -29,6 +29,7 @@ from textual.widget import Widget
 from kvops.top.board import RowKey
 
 GAP = 2  # spaces between columns
+NULL_STYLE = Style()  # for padding and unstyled runs: Textual's NO_COLOR filter reads style.color
 
 
 class TargetTable(Widget, can_focus=True):
@@ -174,16 +175,20 @@ class TargetTable(Widget, can_focus=True):
             cell, width = cells[i], widths[i]
             pad = " " * (width - cell.cell_len)
             if self.right[i]:
-                segments.append(Segment(pad_after + " " + pad))
+                segments.append(Segment(pad_after + " " + pad, NULL_STYLE))
                 pad_after = gap
             else:
-                segments.append(Segment(pad_after + " "))
+                segments.append(Segment(pad_after + " ", NULL_STYLE))
                 pad_after = pad + gap
             if cell.spans or "\n" in cell.plain:
-                segments.extend(s for s in cell.render(self.app.console) if s.text != "\n")
+                segments.extend(
+                    Segment(s.text, s.style or NULL_STYLE)
+                    for s in cell.render(self.app.console)
+                    if s.text != "\n"
+                )
             elif cell.plain:
                 segments.append(Segment(cell.plain, self._cell_style(cell.style)))
-        segments.append(Segment(pad_after))
+        segments.append(Segment(pad_after, NULL_STYLE))
         return Strip(segments, sum(widths[i] + GAP for i in shown))
 
     def _cell_style(self, style: str | Style) -> Style | None:
@@ -192,10 +197,13 @@ class TargetTable(Widget, can_focus=True):
         found = self._parsed.get(style)
         if found is None:
             found = self._parsed[style] = self.app.console.get_style(style, default="")
-        return found or None
+        return found or NULL_STYLE
 
     def _strip(self, text: Text) -> Strip:
-        segments = [s for s in text.render(self.app.console) if s.text != "\n"]
+        # Never a None style: Textual's NO_COLOR filter (Monochrome) reads style.color.
+        segments = [
+            Segment(s.text, s.style or NULL_STYLE) for s in text.render(self.app.console) if s.text != "\n"
+        ]
         return Strip(segments or [Segment("")], text.cell_len)
 
     def on_mount(self) -> None:
@@ -206,12 +214,15 @@ class TargetTable(Widget, can_focus=True):
         width = self.size.width
         left = self._left
         if y < 2:
-            strip = self._header[y] if self._header else Strip.blank(width)
+            strip = self._header[y] if self._header else Strip.blank(width, NULL_STYLE)
             return strip.crop(left, left + width).extend_cell_length(width, self._style("header fill"))
         index = self._top + y - 2
         if not 0 <= index - self._built_top < len(self._strips):
             return Strip.blank(width, self._style("base"))
-        strip = self._strips[index - self._built_top].crop(left, left + width).extend_cell_length(width)
+        # A style, never None, on the padding: Textual's NO_COLOR filter reads style.color.
+        strip = (
+            self._strips[index - self._built_top].crop(left, left + width).extend_cell_length(width, Style())
+        )
         if index == self.cursor:
             strip = strip.apply_style(self._style("cursor"))
         return strip.apply_style(self._style("base"))

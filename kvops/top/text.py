@@ -5,11 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kvops.termsafe import visible
-from kvops.top import fleet, units
+from kvops.top import fleet, numbers
 from kvops.top.board import Board
 
 if TYPE_CHECKING:
-    from kvops.top.command import View
+    from kvops.top.view import View
 
 _HEADER = ("TARGET", "MODEL", "ENG", "KV", "LOCAL HIT", "EXT HIT", "STORE", "LOAD", "LOAD:STORE",
            "RUN", "WAIT", "PREEMPT", "TTFT P90")  # fmt: skip
@@ -25,24 +25,24 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
         shown, rest = shown[: view.top], len(shown) - view.top
     for row in shown:
         if not row.up:
-            rows.append((visible(row.target), visible(row.model or row.kind or units.UNKNOWN),
-                         visible(row.engine or units.UNKNOWN), f"DOWN: {visible(row.error)}",
+            rows.append((visible(row.target), visible(row.model or row.kind or numbers.UNKNOWN),
+                         visible(row.engine or numbers.UNKNOWN), f"DOWN: {visible(row.error)}",
                          *([""] * 9)))  # fmt: skip
             continue
         rows.append((
             visible(row.target),
-            visible(row.model or row.kind or units.UNKNOWN),  # KVBM names no model: its kind
+            visible(row.model or row.kind or numbers.UNKNOWN),  # KVBM names no model: its kind
             visible(row.engine),
-            units.pct(row.get("kv_cache_usage")),
-            units.pct(row.get("local_hit_rate")),
-            units.pct(row.get("external_hit_rate")),
-            units.gbps(row.get("store_bandwidth_bytes_per_second")),
-            units.gbps(row.get("load_bandwidth_bytes_per_second")),
-            units.ratio(row.get("load_store_ratio")),
-            units.count(row.get("requests_running")),
-            units.count(row.get("requests_waiting")),
-            units.count(row.get("preemptions")),
-            units.ms(row.get("ttft_p90_seconds")),
+            numbers.pct(row.get("kv_cache_usage")),
+            numbers.pct(row.get("local_hit_rate")),
+            numbers.pct(row.get("external_hit_rate")),
+            numbers.gbps(row.get("store_bandwidth_bytes_per_second")),
+            numbers.gbps(row.get("load_bandwidth_bytes_per_second")),
+            numbers.ratio(row.get("load_store_ratio")),
+            numbers.count(row.get("requests_running")),
+            numbers.count(row.get("requests_waiting")),
+            numbers.count(row.get("preemptions")),
+            numbers.ms(row.get("ttft_p90_seconds")),
         ))  # fmt: skip
     if len({row.kind for row in shown if row.up and row.kind}) > 1:  # mixed kinds: name each
         kinds = ["KIND", *(visible(row.kind) for row in shown)]
@@ -54,28 +54,30 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
     if view and view.group_by:
         lines.append("")
         lines.extend(_groups(doc, view.group_by))
-    for g in doc.get("gpus") or []:
-        tx, rx = g.get("pcie_transmit_bytes_per_second"), g.get("pcie_receive_bytes_per_second")
+    frame = board.interval
+    for g in frame.gpus if frame is not None else []:
+        tx, rx = g.pcie_transmit_bytes_per_second, g.pcie_receive_bytes_per_second
         label = "Simulated GPU" if simulated else "GPU"
         lines.append(
-            f"{label} {visible(g.get('gpu'))} {visible(g.get('name') or '')}:"
-            f" memory {units.gib(g.get('memory_used_bytes'))}"
-            f" of {units.gib(g.get('memory_total_bytes'))}, PCIe TX {units.gbps(tx)} RX {units.gbps(rx)}"
-            f" (link max {units.gbps(g.get('pcie_link_max_bytes_per_second'))} per direction)"
+            f"{label} {visible(g.gpu)} {visible(g.name or '')}:"
+            f" memory {numbers.gib(g.memory_used_bytes)}"
+            f" of {numbers.gib(g.memory_total_bytes)},"
+            f" PCIe TX {numbers.gbps(tx)} RX {numbers.gbps(rx)}"
+            f" (link max {numbers.gbps(g.pcie_link_max_bytes_per_second)} per direction)"
         )
-    host = doc.get("host") or {}
+    host = frame.host if frame is not None else {}
     if host:
         available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
         lines.append(
-            f"{'Simulated host' if simulated else 'Host'}: RAM available {units.gib(available)}"
-            f" of {units.gib(total)},"
-            f" /dev/shm free {units.gib(host.get('shm_free_bytes'))},"
-            f" offload tier {units.gib(board.offload_tier_bytes())}"
+            f"{'Simulated host' if simulated else 'Host'}: RAM available {numbers.gib(available)}"
+            f" of {numbers.gib(total)},"
+            f" /dev/shm free {numbers.gib(host.get('shm_free_bytes'))},"
+            f" offload tier {numbers.gib(board.offload_tier_bytes())}"
         )
     failing = [c for c in board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
     for c in failing:
         lines.append(f"Collector {visible(c.name)} failed: {visible(c.error)}")
-    seconds = doc.get("interval_seconds")
+    seconds = frame.interval_seconds if frame is not None else None
     lines.append(f"Interval: {seconds:g} s" if seconds else "Interval: unknown")
     return "\n".join(lines)
 
@@ -85,15 +87,15 @@ def _groups(doc: dict, by: str) -> list[str]:
                                     "STORED/S", "LOADED/S", "RUN", "WAIT", "PREEMPT")]  # fmt: skip
     for g in fleet.group(doc, by):
         rows.append((
-            visible(g["group"] or units.UNKNOWN), str(g["engines"]), str(g["engines_down"]),
-            units.pct(g["local_hit_rate"]), units.pct(g["external_hit_rate"]),
-            units.gbps(g["store_bandwidth_bytes_per_second"]),
-            units.gbps(g["load_bandwidth_bytes_per_second"]),
-            units.gbps(g["store_offered_bytes_per_second"]),
-            units.gbps(g["load_offered_bytes_per_second"]),
-            units.count(g["requests_running"]),
-            units.count(g["requests_waiting"]),
-            units.count(g["preemptions"]),
+            visible(g["group"] or numbers.UNKNOWN), str(g["engines"]), str(g["engines_down"]),
+            numbers.pct(g["local_hit_rate"]), numbers.pct(g["external_hit_rate"]),
+            numbers.gbps(g["store_bandwidth_bytes_per_second"]),
+            numbers.gbps(g["load_bandwidth_bytes_per_second"]),
+            numbers.gbps(g["store_offered_bytes_per_second"]),
+            numbers.gbps(g["load_offered_bytes_per_second"]),
+            numbers.count(g["requests_running"]),
+            numbers.count(g["requests_waiting"]),
+            numbers.count(g["preemptions"]),
         ))  # fmt: skip
     return _columns(rows)
 

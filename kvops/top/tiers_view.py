@@ -5,19 +5,18 @@ engine's kvops.rates.interval() entry; untrusted names go through kvops.termsafe
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.table import Table
 from rich.text import Text
 
+from kvops.rates import TierInterval
 from kvops.termsafe import visible
-from kvops.top import units
+from kvops.top import numbers
 from kvops.top.board import Row
-from kvops.top.series import TIERS
+from kvops.top.history import TIERS
 
 
 def _ms(seconds: float | None) -> str:
-    return units.UNKNOWN if seconds is None else f"{seconds * 1000:.2f} ms"
+    return numbers.UNKNOWN if seconds is None else f"{seconds * 1000:.2f} ms"
 
 
 # pcie_cross_check's verdicts (kvops.rates), said as a person would.
@@ -37,57 +36,88 @@ def signals_table(row: Row) -> Table:
     write_only = row.get("write_only_tier")
     table.add_row(
         "write-only tier",
-        Text(units.UNKNOWN) if write_only is None
+        Text(numbers.UNKNOWN) if write_only is None
         else Text("yes: stored, never loaded back", "bold red") if write_only else Text("no"),
     )  # fmt: skip
     saved_per_gb = row.get("offload_tokens_saved_per_gb_moved")
-    table.add_row("offload tokens saved per GB moved", units.count(saved_per_gb))
+    table.add_row("offload tokens saved per GB moved", numbers.count(saved_per_gb))
     failures = row.get("allocation_failures_per_second")
     table.add_row(
         "allocation failures /s",
-        Text(units.UNKNOWN if failures is None else f"{failures:.2f}", style="bold red" if failures else ""),
+        Text(
+            numbers.UNKNOWN if failures is None else f"{failures:.2f}", style="bold red" if failures else ""
+        ),
     )
     for label, name in (("stores skipped /s", "stores_skipped_per_second"),
                         ("tokens dropped /s", "dropped_tokens_per_second")):  # fmt: skip
         value = row.get(name)
-        table.add_row(label, units.UNKNOWN if value is None else f"{value:.2f}")
+        table.add_row(label, numbers.UNKNOWN if value is None else f"{value:.2f}")
     delays = row.get("lookup_delay_p99_seconds") or {}
     for mode in ("sync", "async"):
         table.add_row(f"lookup delay p99 ({mode})", _ms(delays.get(mode)))
     check = row.get("pcie_cross_check")
-    text, style = CROSS_CHECK_TEXT.get(check or "", (visible(check) if check else units.UNKNOWN, ""))
+    text, style = CROSS_CHECK_TEXT.get(check or "", (visible(check) if check else numbers.UNKNOWN, ""))
     table.add_row("PCIe cross-check", Text(text, style=style))
-    table.add_row("prompt tokens in the interval", units.count(row.get("prompt_tokens")))
+    table.add_row("prompt tokens in the interval", numbers.count(row.get("prompt_tokens")))
+    for label, name in (("promotion alloc. failures /s", "promotion_allocation_failures_per_second"),
+                        ("stores dropped, pool full", "pool_full_drop_ratio")):  # fmt: skip
+        value = row.get(name)
+        if value is not None:  # vLLM multi-tier offloading / SimpleCPUOffloadConnector only
+            shown = numbers.pct(value) if name.endswith("ratio") else f"{value:.2f}"
+            table.add_row(label, Text(shown, style="bold red" if value else ""))
+    if row.get("evicted_tokens_per_second") is not None:  # SGLang: device eviction, L3 storage
+        table.add_row("tokens evicted /s", numbers.count(row.get("evicted_tokens_per_second")))
+        table.add_row("eviction pass (mean)", _ms(row.get("eviction_mean_seconds")))
+    for reason, tokens in sorted((row.get("storage_unfulfilled_tokens") or {}).items()):
+        table.add_row(f"storage prefetch short ({visible(reason)})", f"{tokens:.0f} tok")
+    if row.kind == "lmcache":  # LMCache's local CPU cache, its multi-process health
+        table.add_row("evictions /s", numbers.ratio(row.get("evictions_per_second")))
+        for name, chunks in sorted((row.get("lmcache_failures") or {}).items()):
+            label = "failed " + visible(name).replace("/", " · ")
+            table.add_row(label, Text(f"{chunks:.0f} chunks", style="bold red" if chunks else ""))
     # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
     # (the left column of the detail view).
-    table.add_row("offload share of prompt", units.pct(offload_share(row.get("tiers") or {})))
+    table.add_row("offload share of prompt", numbers.pct(offload_share(row.get("tiers") or {})))
     return table
 
 
-def offload_share(tiers: dict[str, Any]) -> float | None:
+def offload_share(tiers: dict[str, TierInterval]) -> float | None:
     """The share of prompt tokens every tier below the GPU served together (None: unmeasured)."""
-    shares = [(t or {}).get("prompt_share") for name, t in tiers.items() if name != "gpu"]
+    shares = [t.prompt_share for name, t in tiers.items() if name != "gpu"]
     known = [s for s in shares if s is not None]
     return sum(known) if known else None
 
 
-def _moved(figures: dict[str, Any], direction: str) -> str:
+def _moved(moved: float | None, blocks: float | None) -> str:
     """Bytes moved one way, else blocks (an engine that counts blocks only: KVBM)."""
-    moved, blocks = figures.get(f"{direction}_bytes"), figures.get(f"{direction}_blocks")
     if moved is not None:
-        return units.gb(moved)
-    return units.UNKNOWN if blocks is None else f"{blocks:.0f} blocks"
+        return numbers.gb(moved)
+    return numbers.UNKNOWN if blocks is None else f"{blocks:.0f} blocks"
 
 
-def _use(figures: dict[str, Any]) -> str:
-    usage, used, capacity = (
-        figures.get("usage_ratio"),
-        figures.get("used_tokens"),
-        figures.get("capacity_tokens"),
-    )
-    text = units.pct(usage)
+def _use(figures: TierInterval) -> str:
+    usage, used, capacity = figures.usage_ratio, figures.used_tokens, figures.capacity_tokens
+    text = numbers.pct(usage)
     if used is not None and capacity is not None:
         text += f" ({used:.0f} of {capacity:.0f} tok)"
+    if figures.used_bytes is not None and usage is None:  # LMCache's local CPU cache
+        text = numbers.gib(figures.used_bytes)
+    blocks, pool = figures.used_blocks, figures.capacity_blocks
+    if pool is not None:  # SimpleCPUOffloadConnector: pinned blocks of its pool (no block size)
+        text = f"{numbers.count(blocks)} of {pool:.0f} blk pinned"
+    return text
+
+
+def _jobs(figures: TierInterval) -> Text:
+    """vLLM multi-tier offloading: failed promotions/cascades in the interval (red when any),
+    and the jobs in flight now (promotions/cascades)."""
+    failed = [figures.promotion_failures, figures.cascade_failures]
+    active = [figures.active_promotions, figures.active_cascades]
+    if all(v is None for v in (*failed, *active)):
+        return Text(numbers.UNKNOWN)
+    count = sum(v or 0.0 for v in failed)
+    text = Text(f"{count:.0f} failed", style="bold red" if count else "")
+    text.append(f" · {numbers.count(active[0])}/{numbers.count(active[1])} in flight")
     return text
 
 
@@ -102,27 +132,35 @@ def tiers_table(row: Row) -> Table | Text:
                           ("Of prompt", "right"), ("Stored", "right"), ("Loaded", "right"),
                           ("Store GB/s", "right"), ("Load GB/s", "right"), ("Use", "right")):  # fmt: skip
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    jobs = any(
+        getattr(f, k) is not None
+        for f in tiers.values()
+        for k in ("promotion_failures", "cascade_failures", "active_promotions", "active_cascades")
+    )
+    if jobs:  # vLLM multi-tier offloading: its tiers' jobs
+        table.add_column("Jobs (promote/cascade)", justify="right")
     engine_gauge = False
     for tier in [*(t for t in TIERS if t in tiers), *sorted(t for t in tiers if t not in TIERS)]:
-        figures = tiers[tier] or {}
-        rate = figures.get("hit_rate")
+        figures: TierInterval = tiers[tier]
+        rate = figures.hit_rate
         if rate is not None:
-            hit = Text(units.pct(rate), style=units.hit_rate_style(rate))
-        elif figures.get("engine_hit_rate") is not None:
+            hit = Text(numbers.pct(rate), style=numbers.hit_rate_style(rate))
+        elif figures.engine_hit_rate is not None:
             engine_gauge = True
-            hit = Text(units.pct(figures["engine_hit_rate"]) + "*")
+            hit = Text(numbers.pct(figures.engine_hit_rate) + "*")
         else:
-            hit = Text(units.UNKNOWN)
+            hit = Text(numbers.UNKNOWN)
         table.add_row(
             Text(visible(tier)),
             hit,
-            units.count(figures.get("tokens_saved")),
-            units.pct(figures.get("prompt_share")),
-            _moved(figures, "store"),
-            _moved(figures, "load"),
-            units.gbps(figures.get("store_bandwidth_bytes_per_second")).removesuffix(" GB/s"),
-            units.gbps(figures.get("load_bandwidth_bytes_per_second")).removesuffix(" GB/s"),
+            numbers.count(figures.tokens_saved),
+            numbers.pct(figures.prompt_share),
+            _moved(figures.store_bytes, figures.store_blocks),
+            _moved(figures.load_bytes, figures.load_blocks),
+            numbers.gbps(figures.store_bandwidth_bytes_per_second).removesuffix(" GB/s"),
+            numbers.gbps(figures.load_bandwidth_bytes_per_second).removesuffix(" GB/s"),
             _use(figures),
+            *([_jobs(figures)] if jobs else []),
         )
     if engine_gauge:
         table.caption = "* the engine's own hit-rate gauge, over its own window"

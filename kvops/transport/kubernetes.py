@@ -119,6 +119,24 @@ def pod_target(pod: Mapping[str, Any], default_port: int) -> str:
     return f"{scheme}://{host}:{port}{path}"
 
 
+def pod_identity(pod: Mapping[str, Any], url: str) -> dict[str, str]:
+    """namespace, pod and container of the scraped endpoint, the labels dcgm-exporter and AMD's
+    device-metrics-exporter put on a pod's series (to join kube-state-metrics and DCGM): the
+    container is the one that declares the scraped port, else the pod's only or first one."""
+    meta = pod.get("metadata") or {}
+    containers = (pod.get("spec") or {}).get("containers") or []
+    port = url.rsplit(":", 1)[-1].split("/", 1)[0]
+    named = next(
+        (c for c in containers if any(str(p.get("containerPort")) == port for p in c.get("ports") or [])),
+        containers[0] if containers else {},
+    )
+    return {
+        "namespace": str(meta.get("namespace") or ""),
+        "pod": str(meta.get("name") or ""),
+        "container": str(named.get("name") or ""),
+    }
+
+
 def _status_message(body: bytes) -> str:
     """The API server's own words from a Status body ("pods is forbidden: User ..."), if any."""
     try:
@@ -170,6 +188,7 @@ class KubernetesDiscovery:
         self._attempted_at: float | None = None
         self._refresh: threading.Thread | None = None
         self._skipped: dict[str, str] = {}  # pod -> why, so each reason is logged once
+        self._identities: dict[str, dict[str, str]] = {}  # url -> namespace, pod, container
 
     # -- what the runner calls on every scrape -------------------------------------------------
 
@@ -214,6 +233,11 @@ class KubernetesDiscovery:
         with self._lock:
             self._targets = urls
             self._error = None
+
+    def identities(self) -> dict[str, dict[str, str]]:
+        """URL -> its pod's namespace, pod and container, for the targets() last returned."""
+        with self._lock:
+            return dict(self._identities)
 
     # -- the API call ---------------------------------------------------------------------------
 
@@ -287,6 +311,7 @@ class KubernetesDiscovery:
 
     def _urls(self, pods: list[dict[str, Any]]) -> list[str]:
         urls: list[str] = []
+        identities: dict[str, dict[str, str]] = {}
         skipped: dict[str, str] = {}
         for pod in pods:
             meta = pod.get("metadata") or {}
@@ -294,11 +319,16 @@ class KubernetesDiscovery:
             if not _is_ready(pod):
                 continue  # starting or terminating: its /metrics is not there to scrape
             try:
-                urls.append(pod_target(pod, self.port))
+                url = pod_target(pod, self.port)
             except ValueError as exc:
                 if self._skipped.get(pod_name) != str(exc):
                     log.warning("kubernetes discovery: skipping pod %s: %s", pod_name, exc)
                 skipped[pod_name] = str(exc)
+                continue
+            urls.append(url)
+            identities[url] = pod_identity(pod, url)
+        with self._lock:
+            self._identities = identities
         self._skipped = skipped  # only pods still there: the map does not grow with churn
         return sorted(set(urls))
 

@@ -15,6 +15,8 @@ import yaml
 
 from kvops import names
 
+pytestmark = pytest.mark.slow  # promtool, Prometheus's own binary, run once per case and mutation
+
 ALERTS = Path(__file__).resolve().parents[2] / "alerts"
 TEST_FILES = sorted((ALERTS / "tests").glob("*.yml"))
 

@@ -4,8 +4,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kvops.bench.units import format_size, from_unit, parse_size, to_unit, unit_note
 from kvops.errors import UsageError
+from kvops.units import format_size, from_unit, to_unit, unit_note
+from kvops.units import size_as_written as parse_size
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ def pod(
     ready: bool = True,
     namespace: str = "inference",
     terminating: bool = False,
+    containers: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """A pod as `GET /api/v1/pods` returns it (the fields a kubelet and scheduler fill in)."""
     meta: dict[str, Any] = {
@@ -52,7 +53,10 @@ def pod(
     if ip:
         status["podIP"] = ip
         status["podIPs"] = [{"ip": ip}]
-    spec = {"nodeName": node, "containers": [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}]}
+    spec = {
+        "nodeName": node,
+        "containers": containers or [{"name": "vllm", "image": "vllm/vllm-openai:v0.11.0"}],
+    }
     return {"metadata": meta, "spec": spec, "status": status}
 
 

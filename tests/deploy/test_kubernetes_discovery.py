@@ -9,8 +9,9 @@ import pytest
 from kube_api import KubeApi, pod
 
 from kvops.errors import UsageError
-from kvops.exporter.collector import render
+from kvops.exporter.snapshot_families import render
 from kvops.scrape.runner import ScrapeRunner
+from kvops.scrape.target import TargetScraper
 from kvops.transport.kubernetes import ApiAccess, DiscoveryError, KubernetesDiscovery, pod_target
 from support.exporter_harness import parse_exposition
 from support.paths import VLLM_FIXTURES
@@ -202,6 +203,40 @@ def test_discovered_pods_are_scraped_by_the_exporter(kube_api, service_account):
     assert up == {target: 1.0}
     assert samples[("kvops_collector_success", (("collector", "kubernetes"),))] == 1.0
     assert any(k[0] == "kvops_vllm_kv_cache_usage_ratio" and dict(k[1])["target"] == target for k in samples)
+
+
+def test_a_discovered_pods_series_carry_its_namespace_pod_and_container(kube_api, service_account):
+    """Issue 28: series from a discovered pod join kube-state-metrics and DCGM by namespace, pod
+    and container (the container that declares the scraped port, not the sidecar listed first);
+    a target given by URL gets none of them."""
+    upstream = Upstream()
+    try:
+        data = (VLLM_FIXTURES / "0.33.0" / "offload-t1.prom").read_bytes()
+        target = upstream.route("engine", body(data))
+        static = upstream.route("static", body(data))
+        port = target.rsplit(":", 1)[1].split("/")[0]
+        containers = [
+            {"name": "istio-proxy", "ports": [{"containerPort": 15090}]},
+            {"name": "vllm-server", "ports": [{"containerPort": int(port), "name": "http"}]},
+        ]
+        kube_api.pods = [
+            pod("vllm-0", ip="127.0.0.1", annotations={"kvops.io/port": port, "kvops.io/path": "/engine"},
+                containers=containers)
+        ]  # fmt: skip
+        disc = _discovery(kube_api, service_account)
+        runner = ScrapeRunner([TargetScraper(static)], [], timeout=3, discovery=disc)
+        try:
+            samples = parse_exposition(_text(runner))
+        finally:
+            runner.close()
+    finally:
+        upstream.stop()
+    usage = {dict(k[1])["target"]: dict(k[1]) for k in samples if k[0] == "kvops_vllm_kv_cache_usage_ratio"}
+    pod_labels = {k: usage[target].get(k) for k in ("namespace", "pod", "container")}
+    assert pod_labels == {"namespace": "inference", "pod": "vllm-0", "container": "vllm-server"}
+    assert not {"namespace", "pod", "container"} & set(usage[static])
+    up = [dict(k[1]) for k in samples if k[0] == "kvops_target_up" and dict(k[1])["target"] == target]
+    assert up and up[0]["pod"] == "vllm-0"
 
 
 def _text(runner: ScrapeRunner) -> str:

@@ -65,12 +65,11 @@ def test_a_serve_line_inside_bash_c_gets_a_fixed_command(kvops) -> None:
     )
     code, out, _ = kvops("doctor", "--cmd", cmd, "--log", log, "--json")
     f = findings(out)["mla-indexer-keyerror"]
-    assert (
-        code == 1
-        and f["fixed_command"]
-        and f["fixed_command"].startswith("vllm serve deepseek-ai/DeepSeek-V3.2")
+    # the wrapper comes back as written: only the serve segment inside the script changes
+    assert code == 1 and f["fixed_command"] == (
+        'bash -c "pip install -U vllm && vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8 '
+        '--max-num-batched-tokens 8192 --kv-cache-dtype=fp8"'
     )
-    assert "--max-num-batched-tokens 8192" in f["fixed_command"]  # not a secret
 
 
 def test_without_the_release_a_flag_problem_is_a_warning_but_bad_json_stays_an_error(kvops) -> None:

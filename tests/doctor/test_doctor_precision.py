@@ -17,6 +17,7 @@ import pytest
 
 from kvops.doctor import catalog, rules
 from kvops.doctor.diagnose import diagnose
+from kvops.doctor.inputs import Inputs
 from kvops.doctor.logs import scan
 
 from .conftest import MODELS
@@ -227,7 +228,7 @@ def test_a_new_rule_is_one_registry_entry_and_one_playbook(tmp_path, monkeypatch
     assert cat.problems == ()
     from kvops.doctor import cmdline
 
-    got = diagnose(cat, cmd=cmdline.parse("vllm serve m --max-num-seqs 1024"))
+    got = diagnose(cat, Inputs(cmd=cmdline.parse("vllm serve m --max-num-seqs 1024")))
     assert [(f.id, f.severity, f.evidence) for f in got.findings] == [
         ("too-many-seqs", "warning", ["--max-num-seqs 1024"])
     ]
@@ -344,3 +345,18 @@ def test_an_unreadable_command_in_the_log_never_loses_the_log(kvops, tmp_path) -
     assert any(
         "--kv-transfer-config is not valid JSON: Expecting property name" in e for e in bad_json["evidence"]
     )
+
+
+def test_weights_estimated_from_the_config_against_the_gpu_named_in_the_log(kvops, tmp_path) -> None:
+    gpu = _log(tmp_path, "GPU 0: NVIDIA A100-SXM4-80GB")
+    small = "vllm serve meta-llama/Llama-3.1-8B-Instruct --cpu-offload-gb 8"
+    out = kvops("doctor", "--cmd", small, "--model", LLAMA, "--log", gpu, "--json")[1]
+    f = findings(out)["cpu-offload-gb-is-weights"]
+    assert f["severity"] == "warning" and any("estimated from config.json" in e for e in f["evidence"])
+    big = "vllm serve meta-llama/Llama-3.1-405B-Instruct --cpu-offload-gb 40 --tensor-parallel-size 8"
+    out = kvops(
+        "doctor", "--cmd", big, "--model", str(MODELS / "llama-3.1-405b.json"), "--log", gpu, "--json"
+    )[1]
+    assert "cpu-offload-gb-is-weights" not in findings(out)  # 101 GiB per rank on an 80 GB GPU
+    out = kvops("doctor", "--cmd", big, "--model", str(MODELS / "llama-3.1-405b.json"), "--json")[1]
+    assert findings(out)["cpu-offload-gb-is-weights"]["severity"] == "info"  # no GPU: cannot tell

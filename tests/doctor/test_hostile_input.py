@@ -73,9 +73,8 @@ def test_a_signature_wrapped_over_three_lines_is_still_found_after_the_bound() -
     # the wrap joins only the text near the breaks; a real wrapped traceback line still matches
     pb = catalog.load().get("vllm-offload-scheduler-assert")
     assert pb is not None
-    # (the entry also needs its context, the AssertionError the traceback ends with)
     wrapped = ["x" * 5000 + ' File "/v/offloading_conn', 'ector.py", line 41', "2, in _build_store_jobs"]
-    wrapped.append("AssertionError")
+    wrapped.append("AssertionError")  # the entry's context: a frame alone is not an assertion
     found = logs.scan(wrapped, [pb])
     assert "vllm-offload-scheduler-assert" in found.hits
 

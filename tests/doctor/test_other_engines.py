@@ -165,6 +165,6 @@ def test_widened_signatures_stay_linear(pid: str) -> None:
 def test_new_entries_find_their_reports(kvops) -> None:
     real = Path(__file__).parent / "real"
     for meta in (json.loads(p.read_text()) for p in real.glob("*.json")):
-        if re.match(r"(sglang|dynamo|llmd|llm-d)", meta["expected"]):
+        if re.match(r"(sglang|dynamo|llmd|llm-d)", meta["expected"]) and not meta.get("miss"):
             out = kvops("doctor", "--log", str(real / f"{meta['id']}.txt"), "--json")[1]
             assert findings(out).get(meta["expected"], {}).get("severity") in ("error", "warning"), meta["id"]

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -356,3 +357,54 @@ def test_a_tree_unpacked_by_an_older_kvops_without_record_is_fetched_again(
     monkeypatch.setattr(vllm_release, "_pip_download", lambda version, dest, log: _fake_wheel(dest))
     fresh = vllm_release.fetch("9.9.9", cache=cache, log=open(os.devnull, "w"))  # noqa: SIM115
     assert fresh.sha256 is not None and (fresh.root / vllm_release.RECORD).is_file()
+
+
+# --- `pip install 'kvops[repro]'` is everything --repro needs -----------------------------------
+def test_the_repro_extra_installs_every_module_the_release_code_needs() -> None:
+    text = (Path(__file__).parents[2] / "pyproject.toml").read_text()
+    line = next(ln for ln in text.splitlines() if ln.startswith("repro = ["))
+    names = {
+        re.split(r"[<>=\[ ]", item.strip().strip('"'))[0] for item in line[len("repro = [") : -1].split(",")
+    }
+    assert names == set(repro_release.REPRO_MODULES)
+
+
+def test_a_missing_module_names_the_extra_with_a_command_for_this_install(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = repro_release.importlib.util.find_spec
+    monkeypatch.setattr(
+        repro_release.importlib.util, "find_spec", lambda name: None if name == "numpy" else real(name)
+    )
+    message = repro_release.missing_runtime()
+    assert message is not None and message.startswith("numpy not installed")
+    # this checkout is installed editable (or run from its tree): the command points at it
+    assert f"{sys.executable} -m pip install -e '{Path(__file__).parents[2]}[repro]'" in message
+
+
+def test_the_install_command_follows_direct_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kvops installed into site-packages (not run from a checkout): pip's direct_url.json says
+    whether it came from an index or a clone; another kvops on the path is not looked at."""
+    from kvops import install_hint
+
+    class Dist:
+        def __init__(self, text: str | None, mine: bool = True) -> None:
+            self.text, self.mine = text, mine
+            self.metadata = {"Name": "kvops"}
+
+        def read_text(self, name: str) -> str | None:
+            return self.text
+
+        def locate_file(self, rel: str) -> Path:
+            return Path(install_hint.__file__) if self.mine else tmp_path / "other" / rel
+
+    monkeypatch.setattr(install_hint, "_source_tree", lambda: None)
+    other = Dist(json.dumps({"url": "file:///work/main", "dir_info": {"editable": True}}), mine=False)
+    cases = {
+        None: install_hint.EXTRA_PACKAGES["repro"],  # a wheel or an index: the packages themselves
+        json.dumps({"url": tmp_path.as_uri(), "dir_info": {}}): f"'{tmp_path}[repro]'",
+        json.dumps({"url": "file:///gone/clone", "dir_info": {}}): "'.[repro]' (from your kvops clone)",
+    }
+    for direct, wanted in cases.items():
+        monkeypatch.setattr(install_hint.metadata, "distributions", lambda d=direct: [other, Dist(d)])
+        assert install_hint.install_command("repro").endswith(f"-m pip install {wanted}")

@@ -18,6 +18,7 @@ from kvops.errors import UsageError
 from kvops.exporter.server import parse_listen, scrape_timeout
 from kvops.exporter.webconfig import WebConfig
 from kvops.exposition.parser import parse
+from kvops.sim import server as sim_server
 from kvops.sim.command import parse_listen as sim_parse_listen
 from kvops.transport.kubernetes import pod_target
 
@@ -95,3 +96,34 @@ def test_label_values_in_other_digits_sort_as_text(digits: str):
 def test_a_command_line_with_other_digits_is_read_as_not_a_number(digits: str):
     line = parse_command_line(f"vllm serve m --tensor-parallel-size {digits}")
     assert line.tensor_parallel_size() == 1
+
+
+def _raw(url: str, request: bytes) -> bytes:
+    host, port = url.split("//", 1)[1].split("/", 1)[0].rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(request)
+        sock.settimeout(5)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+        return data
+
+
+@pytest.mark.parametrize("version", [b"HTTP/1.\xb9", b"HTTP/\xb9.1"])
+def test_a_request_line_with_non_ascii_digits_is_answered_400_by_both_servers(make_exporter, capfd, version):
+    exp = make_exporter([])
+    with sim_server.start(port=0) as sim:
+        for url in (exp.url, sim.url):
+            reply = _raw(url, b"GET /metrics " + version + b"\r\nHost: x\r\nContent-Length: \xb2\r\n\r\n")
+            # http.server answers a version it cannot read as HTTP/0.9: the error page alone.
+            assert b"Error code: 400" in reply, reply[:80]
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_the_simulator_answers_a_non_ascii_content_length_without_a_traceback(capfd):
+    with sim_server.start(port=0) as sim:
+        reply = _raw(
+            sim.url, b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: \xb2\r\nConnection: close\r\n\r\n"
+        )
+    assert reply.startswith(b"HTTP/1.1 "), reply[:80]
+    assert "Traceback" not in capfd.readouterr().err

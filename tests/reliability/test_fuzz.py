@@ -21,11 +21,11 @@ from kvops.cli import main
 from kvops.doctor import catalog, cmdline, logs, modelcfg
 from kvops.engines import registry
 from kvops.errors import UsageError
-from kvops.exporter.collector import render
 from kvops.exporter.command import configure as configure_exporter
 from kvops.exporter.config import load_config
 from kvops.exporter.encode import encode
 from kvops.exporter.server import parse_listen
+from kvops.exporter.snapshot_families import render
 from kvops.exporter.webconfig import load as load_web_config
 from kvops.exposition.parser import parse
 from kvops.snapshot import Snapshot

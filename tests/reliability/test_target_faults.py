@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvops import rates
 from kvops.sim.server import Sim
-from kvops.top.live import LiveSource
+from kvops.top.live_source import LiveSource
 from support.exporter_harness import Samples, parse_exposition, value
 from support.paths import VLLM_FIXTURES
 from support.prom import free_port

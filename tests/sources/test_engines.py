@@ -146,7 +146,8 @@ def test_every_engine_page_goes_through_the_exporter_and_back():
     from kvops.frames.kvops_exposition import EXPORTED, decode
 
     for path in [FIXTURES / "sglang" / "hicache-t2.prom", FIXTURES / "dynamo-kvbm" / "kvbm-t2.prom",
-                 FIXTURES / "trtllm" / "trtllm-t2.prom"]:  # fmt: skip
+                 FIXTURES / "trtllm" / "trtllm-t2.prom", FIXTURES / "vllm-tiering" / "tiering-t2.prom",
+                 FIXTURES / "vllm-simple-offload" / "simple-t2.prom"]:  # fmt: skip
         sample = load(path)
         page = encode(target_families([sample])).decode()
         back = decode(parse(page, EXPORTED), 0.0)

@@ -75,3 +75,11 @@ def style_of(app: App[Any], needle: str) -> str:
             if needle in segment.text:
                 return str(segment.style)
     raise AssertionError(f"{needle!r} is not on screen")
+
+
+def rate_shown(rate: float | None, alarm_below: float = 0.5) -> str:
+    """A hit rate as the table shows it: a percentage, "!" after it under 50 % (an alarm that
+    NO_COLOR still shows), "-" when unknown."""
+    if rate is None:
+        return "-"
+    return f"{rate * 100:.1f}" + ("!" if rate < alarm_below else "")

@@ -13,7 +13,7 @@ from textual.widgets import Input
 
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import COLUMNS, DetailScreen, HelpScreen, TopApp
-from kvops.top.live import LiveSource
+from kvops.top.live_source import LiveSource
 from kvops.top.table import TargetTable
 from support.upstream import Upstream, body
 
@@ -45,9 +45,11 @@ async def test_shown_values_equal_the_truth_interval():
         assert plain(row["target"]) == "replay"
         assert plain(row["model"]) == truth["model_name"].rsplit("/", 1)[1]
         expected = {
-            "kv": f"{truth['kv_cache_usage'] * 100:.1f}",
-            "local": f"{truth['local_hit_rate'] * 100:.1f}",
-            "external": f"{truth['external_hit_rate'] * 100:.1f}",
+            "kv": f"{truth['kv_cache_usage'] * 100:.1f}" + ("!" if truth["kv_cache_usage"] >= 0.95 else ""),
+            "local": f"{truth['local_hit_rate'] * 100:.1f}" + ("!" if truth["local_hit_rate"] < 0.5 else ""),
+            # under 50 %: an alarm, marked "!" as well as red (NO_COLOR shows the mark)
+            "external": f"{truth['external_hit_rate'] * 100:.1f}"
+            + ("!" if truth["external_hit_rate"] < 0.5 else ""),
             "store": f"{truth['store_bandwidth_bytes_per_second'] / 1e9:.2f}",
             "load": f"{truth['load_bandwidth_bytes_per_second'] / 1e9:.2f}",
             "ratio": f"{truth['load_store_ratio']:.2f}",
@@ -78,7 +80,7 @@ async def test_first_frame_shows_state_but_no_rates():
     async with app.run_test(size=(120, 40)) as pilot:
         await wait_until(pilot, lambda: app.ended)
         [row] = cells(app).values()
-        assert plain(row["kv"]) == "98.4"
+        assert plain(row["kv"]) == "98.4!"  # 95 % full or more: marked (and yellow)
         assert plain(row["running"]) == "97"
         assert [plain(row[k]) for k in ("local", "external", "store", "load", "preempt")] == ["-"] * 5
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kvops.snapshot import EngineSample, Snapshot, TargetSample
-from kvops.top import units
+from kvops.top import numbers as units
 from kvops.top.board import HISTORY_POINTS, Board
 
 

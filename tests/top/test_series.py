@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kvops.snapshot import EngineSample, Snapshot, TargetSample
-from kvops.top import units
+from kvops.top import numbers as units
 from kvops.top.board import Board
 from kvops.top.charts import CHARTS, series, span_for
-from kvops.top.series import Ring, Trend
+from kvops.top.history import Ring, Trend
 
 
 def _engine(store_bytes: float) -> TargetSample:

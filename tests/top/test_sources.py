@@ -11,14 +11,14 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kvops.cli import main
 from kvops.engines import registry
-from kvops.exporter.collector import render
+from kvops.exporter.snapshot_families import render
 from kvops.exposition.parser import parse
 from kvops.frames import kvops_exposition
 from kvops.frames.prometheus import PrometheusSource
 from kvops.frames.replay import ReplaySource
 from kvops.names import bound
 from kvops.snapshot import GpuSample, HostSample, Snapshot, TargetSample
-from kvops.top.live import LiveSource
+from kvops.top.live_source import LiveSource
 from support.exporter_harness import Exporter
 from support.prom import Prometheus
 from support.upstream import Upstream, body
@@ -199,7 +199,7 @@ def test_the_same_target_given_twice_is_scraped_once():
 
 
 def test_a_page_of_more_label_sets_than_top_keeps_is_trimmed_before_it_becomes_engines():
-    from kvops.top.live import SAMPLES_PER_FAMILY
+    from kvops.top.live_source import SAMPLES_PER_FAMILY
 
     upstream = Upstream()
     lines = [

@@ -23,11 +23,11 @@ from rich.text import Text
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import DetailScreen, TopApp
 from kvops.top.command import View, print_once
-from kvops.top.live import LiveSource
+from kvops.top.live_source import LiveSource
 from kvops.top.table import TargetTable
 from support.upstream import Upstream, body
 
-from .helpers import T1, T2, V033, drive, screen_text, wait_until
+from .helpers import T1, T2, V033, drive, rate_shown, screen_text, wait_until
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 KVBM = FIXTURES / "dynamo-kvbm"
@@ -147,9 +147,9 @@ async def test_kvbm_is_labelled_by_its_kind_with_its_tiers_hit_rates_and_blocks(
         assert row["model"] == "dynamo-kvbm"  # its page names no model
         assert "no vLLM engine" not in screen_text(app)
         # KVBM's own hit-rate gauges, one column per tier beyond the GPU cache
-        assert row["hit_host"] == f"{gauges['host_cache_hit_rate'] * 100:.1f}"
-        assert row["hit_disk"] == f"{gauges['disk_cache_hit_rate'] * 100:.1f}"
-        assert row["hit_storage"] == f"{gauges['object_cache_hit_rate'] * 100:.1f}"
+        assert row["hit_host"] == rate_shown(gauges["host_cache_hit_rate"])
+        assert row["hit_disk"] == rate_shown(gauges["disk_cache_hit_rate"])
+        assert row["hit_storage"] == rate_shown(gauges["object_cache_hit_rate"])
         screen = await _detail(app, pilot)
 
         def blocks(name: str) -> str:
@@ -175,12 +175,15 @@ async def test_narrow_terminal_leaves_the_extra_tier_columns_out_first():
 
 
 @drive
-async def test_lmcache_alone_is_labelled_lmcache():
+async def test_lmcache_alone_has_a_row_per_worker_with_its_figures():
+    """Issue 28: an LMCache page is a row per worker with its lookup hit rate, not one blank
+    row labelled lmcache (tests/top/test_lmcache_rows.py checks the figures)."""
     app = replay(LMCACHE)
     async with app.run_test(size=(120, 30)) as pilot:
         await wait_until(pilot, lambda: app.ended)
-        [row] = cells(app).values()
-        assert row["model"] == "lmcache"
+        rows = list(cells(app).values())
+        assert len(rows) == 2
+        assert all(row["external"] == "29.7!" and row["engine"] in ("0", "1") for row in rows)  # ! under 50 %
 
 
 # --- several engines, live -------------------------------------------------------------------
@@ -256,8 +259,8 @@ def _as_shown(group: dict[str, Any]) -> dict[str, str]:
     return {
         "engines": str(group["engines"]),
         "down": str(group["engines_down"]),
-        "local": num("local_hit_rate", 0.01, 1),
-        "external": num("external_hit_rate", 0.01, 1),
+        "local": rate_shown(group["local_hit_rate"]),
+        "external": rate_shown(group["external_hit_rate"]),
         "store": num("store_bandwidth_bytes_per_second", 1e9, 2),
         "load": num("load_bandwidth_bytes_per_second", 1e9, 2),
         "running": num("requests_running", 1, 0),
@@ -321,3 +324,63 @@ def test_once_text_names_each_rows_kind_on_a_mixed_page(capsys):
                      "kvbm": "dynamo-kvbm", "trtllm": "trtllm"}  # fmt: skip
     kvbm = next(line.split() for line in lines if line.split()[0].endswith("/kvbm"))
     assert kvbm[1] == "dynamo-kvbm"  # no model on its page: its kind in the model column
+
+
+TIERING = FIXTURES / "vllm-tiering"
+SIMPLE = FIXTURES / "vllm-simple-offload"
+
+
+@drive
+async def test_vllm_multi_tier_rows_show_each_tiers_hit_rate_and_the_detail_its_jobs():
+    """Issue 28: vLLM's TieringOffloadingSpec pages (written by vLLM 0.33's own code) give a
+    hit-rate column per tier, and the detail view each tier's failures and jobs in flight."""
+    truth = _truth(TIERING)
+    t1, t2 = truth["dumps"]
+
+    def rate(label: str) -> float:
+        hits = t2["fed"]["chunk_hits"][label] - t1["fed"]["chunk_hits"][label]
+        return hits / (t2["fed"]["chunk_queries"][label] - t1["fed"]["chunk_queries"][label])
+
+    app = replay(TIERING)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        [row] = cells(app).values()
+        assert row["hit_disk"] == f"{rate('1:fs') * 100:.1f}"
+        assert row["hit_storage"] == f"{rate('2:obj') * 100:.1f}"
+        screen = await _detail(app, pilot)
+    failed = sum(t2["fed"][f"{k}_job_failures"]["2:obj"] - t1["fed"][f"{k}_job_failures"]["2:obj"]
+                 for k in ("promotion", "cascade"))  # fmt: skip
+    storage = " ".join(tier_line(screen, "storage"))
+    assert f"{failed} failed · 0/1 in flight" in storage
+    assert "Jobs (promote/cascade)" in screen
+    assert figure(screen, "promotion alloc. failures /s") == "3.00"
+
+
+@drive
+async def test_simple_cpu_offload_detail_shows_blocks_and_the_pool_full_share():
+    truth = _truth(SIMPLE)
+    t1, t2 = truth["dumps"]
+    outcomes = {
+        k: t2["fed"]["save_outcomes"][k] - t1["fed"]["save_outcomes"][k] for k in t2["fed"]["save_outcomes"]
+    }
+    app = replay(SIMPLE)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _detail(app, pilot)
+    host = " ".join(tier_line(screen, "host"))
+    assert f"{outcomes['stored']:.0f} blocks" in host
+    assert f"{t2['gauges']['used_blocks']} of {truth['info']['capacity_blocks']} blk pinned" in host
+    share = outcomes["dropped_cpu_full"] / sum(outcomes.values())
+    assert figure(screen, "stores dropped, pool full") == f"{share * 100:.1f} %"
+
+
+@drive
+async def test_sglang_storage_detail_shows_eviction_and_unfulfilled_prefetches():
+    folder = FIXTURES / "sglang-storage"
+    t1, t2 = _truth(folder)["dumps"]
+    app = replay(folder)
+    async with app.run_test(size=(200, 50)) as pilot:
+        screen = await _detail(app, pilot)
+    evicted = t2["fed"]["evicted_tokens"] - t1["fed"]["evicted_tokens"]
+    assert figure(screen, "tokens evicted /s") == f"{evicted:.0f}"
+    short = t2["fed"]["unfulfilled"]["host_capacity"] - t1["fed"]["unfulfilled"]["host_capacity"]
+    assert figure(screen, "storage prefetch short (host_capacity)") == f"{short:.0f} tok"

@@ -1,4 +1,5 @@
-"""Reading the files an operator points the exporter at: --config, --web-config, token and CA files.
+"""Reading the files an operator points kvops at: the exporter's --config, --web-config, token
+and CA files, and the user config.
 
 Each is read with a size cap (`--config /dev/zero` must not read forever), YAML is checked
 before it is built (no aliases: a 472-byte billion-laughs would expand to gigabytes; nesting

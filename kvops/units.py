@@ -1,4 +1,10 @@
-"""Byte sizes and bandwidth units, spelled so nobody mixes 10^9 with 2^30.
+"""Byte sizes and bandwidth units, spelled so nobody mixes 10^9 with 2^30: the one GIB, and the
+two size grammars kvops reads.
+
+- `size_as_written` (`kvops bench --sizes`): SI and IEC units each meaning what they say,
+  KB = 10^3 and KiB = 2^10; a bare K or M refused.
+- `docker_size` (`--shm-size` on a docker line, read by `kvops doctor`): Docker's own grammar,
+  where k, m, g, t are binary (64m = 64 MiB) and a trailing b is allowed.
 
 Block sizes are binary (KiB, MiB: vLLM's blocks are powers of two); bandwidth defaults to
 decimal GB/s (10^9 bytes), the unit of PCIe link figures and of the vLLM offloading article.
@@ -10,6 +16,8 @@ from __future__ import annotations
 import re
 
 from kvops.errors import UsageError
+
+GIB = 1 << 30
 
 # Suffix -> bytes. Decimal and binary both accepted, each meaning what it says.
 SIZE_SUFFIXES: dict[str, int] = {
@@ -29,7 +37,7 @@ BANDWIDTH_UNITS: dict[str, int] = {"GB": 10**9, "GiB": 2**30}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*$")
 
 
-def parse_size(text: str) -> int:
+def size_as_written(text: str) -> int:
     """'2MiB' -> 2097152, '512KB' -> 512000, '4096' -> 4096. Raises UsageError on anything else."""
     match = _SIZE_RE.match(text)
     if not match:
@@ -45,6 +53,18 @@ def parse_size(text: str) -> int:
     if value != int(value) or value < 1:
         raise UsageError(f"size {text!r} is not a whole, positive number of bytes")
     return int(value)
+
+
+# Docker's units (github.com/docker/go-units RAMInBytes): binary whatever the case.
+_DOCKER_UNITS = {"": 1, "b": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+
+def docker_size(text: str) -> int | None:
+    """Docker sizes: 64m, 16g, 1024 (bytes); None when not one."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([bkmgt]?)b?\s*", text.lower())
+    if not m:
+        return None
+    return int(float(m.group(1)) * _DOCKER_UNITS[m.group(2)])
 
 
 def format_size(n_bytes: int) -> str:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import math
 from array import array
 from collections.abc import Iterator
-from typing import Any
+
+from kvops.rates import EngineInterval
 
 HISTORY_POINTS = 300  # 5 minutes at the default 1 s interval
 
@@ -41,7 +42,7 @@ class Ring:
     __slots__ = ("_data", "_next", "size")
 
     def __init__(self, size: int = HISTORY_POINTS, typecode: str = "f") -> None:
-        self._data = array(typecode)
+        self._data: array[float] = array(typecode)
         self._next = 0  # where the next value goes once the ring is full
         self.size = size
 
@@ -66,31 +67,33 @@ class Ring:
         return list(self)
 
 
-def deltas_of(entry: dict[str, Any]) -> dict[str, float | None]:
-    """One engine's interval deltas from its rates.interval() entry: hits are hit rate ×
+def deltas_of(entry: EngineInterval) -> dict[str, float | None]:
+    """One engine's interval deltas from its rates.interval() figures: hits are hit rate ×
     lookups (the entry carries those two), the rest are there as they are."""
     out: dict[str, float | None] = {}
-    for tier in ("local", "external"):
-        queries, rate = entry.get(f"{tier}_queries"), entry.get(f"{tier}_hit_rate")
+    for tier, queries, rate in (
+        ("local", entry.local_queries, entry.local_hit_rate),
+        ("external", entry.external_queries, entry.external_hit_rate),
+    ):
         out[f"{tier}_queries"] = queries
         if rate is not None and queries is not None:
             out[f"{tier}_hits"] = rate * queries
         else:  # no lookups in the interval: nothing was hit either
             out[f"{tier}_hits"] = 0.0 if queries == 0 else None
-    out["store_bytes"] = entry.get("store_bytes")
-    out["load_bytes"] = entry.get("load_bytes")
-    p90, first = entry.get("ttft_p90_seconds"), entry.get("first_tokens")
+    out["store_bytes"] = entry.store_bytes
+    out["load_bytes"] = entry.load_bytes
+    p90, first = entry.ttft_p90_seconds, entry.first_tokens
     out["first_tokens"] = first if p90 is not None else None
     out["ttft_p90_weighted"] = p90 * first if p90 is not None and first is not None else None
-    out["prompt_tokens"] = entry.get("prompt_tokens")
-    tiers = entry.get("tiers") or {}
-    below = [(t or {}).get("tokens_saved") for name, t in tiers.items() if name != "gpu"]
+    out["prompt_tokens"] = entry.prompt_tokens
+    tiers = entry.tiers
+    below = [t.tokens_saved for name, t in tiers.items() if name != "gpu"]
     known = [v for v in below if v is not None]
     out["offload_saved"] = sum(known) if known else None
     for tier, name in zip(TIERS, SAVED, strict=True):
-        saved = (tiers.get(tier) or {}).get("tokens_saved")
-        if saved is not None:
-            out[name] = saved
+        part = tiers.get(tier)
+        if part is not None and part.tokens_saved is not None:
+            out[name] = part.tokens_saved
     # An entry without the tier split (a store's fleet sums): the GPU cache served its hits,
     # the connector its external hits.
     if out.get("saved_gpu") is None:

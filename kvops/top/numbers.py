@@ -6,8 +6,13 @@ free -g and nvidia-smi); ratios are percent. An unknown value is "-", never 0.
 
 from __future__ import annotations
 
+import math
+
+from rich.text import Text
+
+from kvops.units import GIB
+
 GB = 1e9
-GIB = float(1 << 30)
 
 # What stands out (issue 4): a hit rate under half, a link more than 90 % busy, a resource
 # about to run out.
@@ -19,19 +24,29 @@ SPARK_CHARS = "▁▂▃▄▅▆▇█"
 UNKNOWN = "-"
 
 
+def known(value: float | None) -> float | None:
+    """None for unknown, NaN and ±Inf (the decoders already drop them: this is the last guard
+    before a terminal); -0 as 0, so that no "-0.0 %" is shown."""
+    return value + 0.0 if value is not None and math.isfinite(value) else None
+
+
 def pct(value: float | None, digits: int = 1) -> str:
-    return UNKNOWN if value is None else f"{value * 100:.{digits}f} %"
+    value = known(value)
+    return UNKNOWN if value is None else f"{value * 100 + 0.0:.{digits}f} %"
 
 
 def gbps(value: float | None) -> str:
+    value = known(value)
     return UNKNOWN if value is None else f"{value / GB:.2f} GB/s"
 
 
 def gb(value: float | None) -> str:
+    value = known(value)
     return UNKNOWN if value is None else f"{value / GB:.2f} GB"
 
 
 def gib(value: float | None) -> str:
+    value = known(value)
     return UNKNOWN if value is None else f"{value / GIB:.1f} GiB"
 
 
@@ -40,19 +55,20 @@ def ms(value: float | None) -> str:
 
 
 def ratio(value: float | None) -> str:
+    value = known(value)
     return UNKNOWN if value is None else f"{value:.2f}"
 
 
 def count(value: float | None) -> str:
+    value = known(value)
     return UNKNOWN if value is None else f"{value:.0f}"
 
 
 def sparkline(values: list[float | None], width: int) -> str:
     """The last `width` values as block characters, scaled to their own maximum; a gap
     (unknown, or the target down) is a space so an outage shows as one."""
-    tail = values[-width:]
-    known = [v for v in tail if v is not None]
-    top = max(known, default=0.0)
+    tail = [known(v) for v in values[-width:]]
+    top = max((v for v in tail if v is not None), default=0.0)
     out = []
     for v in tail:
         if v is None:
@@ -69,18 +85,29 @@ BAR_CHARS = " ▏▎▍▌▋▊▉█"
 
 def bar(fraction: float, width: int) -> str:
     """`fraction` (0-1) of `width` cells filled, in eighths of a cell, on a dotted track."""
-    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    eighths = round(max(0.0, min(1.0, known(fraction) or 0.0)) * width * 8)
     full, part = divmod(eighths, 8)
     return ("█" * full + (BAR_CHARS[part] if part else "")).ljust(width, "·")
 
 
+ALARM_MARK = "!"  # after a figure whose colour is an alarm: NO_COLOR (or a colour-blind eye) still sees it
+
+
+def marked(text: str, style: str) -> Text:
+    """`text` in `style`, with the alarm mark when the style is an alarm (red or yellow)."""
+    return Text(text + ALARM_MARK if style else text, style=style)
+
+
 def hit_rate_style(value: float | None) -> str:
+    value = known(value)
     return "bold red" if value is not None and value < LOW_HIT_RATE else ""
 
 
 def link_style(fraction: float | None) -> str:
+    fraction = known(fraction)
     return "bold red" if fraction is not None and fraction > BUSY_LINK else ""
 
 
 def usage_style(fraction: float | None) -> str:
+    fraction = known(fraction)
     return "bold yellow" if fraction is not None and fraction >= FULL_KV else ""

@@ -1,0 +1,97 @@
+"""SGLang HiCache's L3 storage pipeline and device eviction (0.5.x), onto the storage tier.
+
+sglang/srt/observability/metrics_collector.py (0.5.23): `StorageMetricsCollector` counts
+tokens prefetched from L3 storage into host memory (`sglang:prefetched_tokens_total`, a load
+from storage) and backed up to it (`sglang:backuped_tokens_total`, a store), storage-hit tokens
+that did not become a usable prefetch by reason (`sglang:storage_prefetch_unfulfilled_tokens_total`,
+every reason pre-created at 0), and per-op wire bandwidth histograms in GB/s
+(`sglang:{prefetch,backup}_bandwidth`, converted to bytes per second here).
+`RadixCacheMetricsCollector` counts device KV evicted (`sglang:evicted_tokens_total`) and its
+duration (`sglang:eviction_duration_seconds`); those series carry no model_name (the page's
+one model is used). Storage series carry tp_rank: the lowest rank is read, as for the
+radix-cache token counters every rank repeats (the fixture has one rank: not verified on TP > 1).
+"""
+
+from __future__ import annotations
+
+from kvops.engines.common import Engine, Page, engine_on_page, lowest_rank, rank_of, summed
+from kvops.exposition.histograms import histograms, merged, sample_names
+from kvops.exposition.parser import Labels, ParseResult
+from kvops.snapshot import EngineSample, Histogram
+
+_ONE_RANK = {
+    "storage_prefetched_tokens": "sglang:prefetched_tokens_total",
+    "storage_backed_up_tokens": "sglang:backuped_tokens_total",
+    "evicted_tokens": "sglang:evicted_tokens_total",
+}
+_UNFULFILLED = "sglang:storage_prefetch_unfulfilled_tokens_total"
+_EVICTION = "sglang:eviction_duration_seconds"
+_BANDWIDTH = {
+    "storage_prefetch_bandwidth": "sglang:prefetch_bandwidth",
+    "storage_backup_bandwidth": "sglang:backup_bandwidth",
+}
+GB = 1e9
+
+WANTED: frozenset[str] = frozenset(
+    [
+        *_ONE_RANK.values(),
+        _UNFULFILLED,
+        *sample_names(_EVICTION),
+        *(n for f in _BANDWIDTH.values() for n in sample_names(f)),
+    ]
+)
+
+
+def _key(labels: Labels, only_model: str) -> tuple[str, str]:
+    return (labels.get("model_name", only_model), labels.get("dp_rank", "0"))
+
+
+def _lowest_tp(hists: list[tuple[Labels, Histogram]]) -> list[tuple[Labels, Histogram]]:
+    """The histograms of the lowest TP rank (each rank observes the same ops)."""
+    ranks = [rank_of(labels) for labels, _ in hists]
+    low = min(ranks, default=0)
+    return [item for item, rank in zip(hists, ranks, strict=True) if rank == low]
+
+
+def read(result: ParseResult, page: Page) -> None:
+    models = {
+        labels["model_name"] for name in WANTED for labels, _ in result.get(name) if "model_name" in labels
+    }
+    only_model = next(iter(models)) if len(models) == 1 else ""
+
+    def sample(labels: Labels) -> EngineSample:
+        return engine_on_page(page, _key(labels, only_model), "sglang")
+
+    for field_name, name in _ONE_RANK.items():
+        by_key: dict[tuple[str, str], list[tuple[Labels, float]]] = {}
+        for labels, value in result.get(name):
+            by_key.setdefault(_key(labels, only_model), []).append((labels, value))
+        for items in by_key.values():
+            setattr(sample(items[0][0]), field_name, summed(lowest_rank(items)))
+    by_reason: dict[tuple[str, str], list[tuple[Labels, float]]] = {}
+    for labels, value in result.get(_UNFULFILLED):
+        by_reason.setdefault(_key(labels, only_model), []).append((labels, value))
+    for items in by_reason.values():
+        unfulfilled = sample(items[0][0]).storage_unfulfilled_tokens
+        for labels, value in lowest_rank(items):
+            reason = labels.get("reason", "")
+            unfulfilled[reason] = unfulfilled.get(reason, 0.0) + value
+    for labels, hist in _lowest_tp(histograms(result, _EVICTION)):
+        target = sample(labels)
+        target.eviction_seconds = merged(target.eviction_seconds, hist)
+    for field_name, family in _BANDWIDTH.items():
+        for labels, hist in _lowest_tp(histograms(result, family)):
+            in_bytes = Histogram(tuple((le * GB, c) for le, c in hist.buckets), hist.sum * GB, hist.count)
+            target = sample(labels)
+            setattr(target, field_name, merged(getattr(target, field_name), in_bytes))
+
+
+ENGINE = Engine(
+    kind="sglang",
+    title="SGLang HiCache storage",
+    families=WANTED,
+    page_format=lambda result: None,  # an SGLang page: sglang.py names it
+    tiers=("storage",),
+    fixtures="sglang-storage",
+    read=read,
+)

@@ -1,0 +1,87 @@
+"""vLLM's multi-tier offloading (`spec_name: TieringOffloadingSpec`, 0.26+) onto the tier model.
+
+vLLM labels each tier `0:primary` (the CPU primary every transfer goes through) or
+`f"{idx+1}:{tier_type}"` for a secondary tier (vllm/v1/kv_offload/tiering/metrics.py): `1:fs`
+for vLLM's filesystem tier, `2:obj` for its object store, or the type an out-of-tree tier was
+configured with (`1:StripedFileSystemTierManager`). docs/tiers.md: the primary is host, a
+filesystem tier disk, a peer tier peer, any other (object store, KVCR, remote) storage.
+Read bytes are promotions (tier -> primary), write bytes cascades (primary -> tier); the times
+are summed transfer time of the jobs that report one. Failure counters appear on the first
+failure (absent, not 0, until then). Figures of two tiers of one kind are added together.
+"""
+
+from __future__ import annotations
+
+from kvops.engines.common import Engine, Page, engine_on_page, vllm_key
+from kvops.exposition.histograms import histograms, merged, sample_names
+from kvops.exposition.parser import ParseResult
+
+_P = "vllm:kv_offload_tiering_"
+# EngineSample dict field -> counter/gauge sample, keyed by tier.
+_BY_TIER: dict[str, str] = {
+    "tier_chunk_queries": _P + "chunk_queries_total",
+    "tier_chunk_hits": _P + "chunk_hits_total",
+    "tier_read_bytes": _P + "read_bytes_total",
+    "tier_read_seconds": _P + "read_time_total",
+    "tier_write_bytes": _P + "write_bytes_total",
+    "tier_write_seconds": _P + "write_time_total",
+    "tier_promotion_failures": _P + "promotion_job_failures_total",
+    "tier_cascade_failures": _P + "cascade_job_failures_total",
+    "tier_active_promotions": _P + "active_promotion_jobs",
+    "tier_active_cascades": _P + "active_cascade_jobs",
+    "tier_primary_read_usage": _P + "primary_read_usage_perc",
+    "tier_primary_write_usage": _P + "primary_write_usage_perc",
+}
+_HISTOGRAMS: dict[str, str] = {
+    "tier_lookup_delay": _P + "lookup_sync_delay_seconds",
+    "tier_promotion_latency": _P + "promotion_latency_seconds",
+}
+_ALLOCATION_FAILURES = _P + "promotion_allocation_failures_total"
+
+WANTED: frozenset[str] = frozenset(
+    [*_BY_TIER.values(), _ALLOCATION_FAILURES, *(n for f in _HISTOGRAMS.values() for n in sample_names(f))]
+)
+
+
+def tier_of(label: str) -> str:
+    """A vLLM tier label -> the tier of docs/tiers.md."""
+    index, _, kind = label.partition(":")
+    kind = kind.lower()
+    if index == "0" or kind == "primary":
+        return "host"
+    if kind in ("fs", "file", "disk") or "filesystem" in kind:
+        return "disk"
+    if kind.startswith("p2p") or "peer" in kind:
+        return "peer"
+    return "storage"
+
+
+def read(result: ParseResult, page: Page) -> None:
+    for field_name, name in _BY_TIER.items():
+        for labels, value in result.get(name):
+            by_tier = getattr(engine_on_page(page, vllm_key(labels), "vllm"), field_name)
+            tier = tier_of(labels.get("tier", ""))
+            by_tier[tier] = by_tier.get(tier, 0.0) + value
+    for labels, value in result.get(_ALLOCATION_FAILURES):
+        sample = engine_on_page(page, vllm_key(labels), "vllm")
+        sample.promotion_allocation_failures = (sample.promotion_allocation_failures or 0.0) + value
+    for field_name, family in _HISTOGRAMS.items():
+        for labels, hist in histograms(result, family):  # promotion latency: result= merged
+            by_tier = getattr(engine_on_page(page, vllm_key(labels), "vllm"), field_name)
+            tier = tier_of(labels.get("tier", ""))
+            by_tier[tier] = merged(by_tier.get(tier), hist)
+
+
+def page_format(result: ParseResult) -> str | None:
+    return None  # a vLLM page: vllm.py names its naming generation
+
+
+ENGINE = Engine(
+    kind="vllm",
+    title="vLLM multi-tier offloading",
+    families=WANTED,
+    page_format=page_format,
+    tiers=("host", "disk", "storage", "peer"),
+    fixtures="vllm-tiering",
+    read=read,
+)

@@ -1,0 +1,74 @@
+"""kvops built the standard way (issue 30): `python -m build` makes an sdist and a wheel from a
+copy of the files a release needs; each installs into a fresh venv (no system site-packages;
+dependencies from the package index) and runs `kvops demo --once`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvops import __version__
+from support.paths import ROOT
+
+pytestmark = pytest.mark.slow
+
+# What `python -m build` needs from a checkout; anything else missing from the sdist shows here.
+RELEASE_FILES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "kvops", "playbooks")
+
+
+def run(*argv: str | Path, cwd: Path | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout, cwd=cwd)
+    assert proc.returncode == 0, f"{argv}: {proc.stdout[-2000:]}{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    src = tmp_path_factory.mktemp("src")
+    for name in RELEASE_FILES:
+        copy = shutil.copytree if (ROOT / name).is_dir() else shutil.copy2
+        ignore = (
+            {"ignore": shutil.ignore_patterns("__pycache__", "_playbooks")} if copy is shutil.copytree else {}
+        )
+        copy(ROOT / name, src / name, **ignore)
+    out = tmp_path_factory.mktemp("dist")
+    run(sys.executable, "-m", "build", "--outdir", out, src)  # the sdist, then the wheel built from it
+    return out
+
+
+def fresh_venv(path: Path) -> Path:
+    run(sys.executable, "-m", "venv", path)
+    return path / "bin"
+
+
+def test_build_makes_one_wheel_and_one_sdist_named_by_the_one_version(dist):
+    names = sorted(p.name for p in dist.iterdir())
+    assert names == [f"kvops-{__version__}-py3-none-any.whl", f"kvops-{__version__}.tar.gz"], names
+
+
+@pytest.mark.parametrize("kind", ["whl", "tar.gz"])
+def test_each_installs_into_a_fresh_venv_and_runs_the_demo(dist, tmp_path, kind):
+    [artifact] = dist.glob(f"*.{kind}")
+    bin_dir = fresh_venv(tmp_path / "venv")
+    run(bin_dir / "pip", "install", "--disable-pip-version-check", "-q", artifact)
+    kvops = bin_dir / "kvops"
+    assert run(kvops, "--version", cwd=tmp_path).stdout.strip() == f"kvops {__version__}"
+    demo = run(kvops, "demo", "--once", cwd=tmp_path, timeout=120)
+    assert "Llama-3.1-8B-Instruct" in demo.stdout and "Simulated GPU 0" in demo.stdout
+    # The installed copy is the one that ran (not this checkout), and it carries the playbooks.
+    where = run(bin_dir / "python", "-c", "import kvops; print(kvops.__file__)", cwd=tmp_path).stdout
+    assert where.startswith(str(tmp_path / "venv"))
+    checks = run(kvops, "doctor", "--list-checks", cwd=tmp_path).stdout
+    assert "mla-indexer-keyerror" in checks and "KvopsTargetDown" in checks
+    # Installed from a file, not a clone: the hint names the extra's own package.
+    hint = "from kvops.install_hint import install_command; print(install_command('nvidia'))"
+    assert (
+        run(bin_dir / "python", "-c", hint, cwd=tmp_path)
+        .stdout.strip()
+        .endswith(" -m pip install nvidia-ml-py")
+    )
