@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kvops.doctor.facts import FACTS
 from kvops.errors import UsageError
 
 REQUIRED = ("id", "kind", "title", "severity")
@@ -156,8 +157,6 @@ def parse_playbook(path: Path) -> Playbook:
     wrong = problems(conditions)
     if wrong:
         raise PlaybookError(f"{where}: {'; '.join(wrong)}")
-    from kvops.doctor.logs import FACTS
-
     for key in ("supersedes",):
         value = meta.get(key) or []
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):

@@ -5,18 +5,14 @@ invalid JSON (with json's exact message), a stray positional. Each of these stop
 
 A claim needs the right table: with the judged release's own table (shipped, or the installed
 build's parser) the problems are an error (`serve-flags`); when the release is unknown or only a
-nearby release's table was available they are a warning (`serve-flags-unverified`), except invalid
+nearby release's table was available they are `info` (`serve-flags-unverified`), except invalid
 JSON, which no release accepts. rules.py registers both in CHECKS.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from kvops.doctor import cmdline
-
-if TYPE_CHECKING:
-    from kvops.doctor.rules import Context, Verdict
+from kvops.doctor.judgement import Context, Verdict
 
 _ANY_RELEASE = {"bad-json"}  # wrong whatever the release
 
@@ -45,7 +41,6 @@ def exact(cmd: cmdline.ServeCommand) -> bool:
 
 
 def check_serve_flags(ctx: Context) -> Verdict:
-    from kvops.doctor.rules import Verdict
 
     found = _problems(ctx)
     if found is None:
@@ -58,7 +53,6 @@ def check_serve_flags(ctx: Context) -> Verdict:
 
 
 def check_serve_flags_unverified(ctx: Context) -> Verdict:
-    from kvops.doctor.rules import Verdict
 
     found = _problems(ctx)
     if found is None:

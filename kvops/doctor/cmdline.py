@@ -18,71 +18,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvops.doctor import cli_schema, credentials, engines, serve_line
+from kvops.doctor import cli_schema, credentials, docker_run, engines, serve_line
 from kvops.doctor.cli_schema import Schema, is_option
 from kvops.errors import UsageError
 
 OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config")
-
-# docker run options that take a value (docker CLI reference); everything else is a switch.
-_DOCKER_VALUE_OPTS = frozenset(
-    [
-        "-e",
-        "--env",
-        "--env-file",
-        "-p",
-        "--publish",
-        "-v",
-        "--volume",
-        "--name",
-        "--shm-size",
-        "--ipc",
-        "--device",
-        "--group-add",
-        "--gpus",
-        "--runtime",
-        "--ulimit",
-        "-m",
-        "--memory",
-        "--memory-swap",
-        "--network",
-        "--net",
-        "--security-opt",
-        "--cap-add",
-        "--cap-drop",
-        "--entrypoint",
-        "-w",
-        "--workdir",
-        "-u",
-        "--user",
-        "--mount",
-        "--cpus",
-        "--cpuset-cpus",
-        "--pid",
-        "--hostname",
-        "-h",
-        "--label",
-        "-l",
-        "--restart",
-        "--platform",
-        "--pull",
-        "--log-driver",
-        "--log-opt",
-        "--add-host",
-        "--dns",
-        "--expose",
-        "--tmpfs",
-        "--uts",
-        "--device-cgroup-rule",
-        "--cgroupns",
-        "--cgroup-parent",
-        "--stop-signal",
-        "--stop-timeout",
-        "--health-cmd",
-    ]
-)
-# Options that say the same thing: --ipc=host makes --shm-size moot.
-_DOCKER_SAME = {"--ipc": ("--shm-size",), "--shm-size": ("--ipc",)}
+# docker run's own options and `...` elision live in docker_run.py (serve_line reads them too)
+ELISIONS = docker_run.ELISIONS
+_DOCKER_VALUE_OPTS = docker_run.VALUE_OPTIONS
+_DOCKER_SAME = docker_run.SAME_AS
 
 
 def is_secret_name(name: str) -> bool:
@@ -101,6 +45,8 @@ class Arg:
     value: str | None  # None: a switch; else the (first) value
     joined: bool = False  # was written --flag=value
     more: tuple[str, ...] = ()  # further values of an nargs="+"/"*" flag: --lora-modules a=x b=y
+    # the tokens it was read from (shell_words.Word: where they are written), for as_written.py
+    src: tuple[str, ...] = field(default=(), compare=False)
 
     @property
     def values(self) -> tuple[str, ...]:
@@ -132,6 +78,9 @@ class ServeCommand:
     schema_note: str | None = None  # set when that is another release's table
     tokens: tuple[str, ...] = ()  # the vLLM arguments as given (re-parsed for another release)
     config_args: tuple[Arg, ...] = ()  # from a readable `--config FILE.yaml`; the CLI's flags win
+    elided: bool = False  # the paste elides part of the line with `...` (docker options unknown)
+    pasted: str | None = field(default=None, compare=False)  # the text the tokens were read from
+    env_src: tuple[tuple[str, tuple[str, ...]], ...] = field(default=(), compare=False)
 
     @property
     def engine(self) -> str:
@@ -332,7 +281,7 @@ class ServeCommand:
             for k, v in self.env:
                 parts += ["-e", _env_token(k, v)]
             for a in self.docker_opts:
-                parts += _arg_tokens(a)
+                parts += arg_tokens(a)
             parts.append(_q(self.image or ""))
             parts += [_q(t) for t in self.launch]
         else:
@@ -343,7 +292,7 @@ class ServeCommand:
         hidden = secret_values(self)
         parts += [hidden.get(t) or _q(t) for t in self.extra]
         for a in self.args:
-            parts += _arg_tokens(a)
+            parts += arg_tokens(a)
         return " ".join(parts)
 
 
@@ -372,7 +321,8 @@ def _deep_update(into: dict[str, Any], update: dict[str, Any]) -> None:
             into[k] = v
 
 
-def _arg_tokens(a: Arg) -> list[str]:
+def arg_tokens(a: Arg) -> list[str]:
+    """The flag as shell words, values quoted, a credential as $NAME."""
     if a.value is None:
         return [a.flag]
     env = secret_flag_env(a.flag)
@@ -422,9 +372,18 @@ def split_args(
     problems: list[CliProblem] = []
     release = schema.shown_version()
     i = 0
-    while i < len(tokens):
+    started: tuple[int, int] | None = None  # (token index, number of args) where this flag began
+    while True:
+        if started is not None and len(args) > started[1]:
+            args[-1] = replace(args[-1], src=tuple(tokens[started[0] : i]))
+        if i >= len(tokens):
+            break
+        started = (i, len(args))
         tok = tokens[i]
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        if tok in ELISIONS:  # `...` in a paste: something left out, not an argument
+            i += 1
+            continue
         if tok == "--":  # argparse: everything after is positional
             extra += tokens[i + 1 :]
             break
@@ -488,7 +447,7 @@ def split_args(
             i += 1
         elif spec.multi:
             j = i + 1
-            while j < len(tokens) and not is_option(tokens[j]) and tokens[j] != "--":
+            while j < len(tokens) and not is_option(tokens[j]) and tokens[j] not in ("--", *ELISIONS):
                 j += 1
             values = list(tokens[i + 1 : j])
             if not values and spec.nargs != "*":
@@ -528,9 +487,14 @@ def _bool_value(flag: str, value: str) -> CliProblem:
     )
 
 
+_EXPANSION = re.compile(r"\$(?:[A-Za-z_]\w*|\{[^}]*\}|\()")
+
+
 def _value_problems(spec: cli_schema.FlagSpec, flag: str, arg: Arg) -> list[CliProblem]:
     out = []
     for value in arg.values:
+        if _EXPANSION.search(value):
+            continue  # `$MAX_LEN`, `${X}`, `$(cmd)`: the shell's value, unknown here
         if spec.choices and value not in spec.choices and spec.value_type != "json":
             shown = ", ".join(spec.choices[:12]) + (", ..." if len(spec.choices) > 12 else "")
             out.append(CliProblem("bad-choice", flag, f"{flag} {value!r} is not one of: {shown}"))
@@ -554,20 +518,23 @@ def split(text: str) -> list[str]:
 def parse(text: str, version: str | None = None) -> ServeCommand:
     """Parse a serve command with `version`'s flag table (None: any release's); UsageError (one
     line) when no vLLM command can be found in it."""
-    return parse_tokens(split(text), version)
+    return replace(parse_tokens(split(text), version), pasted=serve_line.clean(text))
 
 
 def parse_tokens(tokens: list[str], version: str | None = None) -> ServeCommand:
     tokens = list(tokens)
     env: list[tuple[str, str | None]] = []
+    env_src: list[tuple[str, tuple[str, ...]]] = []
     while tokens and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=.*", tokens[0]):
-        name, _, value = tokens.pop(0).partition("=")
+        token = tokens.pop(0)
+        name, _, value = token.partition("=")
         env.append((name, value))
+        env_src.append((name, (token,)))
     if not tokens:
         raise UsageError("--cmd is empty")
     schema = cli_schema.for_version(version)
     if tokens[0].split("/")[-1] in ("docker", "podman") and len(tokens) > 1 and tokens[1] == "run":
-        return _parse_docker(tokens[2:], env, schema)
+        return _parse_docker(tokens[2:], env, schema, env_src)
     launch, rest = _split_launch(tokens)
     if launch is None:
         raise UsageError(
@@ -576,7 +543,7 @@ def parse_tokens(tokens: list[str], version: str | None = None) -> ServeCommand:
     launcher = "vllm-serve" if "serve" in launch else "api-server"
     if engines.other_launch(launch) is not None:
         launcher = engines.engine_of(launch)
-    return _command(launcher, launch, rest, env, schema)
+    return replace(_command(launcher, launch, rest, env, schema), env_src=tuple(env_src))
 
 
 def _command(
@@ -587,6 +554,7 @@ def _command(
     schema: Schema,
     **docker: Any,
 ) -> ServeCommand:
+    elided = bool(docker.pop("elided", False))
     model, args, extra, problems = split_args(rest, schema)
     config_args: list[Arg] = []
     config_file = next((a.value for a in args if a.flag == "--config" and a.value), None)
@@ -609,6 +577,7 @@ def _command(
         schema_note=schema.note,
         tokens=tuple(rest),
         config_args=tuple(config_args),
+        elided=elided or any(t in ELISIONS for t in rest),
         **docker,
     )
 
@@ -647,7 +616,14 @@ def reparse(cmd: ServeCommand, version: str | None) -> ServeCommand:
     if (schema.version == cmd.schema_version and schema.note == cmd.schema_note) or not cmd.tokens:
         return cmd
     fresh = _command(cmd.launcher, cmd.launch, list(cmd.tokens), list(cmd.env), schema)
-    return replace(fresh, docker_opts=cmd.docker_opts, image=cmd.image)
+    return replace(
+        fresh,
+        docker_opts=cmd.docker_opts,
+        image=cmd.image,
+        pasted=cmd.pasted,
+        env_src=cmd.env_src,
+        elided=cmd.elided or fresh.elided,
+    )
 
 
 def _split_launch(tokens: list[str]) -> tuple[tuple[str, ...] | None, list[str]]:
@@ -663,20 +639,24 @@ def _split_launch(tokens: list[str]) -> tuple[tuple[str, ...] | None, list[str]]
     return None, tokens
 
 
-def docker_image_index(tokens: Sequence[str]) -> int | None:
-    """Where the image is in the tokens after `docker run` (None: no image)."""
-    i = 0
-    while i < len(tokens) and tokens[i].startswith("-"):
-        if "=" not in tokens[i] and tokens[i] in _DOCKER_VALUE_OPTS:
-            i += 1
-        i += 1
-    return i if i < len(tokens) else None
+docker_image_index = docker_run.image_index
 
 
-def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]], schema: Schema) -> ServeCommand:
+def _parse_docker(
+    tokens: list[str],
+    env: list[tuple[str, str | None]],
+    schema: Schema,
+    env_src: list[tuple[str, tuple[str, ...]]],
+) -> ServeCommand:
     opts: list[Arg] = []
+    elided = False
     i = 0
-    while i < len(tokens) and tokens[i].startswith("-"):
+    while i < len(tokens) and (tokens[i].startswith("-") or tokens[i] in ELISIONS):
+        if tokens[i] in ELISIONS:  # `docker run ... IMAGE`: options left out, not the image
+            elided = True
+            i += 1
+            continue
+        first = i
         name, eq, written = tokens[i].partition("=")
         value: str | None = written
         if not eq and name in _DOCKER_VALUE_OPTS and i + 1 < len(tokens):
@@ -687,8 +667,9 @@ def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]], schema: 
         if name in ("-e", "--env"):
             k, sep, v = (value or "").partition("=")
             env.append((k, v if sep else None))
+            env_src.append((k, tuple(tokens[first : i + 1])))
         else:
-            opts.append(Arg(name, value, joined=bool(eq)))
+            opts.append(Arg(name, value, joined=bool(eq), src=tuple(tokens[first : i + 1])))
         i += 1
     if i >= len(tokens):
         raise UsageError("--cmd: docker run line has no image")
@@ -702,7 +683,10 @@ def _parse_docker(tokens: list[str], env: list[tuple[str, str | None]], schema: 
             launch, after = with_entry[1:], after_entry
     if launch is not None:
         rest = after
-    return _command("docker", launch or (), rest, env, schema, docker_opts=tuple(opts), image=image)
+    cmd = _command(
+        "docker", launch or (), rest, env, schema, docker_opts=tuple(opts), image=image, elided=elided
+    )
+    return replace(cmd, env_src=tuple(env_src))
 
 
 # NAME=value where NAME is a credential by credentials.py's list; key: value / key=value for a few

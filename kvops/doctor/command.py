@@ -82,6 +82,7 @@ def _run(args: argparse.Namespace) -> int:
     from kvops.doctor import catalog as catalog_mod
     from kvops.doctor import cmdline, logs, modelcfg, report
     from kvops.doctor.diagnose import diagnose, resolve_version
+    from kvops.doctor.inputs import Inputs
     from kvops.doctor.platform import probe
     from kvops.errors import UsageError
 
@@ -158,21 +159,21 @@ def _run(args: argparse.Namespace) -> int:
         from kvops.doctor.vllm_source import installed_root
 
         vllm_root = installed_root()
-    result = diagnose(
-        catalog,
+    inputs = Inputs(
         model=model,
         cmd=cmd,
         log=scan,
         version=version,
         version_source=source,
         platform=platform,
-        only=set(args.check) if args.check else None,
+        only=frozenset(args.check) if args.check else None,
         vllm_root=vllm_root,
         command_text=args.cmd or "",
         host_ram_bytes=host_ram,
         shm_bytes=shm,
         partial_command=from_log,
     )
+    result = diagnose(catalog, inputs)
     if cmd_note:
         result.notes.insert(0, cmd_note)
     if model_note:

@@ -8,16 +8,17 @@ scripts are both rendered from the same Finding objects.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
-from kvops.doctor import engines
+from kvops.doctor import as_written, engines
 from kvops.doctor.catalog import Catalog, Fix, Playbook
 from kvops.doctor.cmdline import ServeCommand, redact_text, reparse, secret_values
+from kvops.doctor.inputs import Inputs
 from kvops.doctor.logs import FACTS, LogScan, clip
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
-from kvops.doctor.rules import CONDITIONS, FIX_VALUES, Context, evaluate
+from kvops.doctor.rules import CONDITIONS, FIX_VALUES, Context, evaluate, version_tuple
+from kvops.errors import UsageError
 from kvops.termsafe import visible
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
@@ -37,6 +38,11 @@ class Finding:
     alternatives: tuple[Fix, ...] | None = None  # the playbook's, minus those already in place
     fix: Fix | None = None  # the playbook's fix with its {values} filled in
     unconfirmed: bool = False  # a generic message without its evidence: no fix is proposed
+    # what the fixed command / each alternative's command needs first ("upgrade to vLLM >= X")
+    fixed_needs: str | None = None
+    alternative_needs: list[str | None] = field(default_factory=list)
+    # the commands behind fixed_command / alternative_commands, judged before they are printed
+    fixed_cmds: dict[int, ServeCommand] = field(default_factory=dict, repr=False)  # -1: the fix
 
     def __post_init__(self) -> None:
         if self.unconfirmed:
@@ -55,6 +61,10 @@ class Finding:
         n = len(self.alternatives or ())
         return alts if len(alts) == n else [None] * n
 
+    def needs_for_alternatives(self) -> list[str | None]:
+        n = len(self.alternatives or ())
+        return self.alternative_needs if len(self.alternative_needs) == n else [None] * n
+
     def to_dict(self) -> dict[str, Any]:
         pb = self.playbook
         fix = self.fix or Fix()
@@ -70,10 +80,16 @@ class Finding:
             "fix": fix.to_dict(),
             "fix_confidence": fix.confidence if self.fix is not None else None,
             "alternatives": [
-                {**a.to_dict(with_confidence=True), "fixed_command": cmd}
-                for a, cmd in zip(self.alternatives or (), self.commands_for_alternatives(), strict=True)
+                {**a.to_dict(with_confidence=True), "fixed_command": cmd, "fixed_command_needs": needs}
+                for a, cmd, needs in zip(
+                    self.alternatives or (),
+                    self.commands_for_alternatives(),
+                    self.needs_for_alternatives(),
+                    strict=True,
+                )
             ],
             "fixed_command": self.fixed_command,
+            "fixed_command_needs": self.fixed_needs,
             "playbook": f"playbooks/{pb.path.name}",
         }
 
@@ -157,21 +173,18 @@ def _model_conditions(conditions: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in conditions.items() if k in CONDITIONS and CONDITIONS[k].needs == "model"}
 
 
-def diagnose(
-    catalog: Catalog,
-    model: ModelInfo | None = None,
-    cmd: ServeCommand | None = None,
-    log: LogScan | None = None,
-    version: str | None = None,
-    version_source: str = "unknown",
-    platform: Platform | None = None,
-    only: set[str] | None = None,
-    vllm_root: Path | None = None,
-    command_text: str = "",
-    host_ram_bytes: int | None = None,
-    shm_bytes: int | None = None,
-    partial_command: bool = False,  # rebuilt from a log: it may lack what vLLM did not print
-) -> Diagnosis:
+def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagnosis:
+    """Findings for `inputs`; `self_check` judges every fixed command before it is printed (off
+    for that judging itself)."""
+    model, cmd, log, version = inputs.model, inputs.cmd, inputs.log, inputs.version
+    version_source, platform, only, vllm_root = (
+        inputs.version_source,
+        inputs.platform,
+        inputs.only,
+        inputs.vllm_root,
+    )
+    command_text, host_ram_bytes, shm_bytes = inputs.command_text, inputs.host_ram_bytes, inputs.shm_bytes
+    partial_command = inputs.partial_command
     here = platform is not None
     cmd = reparse(cmd, version) if cmd is not None else None  # that release's flag table
     ctx = Context(model, cmd, version, version_source, platform, vllm_root, host_ram_bytes, shm_bytes)
@@ -227,6 +240,9 @@ def diagnose(
     if quote and not any(f.source == "log" for f in findings):  # a fatal error no playbook knows
         assert log is not None and unknown_book is not None
         findings.append(_unknown_failure(unknown_book, log, engine, version, version_source, secrets))
+    if self_check and cmd is not None:
+        for finding in findings:
+            _judge_fixes(finding, cmd, catalog, ctx)
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.id))
     notes = []
     if engine != engines.VLLM:
@@ -350,6 +366,8 @@ def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context, partial: b
         fix = _with_values(pb.fix, ctx, finding.notes)
         finding.fix = fix
         finding.fixed_command = _apply(cmd, fix)
+        if finding.fixed_command is not None:
+            finding.fixed_cmds[-1] = _fixed(cmd, fix)
         applicable = cmd.launcher == "docker" or fix.remove or fix.add or fix.env
         if finding.fixed_command is None and applicable and not partial:
             finding.notes.append("the command already carries this fix")
@@ -366,6 +384,8 @@ def _propose_fixes(finding: Finding, cmd: ServeCommand, ctx: Context, partial: b
             what = " ".join([*alt.add, *(f"{k}={v}" for k, v in alt.env.items())])
             finding.notes.append(f"not proposed again, already in the command: {what}")
             continue
+        if fixed is not None:
+            finding.fixed_cmds[len(kept)] = _fixed(cmd, alt)
         kept.append(alt)
         commands.append(fixed)
     finding.alternatives = tuple(kept)
@@ -387,10 +407,16 @@ def _with_values(fix: Fix, ctx: Context, notes: list[str]) -> Fix:
     return replace(fix, add=tuple(t.format(**values) if "{" in t else t for t in fix.add))
 
 
+def _fixed(cmd: ServeCommand, fix: Fix) -> ServeCommand:
+    return cmd.with_fix(fix.remove, fix.add, fix.env, fix.docker_add)
+
+
 def _apply(cmd: ServeCommand, fix: Fix) -> str | None:
     """The command with the fix applied; None when that changes nothing (nothing to paste)."""
     fixed = cmd.with_fix(fix.remove, fix.add, fix.env, fix.docker_add)
-    return None if _same(fixed, cmd) else fixed.render()
+    if _same(fixed, cmd):
+        return None
+    return as_written.render(cmd, fixed) or fixed.render()  # the user's text, only the serve part changed
 
 
 def _same(a: ServeCommand, b: ServeCommand) -> bool:
@@ -398,3 +424,112 @@ def _same(a: ServeCommand, b: ServeCommand) -> bool:
         return (sorted(c.env_dict().items()), sorted((x.flag, x.value) for x in c.args), c.docker_opts)
 
     return norm(a) == norm(b)
+
+
+# ---- a fixed command is judged by doctor itself before it is printed ---------------------------
+def _blocking(
+    fixed: ServeCommand, catalog: Catalog, ctx: Context, version: str | None
+) -> list[Finding] | None:
+    """The errors and warnings doctor gives the fixed command on `version` (None: it cannot be read).
+    Judged as a fresh paste of it: read again with that release's flag table, so a flag the release
+    lacks is seen."""
+    from kvops.doctor.cmdline import parse
+
+    try:
+        again = parse(fixed.render(), version)
+    except UsageError:
+        return None
+    judged = diagnose(
+        catalog,
+        Inputs(
+            model=ctx.model,
+            cmd=again,
+            version=version,
+            version_source=ctx.version_source,
+            vllm_root=ctx.vllm_root if version == ctx.version else None,
+            host_ram_bytes=ctx.host_ram_bytes,
+            shm_bytes=ctx.shm_bytes,
+        ),
+        self_check=False,
+    )
+    return [f for f in judged.findings if f.severity in ("error", "warning")]
+
+
+def _upgrade_to(findings: list[Finding], fixed: ServeCommand, version: str | None) -> str | None:
+    """A release that may clear every finding: past each playbook's `vllm_version: <X` bound, and
+    one whose flag table has every flag the command uses (the caller judges it there to be sure)."""
+    from kvops.doctor import cli_schema
+    from kvops.doctor.cmdline import parse
+
+    bounds = []
+    for f in findings:
+        conditions = f.playbook.conditions
+        spec = str(conditions.get("vllm_version") or conditions.get("vllm_version_known") or "")
+        bounds += [
+            c.strip()[1:].strip() for c in spec.split(",") if c.strip().startswith("<") and "=" not in c
+        ]
+    try:
+        unknown = parse(fixed.render(), version).unknown_flags
+    except UsageError:
+        return None
+    for flag in unknown:
+        where = cli_schema.releases_with(flag)
+        if not where:
+            return None  # a flag no release has: no upgrade helps
+        bounds.append(where[0])
+    if not bounds:
+        return None
+    best = max(bounds, key=lambda v: version_tuple(v) or (0, 0, 0))
+    newer = (version_tuple(best) or (0, 0, 0)) > (version_tuple(version or "0.0") or (0, 0, 0))
+    return best if newer else None
+
+
+def _judge_fixes(finding: Finding, cmd: ServeCommand, catalog: Catalog, ctx: Context) -> None:
+    """Print a fixed command only when doctor, judging it with the same release, raises no error or
+    warning; else what it needs first (a newer release), else no command at all (said in a note)."""
+    alt_cmds = finding.commands_for_alternatives()
+    finding.alternative_needs = [None] * len(alt_cmds)
+    for slot, fixed in sorted(finding.fixed_cmds.items()):
+        blocking = _blocking(fixed, catalog, ctx, ctx.version)
+        if blocking == []:
+            continue
+        needs = None
+        if blocking:
+            # the other findings' own fixes, applied too: one paste that clears them all
+            combined = fixed
+            for other in blocking:
+                if other.playbook.fix is not None and not other.playbook.fix.is_empty():
+                    combined = _fixed(combined, other.playbook.fix)
+            fix = finding.fix if slot == -1 else (finding.alternatives or ())[slot]
+            undone = fix is not None and any(not combined.has(t.partition("=")[0]) for t in fix.add)
+            if combined is not fixed and not undone and _blocking(combined, catalog, ctx, ctx.version) == []:
+                text = as_written.render(cmd, combined) or combined.render()
+                shown = ", ".join(sorted({b.id for b in blocking}))
+                finding.notes.append(f"the fixed command also applies the fix of {shown}")
+                _set(finding, slot, text, None)
+                continue
+            upgrade = _upgrade_to(blocking, fixed, ctx.version)
+            if upgrade and _blocking(fixed, catalog, ctx, upgrade) == []:
+                needs = f"upgrade to vLLM >= {upgrade}"
+        if needs is not None:
+            _set(finding, slot, _current(finding, slot), needs)
+            continue
+        what = "it cannot be read back" if blocking is None else ", ".join(sorted({b.id for b in blocking}))
+        where = f"vLLM {ctx.version}" if ctx.version else "this release"
+        label = "fixed command" if slot == -1 else f"alternative {slot + 1}'s command"
+        finding.notes.append(f"no {label} printed: doctor would still report {what} for it on {where}")
+        _set(finding, slot, None, None)
+
+
+def _current(finding: Finding, slot: int) -> str | None:
+    return finding.fixed_command if slot == -1 else finding.commands_for_alternatives()[slot]
+
+
+def _set(finding: Finding, slot: int, text: str | None, needs: str | None) -> None:
+    if slot == -1:
+        finding.fixed_command, finding.fixed_needs = text, needs
+        return
+    commands = finding.commands_for_alternatives()
+    commands[slot] = text
+    finding.alternative_commands = commands
+    finding.alternative_needs[slot] = needs

@@ -92,15 +92,19 @@ def _finding_text(f: Finding) -> list[str]:
     if f.fix is not None:
         lines.append(f"  fix [{f.fix.confidence}]: {_describe_fix(f.fix)}")
     if f.fixed_command:
-        lines.append("  fixed command:")
-        lines.append(f"    {f.fixed_command}")
+        lines.append(f"  fixed command ({f.fixed_needs}, then):" if f.fixed_needs else "  fixed command:")
+        lines += [f"    {line}" for line in f.fixed_command.split("\n")]  # the user's lines, indented
     alternatives = f.alternatives or ()
     if alternatives:
         lines.append("  alternatives (weakest last):")
-        for alt, cmd in zip(alternatives, f.alternative_commands or [None] * len(alternatives), strict=False):
+        for alt, cmd, needs in zip(
+            alternatives, f.commands_for_alternatives(), f.needs_for_alternatives(), strict=False
+        ):
             lines.append(f"    - [{alt.confidence}] {_describe_fix(alt)}")
+            if cmd and needs:
+                lines.append(f"        ({needs}, then:)")
             if cmd:
-                lines.append(f"        {cmd}")
+                lines += [f"        {line}" for line in cmd.split("\n")]
     lines.append(f"  playbook: playbooks/{pb.path.name}  (confidence: {pb.confidence})")
     return lines
 

@@ -29,14 +29,12 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from kvops.doctor.cli_checks import check_serve_flags, check_serve_flags_unverified
 from kvops.doctor.cmdline import ServeCommand
-from kvops.doctor.modelcfg import ModelInfo
-from kvops.doctor.platform import Platform
+from kvops.doctor.judgement import Context, Verdict
 from kvops.termsafe import visible
 from kvops.units import GIB, docker_size
 
@@ -44,34 +42,6 @@ DOCKER_DEFAULT_SHM = 64 << 20  # docker's default /dev/shm
 MEASURED_FOOTPRINT_FACTOR = 1.92  # vllm#53042
 _ON = {"1", "true", "yes", "on"}
 _OFF = {"0", "false", "no", "off"}
-
-
-@dataclass
-class Context:
-    model: ModelInfo | None = None
-    cmd: ServeCommand | None = None
-    version: str | None = None
-    version_source: str = "unknown"
-    platform: Platform | None = None  # set only when doctor may judge this machine
-    vllm_root: Path | None = None  # installed vllm's source, when it is the vLLM being judged
-    host_ram_bytes: int | None = None  # --host-ram: the serving host's memory, given by the user
-    shm_bytes: int | None = None  # --shm: the serving host's /dev/shm, given by the user (or a df line)
-    shm_source: str = "--shm"
-    # words in the report/log (logs.FACTS names -> (line no, line)): what the user says they want
-    log_facts: dict[str, tuple[int, str]] = field(default_factory=dict)
-
-
-@dataclass
-class Verdict:
-    holds: bool | None  # None: could not tell
-    applies: bool = True  # False: an input the rule needs was not given
-    evidence: list[str] = field(default_factory=list)
-    unknown: list[str] = field(default_factory=list)
-    hard: bool = False  # an unknown other than version/platform: not worth a finding on its own
-    # every premise but one holds and that one is plausible but unproven (Docker's /dev/shm default
-    # when the options may be elided; weights that may need --cpu-offload-gb): an `info` finding
-    # that names, in `unknown`, what would confirm it
-    tentative: bool = False
 
 
 def version_tuple(text: str) -> tuple[int, int, int] | None:

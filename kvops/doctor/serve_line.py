@@ -9,11 +9,10 @@ The result is the token list of ONE command (env assignments first), as a shell 
 from __future__ import annotations
 
 import re
-import shlex
 from collections.abc import Iterator
 from typing import Any
 
-from kvops.doctor import engines
+from kvops.doctor import docker_run, engines, shell_words
 from kvops.errors import UsageError
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -30,16 +29,27 @@ _REDIRECTS = {">", ">>", "<", ">&", "&>", "&>>", ">|", "<<", "<<<", "<&", "<>"}
 
 
 def clean(text: str) -> str:
-    """Colours, CRLF, prompts, Markdown code fences / inline-code backticks and `\\`
-    continuations removed (a trailing one too: a paste cut after it); lines kept."""
+    """Colours, CRLF, prompts, Markdown code fences / inline-code backticks and a trailing `\\`
+    removed (a paste cut after it); lines and `\\` continuations kept (shell_words reads them, and
+    a fixed command gives them back as written)."""
     text = _ANSI.sub("", text).replace("\r\n", "\n").replace("\r", "\n")
     text = _FENCE.sub("", text)
     stripped = text.strip()
     if len(stripped) > 1 and stripped[0] == stripped[-1] == "`" and stripped.count("`") == 2:
         text = stripped[1:-1]
-    text = re.sub(r"\\[ \t]*(?:\n|$)", " ", text)
-    lines = (_QUOTE.sub("", line, count=1) for line in text.split("\n"))
-    return "\n".join(_PROMPT.sub("", line, count=1) for line in lines)
+    text = re.sub(r"\\[ \t]+(?=\n)", "\\\\", text)  # `\ ` at a line's end: a continuation all the same
+    text = re.sub(r"\\[ \t]*$", "", text)  # a paste cut after its last `\`
+    out: list[str] = []
+    quoted = False  # the command's first line had "> " quote markers: its continuations have too
+    for line in text.split("\n"):
+        continued = bool(out) and out[-1].endswith("\\")
+        if continued and not quoted:  # `\` then `  > out.log`: a redirection, not a quote marker
+            out.append(line)
+            continue
+        unquoted = _QUOTE.sub("", line, count=1)
+        quoted = unquoted != line if not continued else quoted
+        out.append(unquoted if continued else _PROMPT.sub("", unquoted, count=1))
+    return "\n".join(out)
 
 
 def is_launch(tokens: list[str]) -> bool:
@@ -59,7 +69,8 @@ def extract(text: str) -> list[str]:
     if _looks_like_yaml(cleaned):
         found = _from_yaml(cleaned)
         if found is not None:
-            return found
+            # words split out of a YAML value know their place in that value, not in the text
+            return [str(t) for t in found]
     found = _from_shell(cleaned, depth=0)
     if found is not None:
         return found
@@ -70,67 +81,14 @@ def extract(text: str) -> list[str]:
     )
 
 
-_OP_CHARS = set(";&|()<>")
-
-
 def _split(text: str) -> list[str]:
-    """Shell words; unquoted operators and redirections come back as their own tokens (`&&`,
-    `2>&1` -> "2", ">&", "1") so a quoted ';' stays a word."""
-    out: list[str] = []
-    quote: str | None = None
-    i = 0
-    while i < len(text):
-        ch = text[i]
-        if quote is None and ch == "\\" and i + 1 < len(text):
-            out.append(text[i : i + 2])
-            i += 2
-            continue
-        if quote is None and ch in _OP_CHARS:
-            j = i
-            while j < len(text) and text[j] in _OP_CHARS:
-                j += 1
-            out.append(f" {_OP}{text[i:j]}{_OP} ")
-            i = j
-            continue
-        if quote is None and ch in "'\"":
-            quote = ch
-        elif quote is not None and ch == quote:
-            quote = None
-        elif quote == '"' and ch == "\\" and i + 1 < len(text):
-            out.append(text[i : i + 2])
-            i += 2
-            continue
-        out.append(ch)
-        i += 1
-    try:
-        words = shlex.split("".join(out), comments=True)
-    except ValueError as exc:
-        raise UsageError(f"cannot split --cmd as a shell line: {exc}") from None
-    tokens: list[str] = []
-    for word in words:
-        if word.startswith(_OP) and word.endswith(_OP) and len(word) > 2:
-            tokens += _operators(word[1:-1])
-        else:
-            tokens.append(word)
-    return tokens
-
-
-_OP = "\x00"  # marks an operator the scanner found outside quotes
+    """Shell words (shell_words.Word: each knows where it is written); unquoted operators come
+    back as Op so that a quoted ';' stays a word."""
+    return [Op(w) if w.op else w for w in shell_words.split(text)]
 
 
 class Op(str):
     """A shell operator found outside quotes (a quoted ';' is a plain str)."""
-
-
-def _operators(run: str) -> list[str]:
-    """Split a run like `&&` or `>&` or `;(` into the shell's operators (longest first)."""
-    known = sorted(_OPERATORS | _REDIRECTS, key=len, reverse=True)
-    out: list[str] = []
-    while run:
-        op = next((k for k in known if run.startswith(k)), run[0])
-        out.append(Op(op))
-        run = run[len(op) :]
-    return out
 
 
 def _segments(tokens: list[str]) -> Iterator[list[str]]:
@@ -141,10 +99,7 @@ def _segments(tokens: list[str]) -> Iterator[list[str]]:
         if skip:
             skip = False
             continue
-        if isinstance(tok, Op) and tok in _REDIRECTS:
-            # `2>&1`: the fd number was split off as its own word (a value after an option stays)
-            if seg and seg[-1] in ("0", "1", "2") and not (len(seg) > 1 and seg[-2].startswith("-")):
-                seg.pop()
+        if isinstance(tok, Op) and tok in _REDIRECTS:  # (shell_words drops the `2` of `2>&1`)
             skip = True
             continue
         if isinstance(tok, Op):
@@ -162,15 +117,7 @@ def _from_shell(text: str, depth: int) -> list[str] | None:
     if depth > 4:
         return None
     exported: list[str] = []
-    lines: list[str] = []
-    for ln in (ln for ln in text.split("\n") if ln.strip()):
-        if lines and ln.lstrip().startswith("-"):  # a paste that lost its `\`: options continue
-            lines[-1] += " " + ln
-        else:
-            lines.append(ln)
-    tokens: list[str] = []
-    for line in lines:  # a newline separates commands as `;` does
-        tokens += [*_split(line), Op(";")]
+    tokens = _split(text)
     for seg in _segments(tokens):
         env: list[str] = []
         while seg:
@@ -197,13 +144,31 @@ def _from_shell(text: str, depth: int) -> list[str] | None:
             continue
         if _SHELLS.match(seg[0]) and _has_c(seg[1:3]):
             script = next((t for t in seg[1:] if not t.startswith("-")), None)
-            inner = _from_shell(script, depth + 1) if script else None
+            inner = _rebased(_from_shell(script, depth + 1), script, text) if script else None
             if inner is not None:
                 return [*exported, *env, *inner]
             continue
         if is_launch(seg):
-            return [*exported, *env, *_docker_inner(seg, depth)]
+            return [*exported, *env, *_docker_inner(seg, depth, text)]
     return None
+
+
+def _rebased(inner: list[str] | None, script: str, text: str) -> list[str] | None:
+    """Words of a `bash -c SCRIPT` script placed in the outer text: when SCRIPT is written as
+    one plain quoted string (its text between the quotes is its value), each inner word is at
+    the script's start + 1 + its own offset; otherwise the inner words carry no place."""
+    if inner is None:
+        return None
+    start = getattr(script, "start", None)
+    end = getattr(script, "end", None)
+    simple = start is not None and text[start:end] in (f"'{script}'", f'"{script}"')
+    out: list[str] = []
+    for t in inner:
+        if simple and start is not None and isinstance(t, shell_words.Word):
+            out.append(shell_words.Word(str(t), t.start + start + 1, t.end + start + 1))
+        else:
+            out.append(str(t))
+    return out
 
 
 def _has_c(options: list[str]) -> bool:
@@ -211,14 +176,12 @@ def _has_c(options: list[str]) -> bool:
     return any(o.startswith("-") and not o.startswith("--") and "c" in o for o in options)
 
 
-def _docker_inner(seg: list[str], depth: int) -> list[str]:
+def _docker_inner(seg: list[str], depth: int, text: str) -> list[str]:
     """docker run ... IMAGE bash -c "vllm serve ..." (or --entrypoint bash IMAGE -c "..."): keep
     the docker part, unwrap the shell."""
     if seg[0].split("/")[-1] not in ("docker", "podman"):
         return seg
-    from kvops.doctor.cmdline import docker_image_index
-
-    at = docker_image_index(seg[2:])
+    at = docker_run.image_index(seg[2:])
     if at is None:
         return seg
     image = at + 2
@@ -240,7 +203,7 @@ def _docker_inner(seg: list[str], depth: int) -> list[str]:
         head = [head[i] for i in keep]
     elif rest and _SHELLS.match(rest[0]) and len(rest) >= 3 and _has_c(rest[1:2]):
         script = rest[2]
-    inner = _from_shell(script, depth + 1) if script else None
+    inner = _rebased(_from_shell(script, depth + 1), script, text) if script else None
     if inner is None:
         return seg
     env = [t for t in inner if _ENV_ASSIGN.fullmatch(t)]  # set inside the container: docker -e
@@ -302,7 +265,9 @@ def _as_tokens(value: Any) -> list[str]:
         return []
     if isinstance(value, list):
         return [str(v) for v in value]
-    return _split(str(value))
+    # compose splits a string command as shlex does, without a shell: a `>` block's newlines
+    # are blanks and `&&` is a word (a `bash -c` script is read as a shell by _from_tokens)
+    return [str(w) for w in shell_words.split(str(value), newline_ends_command=False)]
 
 
 def _env_pairs(env: Any) -> list[tuple[str, str]]:

@@ -496,6 +496,8 @@ def _read_matches(
     types, errors = result.types, result.errors
     counted_to, line_no = 0, 0  # line numbers counted incrementally: matches come in order
     check_at = _CHECK_EVERY if clock is not None else -1
+    if clock is not None:
+        clock.start = time.monotonic()  # the pace of the lines alone: the pattern is compiled
 
     def number(start: int) -> int:
         nonlocal counted_to, line_no

@@ -85,12 +85,11 @@ class TargetScraper:
             else:
                 limit = self.options.max_samples
                 # The work after the parse is estimated from the parse's own pace (the
-                # machine's speed now): a page that cannot be served in time is not read.
+                # machine's speed now), every few thousand lines: a page that cannot be served
+                # in time is not read. A page shorter than that is not looked at: its fixed
+                # costs (a regular expression compiled once) would make the estimate wrong.
                 result = parse(outcome, self.wanted, max_samples=limit, deadline=deadline,
                                work_after=self.work_after_parse)  # fmt: skip
-                parsed = time.monotonic()
-                if deadline is not None and not (result.out_of_time or result.over_limit):
-                    result.out_of_time = parsed + self.work_after_parse * (parsed - start) > deadline
                 complete = not result.over_limit and not result.out_of_time
                 self.refetch_whole = self._filter.after(self._fetching, result if complete else None,
                                                         len(outcome))  # fmt: skip

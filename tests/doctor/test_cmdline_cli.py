@@ -65,19 +65,19 @@ def test_a_serve_line_inside_bash_c_gets_a_fixed_command(kvops) -> None:
     )
     code, out, _ = kvops("doctor", "--cmd", cmd, "--log", log, "--json")
     f = findings(out)["mla-indexer-keyerror"]
-    assert (
-        code == 1
-        and f["fixed_command"]
-        and f["fixed_command"].startswith("vllm serve deepseek-ai/DeepSeek-V3.2")
+    # the wrapper comes back as written: only the serve segment inside the script changes
+    assert code == 1 and f["fixed_command"] == (
+        'bash -c "pip install -U vllm && vllm serve deepseek-ai/DeepSeek-V3.2 -tp 8 '
+        '--max-num-batched-tokens 8192 --kv-cache-dtype=fp8"'
     )
-    assert "--max-num-batched-tokens 8192" in f["fixed_command"]  # not a secret
 
 
-def test_without_the_release_a_flag_problem_is_a_warning_but_bad_json_stays_an_error(kvops) -> None:
+def test_without_the_release_a_flag_problem_is_info_but_bad_json_stays_an_error(kvops) -> None:
+    # another release's table is no evidence about this one (issue 29: evidence before severity)
     cmd = "vllm serve m --future-flag 1 --enforce-eager True"
     code, out, _ = kvops("doctor", "--cmd", cmd, "--vllm-version", "0.9.2", "--json")  # no table for 0.9
     f = findings(out)["vllm-serve-flags-unverified"]
-    assert code == 0 and f["severity"] == "warning" and "vllm-serve-flags-invalid" not in findings(out)
+    assert code == 0 and f["severity"] == "info" and "vllm-serve-flags-invalid" not in findings(out)
     assert f["evidence"][-1] == (
         "flags read with the parser of vLLM 0.10.0"
         " (kvops has no flag list for vLLM 0.9.2: read with vLLM 0.10.0's)"

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from kvops.doctor import catalog, diagnose, platform
+from kvops.doctor.inputs import Inputs
 
 from .conftest import LOGS, MODELS
 
@@ -227,13 +228,13 @@ def test_repro_uses_the_users_command_and_its_fix(kvops) -> None:
 def test_platform_findings_only_with_here() -> None:
     cat = catalog.load()
     old = platform.Platform(kernel="4.18.0-553.el8", memlock_bytes=64 * 1024, shm_free_bytes=1 << 30)
-    cmd_findings = diagnose.diagnose(cat, platform=None)
+    cmd_findings = diagnose.diagnose(cat, Inputs(platform=None))
     assert cmd_findings.findings == []
-    here = diagnose.diagnose(cat, platform=old)
+    here = diagnose.diagnose(cat, Inputs(platform=old))
     ids = {f.id for f in here.findings}
     assert {"vllm-offload-madv-populate-einval", "vllm-offload-host-register-failed"} <= ids
     new = platform.Platform(kernel="6.8.0", memlock_bytes=-1)
-    assert diagnose.diagnose(cat, platform=new).findings == []
+    assert diagnose.diagnose(cat, Inputs(platform=new)).findings == []
 
 
 def test_probe_reads_a_fixture_tree(tmp_path) -> None:

@@ -17,6 +17,7 @@ import pytest
 
 from kvops.doctor import catalog, rules
 from kvops.doctor.diagnose import diagnose
+from kvops.doctor.inputs import Inputs
 from kvops.doctor.logs import scan
 
 from .conftest import MODELS
@@ -227,7 +228,7 @@ def test_a_new_rule_is_one_registry_entry_and_one_playbook(tmp_path, monkeypatch
     assert cat.problems == ()
     from kvops.doctor import cmdline
 
-    got = diagnose(cat, cmd=cmdline.parse("vllm serve m --max-num-seqs 1024"))
+    got = diagnose(cat, Inputs(cmd=cmdline.parse("vllm serve m --max-num-seqs 1024")))
     assert [(f.id, f.severity, f.evidence) for f in got.findings] == [
         ("too-many-seqs", "warning", ["--max-num-seqs 1024"])
     ]

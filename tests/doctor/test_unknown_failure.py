@@ -92,11 +92,14 @@ def test_rust_panics_and_sglang_schedulers_count_as_fatal(kvops, tmp_path) -> No
     assert "search terms: SGLang AttributeError object has no attribute" in ev
 
 
-@pytest.mark.parametrize("path", sorted(REAL.glob("*.json")), ids=lambda p: p.stem)
+def _negatives() -> list[Path]:
+    """The real reports whose cause the catalog does not know (the others are judged elsewhere)."""
+    return [p for p in sorted(REAL.glob("*.json")) if json.loads(p.read_text())["expected"] == "none"]
+
+
+@pytest.mark.parametrize("path", _negatives(), ids=lambda p: p.stem)
 def test_every_real_report_with_a_traceback_and_no_known_cause_is_quoted(kvops, path: Path) -> None:
     meta = json.loads(path.read_text())
-    if meta["expected"] != "none":
-        pytest.skip("a catalogued cause")
     books = catalog.load().failures
     scan = logs.scan_file(str(REAL / f"{meta['id']}.txt"), books)
     argv = ["doctor", "--log", str(REAL / f"{meta['id']}.txt"), "--json"]

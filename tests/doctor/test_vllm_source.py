@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvops.doctor import catalog, cmdline, diagnose, modelcfg, vllm_source
+from kvops.doctor.inputs import Inputs
 
 from .conftest import MODELS
 
@@ -52,20 +53,24 @@ def test_installed_source_overrides_an_in_range_version(tmp_path) -> None:
     rel = vllm_source.OFFLOADING_FILES[1]
     fixed_build = diagnose.diagnose(
         cat,
-        model,
-        cmd,
-        version="0.17.0",
-        version_source="installed vllm",
-        vllm_root=tree(tmp_path / "f", rel, FIXED),
+        Inputs(
+            model,
+            cmd,
+            version="0.17.0",
+            version_source="installed vllm",
+            vllm_root=tree(tmp_path / "f", rel, FIXED),
+        ),
     )
     assert "mla-indexer-keyerror" not in {f.id for f in fixed_build.findings}
     affected = diagnose.diagnose(
         cat,
-        model,
-        cmd,
-        version="0.17.0",
-        version_source="installed vllm",
-        vllm_root=tree(tmp_path / "a", rel, AFFECTED),
+        Inputs(
+            model,
+            cmd,
+            version="0.17.0",
+            version_source="installed vllm",
+            vllm_root=tree(tmp_path / "a", rel, AFFECTED),
+        ),
     )
     f = next(f for f in affected.findings if f.id == "mla-indexer-keyerror")
     assert f.severity == "error" and any("looks layers up by Attention" in e for e in f.evidence)
