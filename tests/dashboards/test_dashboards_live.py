@@ -33,6 +33,15 @@ NOT_FROM_THE_SIM = {
     ("Blocks moved between tiers (KVBM)", "A"),
     ("Tier fill", "A"),  # SGLang host pool
     ("Tier fill", "B"),  # TensorRT-LLM host pool
+    # vLLM multi-tier (TieringOffloadingSpec) and SimpleCPUOffloadConnector: the simulator serves
+    # CPU offloading only; tests/sources/test_vllm_offload_paths.py checks their data
+    ("Chunk hit rate per tier", "A"),
+    ("Tier bandwidth while transferring", "A"),
+    ("Tier bandwidth while transferring", "B"),
+    ("Tier job failures and jobs in flight", "A"),
+    ("Tier job failures and jobs in flight", "B"),
+    ("Tier job failures and jobs in flight", "C"),
+    ("SimpleCPU offload: store decisions by outcome", "A"),
 }
 
 

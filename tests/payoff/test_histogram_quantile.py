@@ -1,7 +1,8 @@
 """TTFT and queue-time quantiles over an interval equal real Prometheus's histogram_quantile().
 
 Prometheus itself is the reference: promtool evaluates `histogram_quantile(q, b - b offset 1m)`
-over the bucket series of two pages (read with prometheus_client's parser, not kvops's), and the
+over the bucket series of two pages (read with prometheus_client's parser, not kvops's): pages
+vLLM 0.33's metrics code wrote, and pages a real vLLM 0.32.0 server served, and the
 expected value it checks is what `kvops top --once --json --replay` printed for the same pages.
 """
 
@@ -21,10 +22,12 @@ from kvops.rates import quantile
 from kvops.snapshot import Histogram
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-PAIRS = [
-    FIXTURES / "vllm/0.33.0/offload-t1.prom",
-    FIXTURES / "vllm/0.33.0/offload-t2.prom",
-]
+REAL = FIXTURES / "vllm-real" / "0.32.0"  # pages a real vLLM 0.32.0 server served (its README)
+PAIR_SETS = {
+    "0.33 metrics code": [FIXTURES / "vllm/0.33.0/offload-t1.prom", FIXTURES / "vllm/0.33.0/offload-t2.prom"],
+    "real 0.32.0 offload": [REAL / "offload-mid.prom", REAL / "offload-after.prom"],
+    "real 0.32.0 plain": [REAL / "plain-mid.prom", REAL / "plain-after.prom"],
+}
 FAMILIES = {"ttft": "vllm:time_to_first_token_seconds", "queue_time": "vllm:request_queue_time_seconds"}
 
 
@@ -73,9 +76,13 @@ def _promtool_check(
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_kvops_top_json_quantiles_equal_promtool_histogram_quantile(promtool: str, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pair", PAIR_SETS, ids=list(PAIR_SETS))
+def test_kvops_top_json_quantiles_equal_promtool_histogram_quantile(
+    promtool: str, tmp_path: Path, pair: str
+) -> None:
+    pages = PAIR_SETS[pair]
     out = subprocess.run(
-        ["kvops", "top", "--once", "--json", "--replay", *map(str, PAIRS)],
+        ["kvops", "top", "--once", "--json", "--replay", *map(str, pages)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -85,7 +92,7 @@ def test_kvops_top_json_quantiles_equal_promtool_histogram_quantile(promtool: st
     series: dict[str, list[float]] = {}
     exprs: list[tuple[str, float]] = []
     for key, family in FAMILIES.items():
-        before, after = _buckets(PAIRS[0], family), _buckets(PAIRS[1], family)
+        before, after = _buckets(pages[0], family), _buckets(pages[1], family)
         assert after, family
         name = family.replace(":", "_")  # promtool series names: a colon is fine, kept readable
         for le, value in after.items():

@@ -87,3 +87,21 @@ def test_simple_cpu_offload_blocks_and_pool_full_drops_equal_what_vllm_was_fed(c
     assert host["capacity_blocks"] == float(info["capacity_blocks"])
     assert row["pool_full_drop_ratio"] == pytest.approx(outcomes["dropped_cpu_full"] / sum(outcomes.values()))
     assert host["store_bytes"] is None and host["load_bytes"] is None  # blocks, never invented bytes
+
+
+def test_a_real_vllm_0_32_fs_tier_page_reads_onto_the_disk_tier() -> None:
+    """A page a real vLLM 0.32.0 served with a filesystem secondary tier (tests/fixtures/vllm-real)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from kvops.engines.registry import WANTED, normalise
+    from kvops.exposition.parser import parse
+
+    page = FIXTURES / "vllm-real" / "0.32.0" / "fs-tier-after.prom"
+    [engine] = normalise(parse(page.read_text(), WANTED), "http://h:8000").engines
+    for fam in text_string_to_metric_families(page.read_text()):
+        for s in fam.samples:
+            if s.name == "vllm:kv_offload_tiering_read_bytes_total":
+                assert engine.tier_read_bytes[tier_of(s.labels["tier"])] == s.value
+            if s.name == "vllm:kv_offload_tiering_chunk_queries_total":
+                assert engine.tier_chunk_queries[tier_of(s.labels["tier"])] == s.value
+    assert engine.tier_read_bytes["disk"] > 0
