@@ -372,98 +372,97 @@ def split_args(
     problems: list[CliProblem] = []
     release = schema.shown_version()
     i = 0
-    started: tuple[int, int] | None = None  # (token index, number of args) where this flag began
-    while True:
-        if started is not None and len(args) > started[1]:
-            args[-1] = replace(args[-1], src=tuple(tokens[started[0] : i]))
-        if i >= len(tokens):
-            break
-        started = (i, len(args))
+    while i < len(tokens):
         tok = tokens[i]
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
         if tok in ELISIONS:  # `...` in a paste: something left out, not an argument
             i += 1
-            continue
-        if tok == "--":  # argparse: everything after is positional
+        elif tok == "--":  # argparse: everything after is positional
             extra += tokens[i + 1 :]
             break
-        if not is_option(tok):
+        elif not is_option(tok):
             if model is None:
                 model = tok
             else:
                 extra.append(tok)
                 problems.append(CliProblem("stray-value", tok, f"{tok!r} is not the value of any flag"))
             i += 1
-            continue
-        level = _o_level(tok, nxt, schema)
-        if level is not None:
-            args.append(Arg(level[0], level[1]))
-            i += level[2]
-            continue
-        name, eq, inline = tok.partition("=")
-        flag = canonical_flag(name, schema)
-        base = flag.partition(".")[0]
-        spec = schema.lookup(base)
-        if "." in flag and base.startswith("--"):  # dotted key: always one value (vLLM takes the next)
-            if spec is None:
-                problems.append(_unknown(base, release, schema))
-            elif spec.value_type != "json":
-                problems.append(CliProblem("not-json", base, f"{base} does not take dotted keys"))
-            if eq:
-                args.append(Arg(flag, inline, joined=True))
-            elif nxt is not None:
-                args.append(Arg(flag, nxt))
-                i += 1
-            else:
-                args.append(Arg(flag, None))
-                problems.append(CliProblem("missing-value", flag, f"{flag} expects a value"))
-            i += 1
-            continue
-        if spec is None:
-            problems.append(_unknown(flag, release, schema))
-            if eq:
-                args.append(Arg(flag, inline, joined=True))
-            elif nxt is not None and not is_option(nxt):
-                args.append(Arg(flag, nxt))  # unknown: a following non-option is its value
-                i += 1
-            else:
-                args.append(Arg(flag, None))
-            i += 1
-            continue
-        if not spec.takes_value:
-            if eq:
-                args.append(Arg(flag, inline, joined=True))
-                problems.append(_bool_value(flag, inline))
-            elif nxt is not None and nxt.lower() in ("true", "false"):
-                args.append(Arg(flag, nxt))  # vLLM: "unrecognized arguments: True"
-                problems.append(_bool_value(flag, nxt))
-                i += 1
-            else:
-                args.append(Arg(flag, None))
-            i += 1
-            continue
-        if eq:
-            args.append(Arg(flag, inline, joined=True))
-            i += 1
-        elif spec.multi:
-            j = i + 1
-            while j < len(tokens) and not is_option(tokens[j]) and tokens[j] not in ("--", *ELISIONS):
-                j += 1
-            values = list(tokens[i + 1 : j])
-            if not values and spec.nargs != "*":
-                problems.append(CliProblem("missing-value", flag, f"{flag} expects at least one value"))
-            args.append(Arg(flag, values[0] if values else None, more=tuple(values[1:])))
-            i = j
-        elif nxt is not None and not is_option(nxt):
-            args.append(Arg(flag, nxt))
-            i += 2
         else:
-            args.append(Arg(flag, None))
-            if not spec.optional_value:
-                problems.append(CliProblem("missing-value", flag, f"{flag} expects a value"))
-            i += 1
-        problems += _value_problems(spec, flag, args[-1])
+            arg, end, found = _read_option(tokens, i, schema, release)
+            args.append(replace(arg, src=tuple(tokens[i:end])))
+            problems += found
+            i = end
     return model, args, extra, problems
+
+
+def _read_option(
+    tokens: Sequence[str], i: int, schema: Schema, release: str
+) -> tuple[Arg, int, list[CliProblem]]:
+    """The option at tokens[i] with its value as the release's argparse reads it, the index after
+    them, and what that release objects to."""
+    tok = tokens[i]
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    level = _o_level(tok, nxt, schema)
+    if level is not None:
+        return Arg(level[0], level[1]), i + level[2], []
+    name, eq, inline = tok.partition("=")
+    flag = canonical_flag(name, schema)
+    base = flag.partition(".")[0]
+    spec = schema.lookup(base)
+    if "." in flag and base.startswith("--"):  # dotted key: always one value (vLLM takes the next)
+        problems = []
+        if spec is None:
+            problems.append(_unknown(base, release, schema))
+        elif spec.value_type != "json":
+            problems.append(CliProblem("not-json", base, f"{base} does not take dotted keys"))
+        if eq:
+            return Arg(flag, inline, joined=True), i + 1, problems
+        if nxt is not None:
+            return Arg(flag, nxt), i + 2, problems
+        return (
+            Arg(flag, None),
+            i + 1,
+            [*problems, CliProblem("missing-value", flag, f"{flag} expects a value")],
+        )
+    if spec is None:
+        problems = [_unknown(flag, release, schema)]
+        if eq:
+            return Arg(flag, inline, joined=True), i + 1, problems
+        if nxt is not None and not is_option(nxt):
+            return Arg(flag, nxt), i + 2, problems  # unknown: a following non-option is its value
+        return Arg(flag, None), i + 1, problems
+    if not spec.takes_value:
+        if eq:
+            return Arg(flag, inline, joined=True), i + 1, [_bool_value(flag, inline)]
+        if nxt is not None and nxt.lower() in ("true", "false"):
+            return Arg(flag, nxt), i + 2, [_bool_value(flag, nxt)]  # vLLM: "unrecognized arguments: True"
+        return Arg(flag, None), i + 1, []
+    if eq:
+        arg, end, problems = Arg(flag, inline, joined=True), i + 1, []
+    else:
+        arg, end, problems = _separate_value(tokens, i, flag, spec)
+    return arg, end, problems + _value_problems(spec, flag, arg)
+
+
+def _separate_value(
+    tokens: Sequence[str], i: int, flag: str, spec: cli_schema.FlagSpec
+) -> tuple[Arg, int, list[CliProblem]]:
+    """A value-taking flag not written `--flag=value`: its next token, or every token up to the
+    next option for an nargs="+"/"*" flag."""
+    if spec.multi:
+        j = i + 1
+        while j < len(tokens) and not is_option(tokens[j]) and tokens[j] not in ("--", *ELISIONS):
+            j += 1
+        values = list(tokens[i + 1 : j])
+        problems = []
+        if not values and spec.nargs != "*":
+            problems.append(CliProblem("missing-value", flag, f"{flag} expects at least one value"))
+        return Arg(flag, values[0] if values else None, more=tuple(values[1:])), j, problems
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    if nxt is not None and not is_option(nxt):
+        return Arg(flag, nxt), i + 2, []
+    if spec.optional_value:
+        return Arg(flag, None), i + 1, []
+    return Arg(flag, None), i + 1, [CliProblem("missing-value", flag, f"{flag} expects a value")]
 
 
 def _unknown(flag: str, release: str, schema: Schema) -> CliProblem:

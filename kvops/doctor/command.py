@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the command imports its work lazily: `kvops --help` stays fast
+    from kvops.doctor.catalog import Catalog
+    from kvops.doctor.cmdline import ServeCommand
+    from kvops.doctor.logs import LogScan
+    from kvops.doctor.modelcfg import ModelInfo
 
 EXAMPLES = """\
 examples:
@@ -79,11 +86,9 @@ def _size_arg(flag: str, text: str | None) -> int | None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    """The command's modes in the order they win: --target, --list-checks, --repro, a diagnosis."""
     from kvops.doctor import catalog as catalog_mod
-    from kvops.doctor import cmdline, logs, modelcfg, report
-    from kvops.doctor.diagnose import diagnose, resolve_version
-    from kvops.doctor.inputs import Inputs
-    from kvops.doctor.platform import probe
+    from kvops.doctor import modelcfg, report
     from kvops.errors import UsageError
 
     if args.target:
@@ -104,14 +109,7 @@ def _run(args: argparse.Namespace) -> int:
             raise UsageError(f"unknown check {unknown[0]!r} (see kvops doctor --list-checks)")
 
     model = modelcfg.load(args.model) if args.model else None
-    cmd, cmd_note = None, None
-    if args.cmd is not None:
-        try:
-            cmd = cmdline.parse(args.cmd)
-        except UsageError as exc:
-            if not (args.log or args.model):
-                raise
-            cmd_note = f"--cmd not understood, judged without it: {exc}"  # the log/model still count
+    cmd, cmd_note = _read_cmd(args)
     if args.repro:
         from kvops.doctor import repro
 
@@ -125,35 +123,80 @@ def _run(args: argparse.Namespace) -> int:
             as_json=args.json,
             vllm_version=args.vllm_version,
         )
+    return _diagnose(args, catalog, model, cmd, cmd_note)
+
+
+def _read_cmd(args: argparse.Namespace) -> tuple[ServeCommand | None, str | None]:
+    """--cmd parsed, or why it was given up when a log or model can still be judged without it."""
+    from kvops.doctor import cmdline
+    from kvops.errors import UsageError
+
+    if args.cmd is None:
+        return None, None
+    try:
+        return cmdline.parse(args.cmd), None
+    except UsageError as exc:
+        if not (args.log or args.model):
+            raise
+        return None, f"--cmd not understood, judged without it: {exc}"  # the log/model still count
+
+
+def _cmd_from_log(scan: LogScan) -> tuple[ServeCommand | None, str | None]:
+    """The serve command rebuilt from the log's `non-default args` line, or why it could not be."""
+    from kvops.doctor import cmdline
+    from kvops.errors import UsageError
+
+    if not scan.serve_args:
+        return None, None
+    try:
+        cmd = cmdline.from_non_default_args(scan.serve_args)
+        if cmd is not None:
+            cmd.offloading()  # the log's JSON-valued flags must read too
+        return cmd, None
+    except UsageError as exc:
+        # the log stays the evidence; only the command rebuilt from it is given up
+        return None, str(exc)
+
+
+def _model_from_name(cmd: ServeCommand) -> tuple[ModelInfo | None, str | None]:
+    """The architecture of a model kvops ships the config of, read from the served name."""
+    from kvops.doctor.known_models import shipped_config_for
+    from kvops.termsafe import visible
+
+    model = shipped_config_for(cmd.served_model())
+    if model is None:
+        return None, None
+    return model, (
+        f"model read from its name {visible(cmd.served_model())!r}: the architecture of its "
+        "published config.json, shipped with kvops; pass --model DIR|config.json for yours"
+    )
+
+
+def _diagnose(
+    args: argparse.Namespace,
+    catalog: Catalog,
+    model: ModelInfo | None,
+    cmd: ServeCommand | None,
+    cmd_note: str | None,
+) -> int:
+    from kvops.doctor import logs, report
+    from kvops.doctor.diagnose import diagnose, resolve_version
+    from kvops.doctor.inputs import Inputs
+    from kvops.doctor.platform import probe
 
     scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
     from_log = False
     unread_args = None
-    if cmd is None and scan is not None and scan.serve_args:
-        try:
-            cmd = cmdline.from_non_default_args(scan.serve_args)
-            if cmd is not None:
-                cmd.offloading()  # the log's JSON-valued flags must read too
-        except UsageError as exc:
-            # the log stays the evidence; only the command rebuilt from it is given up
-            cmd, unread_args = None, str(exc)
+    if cmd is None and scan is not None:
+        cmd, unread_args = _cmd_from_log(scan)
         from_log = cmd is not None
     model_note = None
     if model is None and cmd is not None:
-        from kvops.doctor.known_models import shipped_config_for
-        from kvops.termsafe import visible
-
-        model = shipped_config_for(cmd.served_model())
-        if model is not None:
-            model_note = (
-                f"model read from its name {visible(cmd.served_model())!r}: the architecture of its "
-                "published config.json, shipped with kvops; pass --model DIR|config.json for yours"
-            )
+        model, model_note = _model_from_name(cmd)
     version, source = resolve_version(args.vllm_version, scan)
-    host_ram = _size_arg("--host-ram", args.host_ram)
+    host_ram = _size_arg("--host-ram", args.host_ram)  # bad sizes are refused before probing
     shm = _size_arg("--shm", args.shm)
     no_input = not (args.model or args.cmd or args.log)
-    platform = probe() if (args.here or no_input) else None
     vllm_root = None
     if source == "installed vllm":  # the installed vllm is the one judged: read its source too
         from kvops.doctor.vllm_source import installed_root
@@ -165,7 +208,7 @@ def _run(args: argparse.Namespace) -> int:
         log=scan,
         version=version,
         version_source=source,
-        platform=platform,
+        platform=probe() if (args.here or no_input) else None,
         only=frozenset(args.check) if args.check else None,
         vllm_root=vllm_root,
         command_text=args.cmd or "",

@@ -14,6 +14,7 @@ from kvops.doctor import as_written, engines
 from kvops.doctor.catalog import Catalog, Fix, Playbook
 from kvops.doctor.cmdline import ServeCommand, redact_text, reparse, secret_values
 from kvops.doctor.inputs import Inputs
+from kvops.doctor.judgement import Verdict
 from kvops.doctor.logs import FACTS, LogScan, clip
 from kvops.doctor.modelcfg import ModelInfo
 from kvops.doctor.platform import Platform
@@ -173,6 +174,45 @@ def _model_conditions(conditions: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in conditions.items() if k in CONDITIONS and CONDITIONS[k].needs == "model"}
 
 
+def _uses_host(pb: Playbook, platform: Platform | None, cmd: ServeCommand | None) -> bool:
+    """Whether a config finding is about this machine rather than the configuration."""
+    return "here" in pb.conditions or (platform is not None and cmd is None)
+
+
+def _config_finding(pb: Playbook, verdict: Verdict, uses_host: bool) -> Finding | None:
+    """The finding a playbook's conditions make without a log line; None when only inputs we
+    lack stand in the way ("could not check", not a finding)."""
+    if verdict.holds is None and verdict.hard:
+        return None
+    if verdict.holds is None and verdict.tentative:
+        # a premise without evidence: said as `info`, with what would confirm it, no fix
+        notes = [f"not confirmed: {u}" for u in verdict.unknown]
+        return Finding(pb, "info", "config", verdict.evidence, notes=notes, unconfirmed=True)
+    severity = str(pb.meta.get("config_severity", pb.severity))
+    unknown = list(verdict.unknown)
+    if verdict.holds is None:
+        severity = "warning" if SEVERITY_ORDER.get(severity, 1) < 1 else severity
+        note = pb.meta.get("version_note")
+        if note and any("version" in u for u in unknown):
+            unknown.append(str(note))
+    return Finding(pb, severity, "platform" if uses_host else "config", verdict.evidence, unknown)
+
+
+def _notes(engine: str, log: LogScan | None, cmd: ServeCommand | None, version: str | None) -> list[str]:
+    """What the report says about its inputs: another engine, the flag table used, no version."""
+    notes: list[str] = []
+    if engine != engines.VLLM:
+        release = log.engine_version if log is not None and log.engine == engine else None
+        notes.append(
+            f"engine: {engines.SHOWN[engine]} {visible(release) if release else '(release unknown)'}"
+        )
+    if cmd is not None and cmd.schema_note:
+        notes.append(visible(cmd.schema_note))
+    if version is None and engine == engines.VLLM:
+        notes.append("vLLM version unknown: pass --vllm-version; version-bound checks are warnings")
+    return notes
+
+
 def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagnosis:
     """Findings for `inputs`; `self_check` judges every fixed command before it is printed (off
     for that judging itself)."""
@@ -203,24 +243,10 @@ def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagn
         if hit is not None:
             finding = _log_finding(pb, hit.evidence(), verdict, ctx, log, command_text)
         elif verdict is not None and verdict.applies and verdict.holds is not False:
-            if verdict.holds is None and verdict.hard:
-                continue  # only inputs we lack: "could not check", not a finding
-            if verdict.holds is None and verdict.tentative:
-                # a premise without evidence: said as `info`, with what would confirm it, no fix
-                notes = [f"not confirmed: {u}" for u in verdict.unknown]
-                findings.append(
-                    Finding(pb, "info", "config", verdict.evidence, notes=notes, unconfirmed=True)
-                )
+            found = _config_finding(pb, verdict, uses_host=_uses_host(pb, platform, cmd))
+            if found is None:
                 continue
-            severity = str(pb.meta.get("config_severity", pb.severity))
-            unknown = list(verdict.unknown)
-            if verdict.holds is None:
-                severity = "warning" if SEVERITY_ORDER.get(severity, 1) < 1 else severity
-                note = pb.meta.get("version_note")
-                if note and any("version" in u for u in unknown):
-                    unknown.append(str(note))
-            uses_host = "here" in pb.conditions or (platform is not None and cmd is None)
-            finding = Finding(pb, severity, "platform" if uses_host else "config", verdict.evidence, unknown)
+            finding = found
         else:
             continue
         if cmd is not None and not finding.unconfirmed:
@@ -244,16 +270,7 @@ def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagn
         for finding in findings:
             _judge_fixes(finding, cmd, catalog, ctx)
     findings.sort(key=lambda f: (SEVERITY_ORDER.get(f.severity, 3), f.id))
-    notes = []
-    if engine != engines.VLLM:
-        release = log.engine_version if log is not None and log.engine == engine else None
-        notes.append(
-            f"engine: {engines.SHOWN[engine]} {visible(release) if release else '(release unknown)'}"
-        )
-    if cmd is not None and cmd.schema_note:
-        notes.append(visible(cmd.schema_note))
-    if version is None and engine == engines.VLLM:
-        notes.append("vLLM version unknown: pass --vllm-version; version-bound checks are warnings")
+    notes = _notes(engine, log, cmd, version)
     return Diagnosis(
         findings,
         visible(version) if version else None,

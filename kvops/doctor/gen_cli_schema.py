@@ -37,11 +37,14 @@ ranges of consecutive entries of `releases` ("0.10.0..0.14.1").
 from __future__ import annotations
 
 import argparse
+import importlib.abc
+import importlib.machinery
 import json
 import os
 import re
 import subprocess
 import sys
+import types
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -59,100 +62,113 @@ _NEVER_STUB = r"tpu|neuron|habana|intel_extension|ipex|oneccl|torch_xla|jax|amds
 
 
 # ---- recording one release (runs in its own interpreter) ---------------------------------------
+class _AnyMeta(type):
+    """A stand-in class: any attribute is another stand-in, subscripting and `|` give itself,
+    and used as a decorator it keeps the function."""
+
+    def __getattr__(cls, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return _stand_in(name)
+
+    def __getitem__(cls, item: Any) -> Any:
+        return cls
+
+    def __or__(cls, other: Any) -> Any:
+        return cls
+
+    def __ror__(cls, other: Any) -> Any:
+        return cls
+
+    def __call__(cls, *a: Any, **k: Any) -> Any:
+        if len(a) == 1 and callable(a[0]) and not k and not isinstance(a[0], _AnyMeta):
+            return a[0]  # used as a decorator: keep the function
+        return super().__call__(*a, **k)
+
+
+def _instance_getattr(self: Any, name: str) -> Any:
+    if name.startswith("__"):
+        raise AttributeError(name)
+    return _stand_in(name)()
+
+
+def _schema(cls: Any, source: Any, handler: Any) -> Any:
+    from pydantic_core import core_schema  # vLLM's config classes are pydantic: any value passes
+
+    return core_schema.any_schema()
+
+
+def _stand_in(name: str) -> Any:
+    return _AnyMeta(
+        name,
+        (),
+        {
+            "__init_subclass__": classmethod(lambda c, **k: None),
+            "__get_pydantic_core_schema__": classmethod(_schema),
+            "__init__": lambda s, *a, **k: None,
+            "__call__": lambda s, *a, **k: a[0] if len(a) == 1 and callable(a[0]) else _stand_in("r")(),
+            "__getattr__": _instance_getattr,
+        },
+    )
+
+
+class _StubModule(types.ModuleType):
+    __path__: ClassVar[list[str]] = []  # type: ignore[misc]  # a package: submodules are stood in too
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        value = _stand_in(name)
+        setattr(self, name, value)
+        return value
+
+
+class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Stand-ins for what the release under `root` imports and cannot have: its compiled
+    extensions, and third-party modules no other finder has, when vLLM's own code asks."""
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
+        top = fullname.split(".")[0]
+        if top == "vllm":
+            rel = os.path.join(self.root, *fullname.split("."))
+            if os.path.exists(rel + ".py") or os.path.isdir(rel):
+                return None
+            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)  # a _C module
+        if re.search(_NEVER_STUB, top) or not self._asked_by_vllm():
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            try:
+                if finder.find_spec(fullname, path, target) is not None:
+                    return None
+            except Exception:
+                continue
+        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
+
+    def _asked_by_vllm(self) -> bool:
+        """Whether the import statement is in the release's code (importlib's and ours skipped)."""
+        frame: types.FrameType | None = sys._getframe(2)
+        while frame is not None and (
+            "importlib" in frame.f_code.co_filename or frame.f_code.co_filename == _THIS
+        ):
+            frame = frame.f_back
+        return frame is not None and frame.f_code.co_filename.startswith(self.root)
+
+    def create_module(self, spec: Any) -> Any:
+        return _StubModule(spec.name)
+
+    def exec_module(self, module: Any) -> None:
+        return None
+
+
 def _install_stand_ins(root: str) -> None:
     """Let the release's modules import: missing third-party modules and vLLM's compiled
     extensions become permissive stand-ins, but only when vLLM's own code imports them."""
-    import importlib.abc
-    import importlib.machinery
-    import types
-
-    class AnyMeta(type):
-        def __getattr__(cls, name: str) -> Any:
-            if name.startswith("__") and name.endswith("__"):
-                raise AttributeError(name)
-            return stand_in(name)
-
-        def __getitem__(cls, item: Any) -> Any:
-            return cls
-
-        def __or__(cls, other: Any) -> Any:
-            return cls
-
-        def __ror__(cls, other: Any) -> Any:
-            return cls
-
-        def __call__(cls, *a: Any, **k: Any) -> Any:
-            if len(a) == 1 and callable(a[0]) and not k and not isinstance(a[0], AnyMeta):
-                return a[0]  # used as a decorator: keep the function
-            return super().__call__(*a, **k)
-
-    def _instance_getattr(self: Any, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return stand_in(name)()
-
-    def _schema(cls: Any, source: Any, handler: Any) -> Any:
-        from pydantic_core import core_schema
-
-        return core_schema.any_schema()
-
-    def stand_in(name: str) -> Any:
-        return AnyMeta(
-            name,
-            (),
-            {
-                "__init_subclass__": classmethod(lambda c, **k: None),
-                "__get_pydantic_core_schema__": classmethod(_schema),
-                "__init__": lambda s, *a, **k: None,
-                "__call__": lambda s, *a, **k: a[0] if len(a) == 1 and callable(a[0]) else stand_in("r")(),
-                "__getattr__": _instance_getattr,
-            },
-        )
-
-    class StubModule(types.ModuleType):
-        __path__: ClassVar[list[str]] = []  # type: ignore[misc]  # a package: submodules are stood in too
-
-        def __getattr__(self, name: str) -> Any:
-            if name.startswith("__") and name.endswith("__"):
-                raise AttributeError(name)
-            value = stand_in(name)
-            setattr(self, name, value)
-            return value
-
-    class Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-        def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-            top = fullname.split(".")[0]
-            if top == "vllm":
-                rel = os.path.join(root, *fullname.split("."))
-                if os.path.exists(rel + ".py") or os.path.isdir(rel):
-                    return None
-                return importlib.machinery.ModuleSpec(fullname, self, is_package=True)  # a _C module
-            if re.search(_NEVER_STUB, top):
-                return None
-            frame: types.FrameType | None = sys._getframe(1)
-            while frame is not None and (
-                "importlib" in frame.f_code.co_filename or frame.f_code.co_filename == _THIS
-            ):
-                frame = frame.f_back
-            if frame is None or not frame.f_code.co_filename.startswith(root):
-                return None  # only vLLM's own imports get stand-ins
-            for finder in sys.meta_path:
-                if finder is self:
-                    continue
-                try:
-                    if finder.find_spec(fullname, path, target) is not None:
-                        return None
-                except Exception:
-                    continue
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-
-        def create_module(self, spec: Any) -> Any:
-            return StubModule(spec.name)
-
-        def exec_module(self, module: Any) -> None:
-            return None
-
-    sys.meta_path.insert(0, Finder())
+    sys.meta_path.insert(0, _StandInFinder(root))
 
 
 _THIS = os.path.abspath(__file__)

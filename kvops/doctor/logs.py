@@ -291,152 +291,192 @@ def normalised(line: str) -> str:
     return line
 
 
-def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str = "") -> LogScan:
-    books = [pb for pb in playbooks if pb.kind == "failure" and pb.signatures]
-    recent: deque[tuple[int, str]] = deque(maxlen=BEFORE)
-    pending: list[tuple[Playbook, int, str, int]] = []  # (playbook, line_no, line, deadline)
-    hits: dict[str, LogHit] = {}
-    facts: dict[str, tuple[int, str]] = {}
-    version: str | None = None
-    serve_args: str | None = None
-    fatal = Fatal()
-    engine: str | None = None
-    engine_versions: dict[str, str] = {}
-    shm_bytes: int | None = None
-    n = 0
+class _Scanner:
+    """One pass over a log: what has been found so far, and the hits still waiting for context.
 
-    def record(pb: Playbook, line_no: int, line: str, ctx: tuple[int, str] | None) -> None:
-        hit = hits.get(pb.id)
+    Lines come in blocks of BLOCK; plain substring tests (fast, in C) pick candidate lines and
+    only those meet the regexes. A signature without a usable literal makes every line a
+    candidate: slower, never wrong.
+    """
+
+    def __init__(self, playbooks: Iterable[Playbook], command_text: str) -> None:
+        self.books = [pb for pb in playbooks if pb.kind == "failure" and pb.signatures]
+        self.command_text = command_text
+        self.recent: deque[tuple[int, str]] = deque(maxlen=BEFORE)
+        self.pending: list[tuple[Playbook, int, str, int]] = []  # (playbook, line_no, line, deadline)
+        self.hits: dict[str, LogHit] = {}
+        self.facts: dict[str, tuple[int, str]] = {}
+        self.version: str | None = None
+        self.serve_args: str | None = None
+        self.fatal = Fatal()
+        self.engine: str | None = None
+        self.engine_versions: dict[str, str] = {}
+        self.shm_bytes: int | None = None
+        self.n = 0
+        self.wrap_left = 0  # lines after a candidate that may continue a wrapped signature
+        self.last_hit = 0  # a wrapped match never reuses a line that already matched on its own
+        self.literals = literals_for(s for pb in self.books for s in pb.signatures)
+        # Whole literals decide whether a block of a long log is skipped (long needles search
+        # fastest); heads and tails pick the candidate lines, so a signature wrapped inside its
+        # literal is seen.
+        self.needles = needles_for(self.literals) if self.literals is not None else None
+
+    def result(self) -> LogScan:
+        engine_version = self.engine_versions.get(self.engine) if self.engine else None
+        return LogScan(
+            self.hits,
+            self.version,
+            self.n,
+            self.serve_args,
+            self.facts,
+            self.fatal,
+            self.engine,
+            engine_version,
+            self.shm_bytes,
+        )
+
+    def feed(self, block: list[str], first_block: bool) -> None:
+        if self.needles is not None and not self.pending and not self.wrap_left and not first_block:
+            # A block with nothing sought in it is skipped whole: one join and a few C substring
+            # searches instead of a Python loop per line.
+            text = "\n".join(block)
+            if not self._sought_in(text) and not any(lit in text for lit in self.literals or ()):
+                n = self.n
+                self.recent.extend(enumerate(block[-BEFORE:], start=n + 1 + max(0, len(block) - BEFORE)))
+                self.n += len(block)
+                return
+        block_start, seen_hits = self.n + 1, self._hit_count()
+        for line in block:
+            self._line(line)
+        if first_block or self._hit_count() != seen_hits or self.pending:
+            self._read_facts(block, block_start)  # the start-up block and every block with a match
+
+    def _hit_count(self) -> int:
+        return sum(h.count for h in self.hits.values())
+
+    def _sought_in(self, text: str) -> bool:
+        """Whether a block may hold a start-up fact not yet read (version, args, engine...)."""
+        return (
+            (self.version is None and any(h in text for h in _VERSION_HINTS))
+            or (self.serve_args is None and ARGS_MARK in text)
+            or (not self.fatal.found and any(h in text for h in FATAL_HINTS))
+            or (self.engine not in self.engine_versions and any(h in text for h in engines.HINTS))
+            or (self.shm_bytes is None and "/dev/shm" in text)
+        )
+
+    def _line(self, line: str) -> None:
+        self.n += 1
+        n = self.n
+        self._read_start_up(n, line)
+        if self.pending:
+            self._settle_pending(n, line)
+        candidate = self.needles is None or any(needle in line for needle in self.needles)
+        if not candidate and not self.wrap_left:
+            self.recent.append((n, line))
+            return
+        self.wrap_left = WRAP - 1 if candidate else self.wrap_left - 1
+        msg = strip_prefix(line)
+        signed = False  # a signature of some playbook on this line
+        for pb in self.books:
+            if any(s.search(msg) for s in pb.signatures):
+                signed = True
+                self._matched(pb, n, line)
+        if signed:
+            self.last_hit = n
+        elif self.recent:
+            window = [(i, t) for i, t in list(self.recent)[-(WRAP - 1) :] if i > self.last_hit]
+            window.append((n, line))
+            for size in range(2, len(window) + 1):
+                if self._wrapped_match(window[-size:]):
+                    self.last_hit = n  # these lines are spent: no second, longer window
+                    break
+        self.recent.append((n, line))
+
+    def _read_start_up(self, n: int, line: str) -> None:
+        """The first of each: release, serve args, engine and its release, /dev/shm size, fatal error."""
+        if self.version is None and any(h in line for h in _VERSION_HINTS):
+            self.version = read_version(line)
+        if self.serve_args is None and ARGS_MARK in line:
+            self.serve_args = line.split(ARGS_MARK, 1)[1]
+        if self.engine not in self.engine_versions and any(h in line for h in engines.HINTS):
+            self.engine = self.engine or engines.engine_in(line)
+            for name in (engines.SGLANG, engines.DYNAMO):
+                if name not in self.engine_versions and (found := engines.version_in(name, line)):
+                    self.engine_versions[name] = found
+        if self.shm_bytes is None and "/dev/shm" in line:
+            self.shm_bytes = shm_size(line)
+        if not self.fatal.found and any(h in line for h in FATAL_HINTS):
+            m = PREFIX.match(line)
+            self.fatal.feed(n, line[m.end() :] if m else line, m.group("level") if m else None, line)
+
+    def _settle_pending(self, n: int, line: str) -> None:
+        """Pending hits waiting for their context in the lines after them."""
+        still = []
+        for pb, at, hit_line, deadline in self.pending:
+            if any(c.search(line) for c in pb.context):
+                self._record(pb, at, hit_line, (n, line))
+            elif n < deadline:
+                still.append((pb, at, hit_line, deadline))
+        self.pending = still
+
+    def _record(self, pb: Playbook, line_no: int, line: str, ctx: tuple[int, str] | None) -> None:
+        hit = self.hits.get(pb.id)
         if hit is None:
-            hits[pb.id] = LogHit(pb, line_no, line, ctx)
+            self.hits[pb.id] = LogHit(pb, line_no, line, ctx)
             return
         hit.count += 1
         if len(hit.more) < MAX_EVIDENCE - 1 and line.strip() != hit.line.strip():
             hit.more.append((line_no, line))
 
-    def context_in_command(pb: Playbook) -> bool:
-        return bool(command_text) and any(c.search(command_text) for c in pb.context)
-
-    def read_facts(block: list[str], first_no: int) -> None:
+    def _read_facts(self, block: list[str], first_no: int) -> None:
         # a fact is a word in an ordinary line: a huge line is read by its head and tail only
         text = "\n".join(t if len(t) <= 2 * WRAP_SPAN else t[:WRAP_SPAN] + t[-WRAP_SPAN:] for t in block)
         for name, rx in FACTS.items():
-            if name in facts:
+            if name in self.facts:
                 continue
             m = rx.search(text)
             if m:
                 at = text.count("\n", 0, m.start())
-                facts[name] = (first_no + at, block[at])
+                self.facts[name] = (first_no + at, block[at])
 
-    def matched(pb: Playbook, line_no: int, line: str) -> None:
+    def _matched(self, pb: Playbook, line_no: int, line: str) -> None:
         if not pb.context:
-            record(pb, line_no, line, None)
+            self._record(pb, line_no, line, None)
             return
-        ctx = next(((i, t) for i, t in reversed(recent) if any(c.search(t) for c in pb.context)), None)
+        ctx = next(((i, t) for i, t in reversed(self.recent) if any(c.search(t) for c in pb.context)), None)
         if ctx is None and any(c.search(line) for c in pb.context):
             ctx = (line_no, line)
         if ctx is not None:
-            record(pb, line_no, line, ctx)
-        elif context_in_command(pb):
-            record(pb, line_no, line, None)
+            self._record(pb, line_no, line, ctx)
+        elif self.command_text and any(c.search(self.command_text) for c in pb.context):
+            self._record(pb, line_no, line, None)
         else:
-            pending.append((pb, line_no, line, line_no + AFTER))
+            self.pending.append((pb, line_no, line, line_no + AFTER))
 
-    def wrapped_match(window: list[tuple[int, str]]) -> bool:
+    def _wrapped_match(self, window: list[tuple[int, str]]) -> bool:
         """A signature that only matches across the lines of the window (a hard wrap)."""
         joins = _unwrapped([t for _, t in window])
         if not joins:
             return False
         shown = joins[1][0]  # the lines as one, continuation markers dropped
         for text, cuts in joins:
-            for pb in books:
+            for pb in self.books:
                 for sig in pb.signatures:
                     m = sig.search(text)
                     if m and any(m.start() < c < m.end() for c in cuts):
-                        matched(pb, window[0][0], shown)
+                        self._matched(pb, window[0][0], shown)
                         return True
         return False
 
-    # Plain substring tests (fast, in C) pick candidate lines; only those meet the regexes.
-    # A signature without a usable literal makes every line a candidate: slower, never wrong.
-    literals = literals_for(s for pb in books for s in pb.signatures)
-    # Whole literals decide whether a block of a long log is skipped (long needles search fastest);
-    # heads and tails pick the candidate lines, so a signature wrapped inside its literal is seen.
-    needles = needles_for(literals) if literals is not None else None
+
+def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str = "") -> LogScan:
+    scanner = _Scanner(playbooks, command_text)
     it = iter(lines)
-    wrap_left = 0  # lines after a candidate that may continue a wrapped signature
-    last_hit = 0  # a wrapped match never reuses a line that already matched on its own
     first_block = True
-    while True:
-        block = list(islice(it, BLOCK))
-        if not block:
-            break
-        text = "\n".join(block) if needles is not None else ""
-        if needles is not None and not pending and not wrap_left and not first_block:
-            # A block with no needle (and no version line still sought) is skipped whole:
-            # one join and a few C substring searches instead of a Python loop per line.
-            sought = (
-                (version is None and any(h in text for h in _VERSION_HINTS))
-                or (serve_args is None and ARGS_MARK in text)
-                or (not fatal.found and any(h in text for h in FATAL_HINTS))
-                or (engine not in engine_versions and any(h in text for h in engines.HINTS))
-                or (shm_bytes is None and "/dev/shm" in text)
-            )
-            if not sought and not any(lit in text for lit in literals or ()):
-                recent.extend(enumerate(block[-BEFORE:], start=n + 1 + max(0, len(block) - BEFORE)))
-                n += len(block)
-                continue
-        block_start, seen_hits = n + 1, sum(h.count for h in hits.values())
-        for line in block:
-            n += 1
-            if version is None and any(h in line for h in _VERSION_HINTS):
-                version = read_version(line)
-            if serve_args is None and ARGS_MARK in line:
-                serve_args = line.split(ARGS_MARK, 1)[1]
-            if engine not in engine_versions and any(h in line for h in engines.HINTS):
-                engine = engine or engines.engine_in(line)
-                for name in (engines.SGLANG, engines.DYNAMO):
-                    if name not in engine_versions and (found := engines.version_in(name, line)):
-                        engine_versions[name] = found
-            if shm_bytes is None and "/dev/shm" in line:
-                shm_bytes = shm_size(line)
-            if not fatal.found and any(h in line for h in FATAL_HINTS):
-                m = PREFIX.match(line)
-                fatal.feed(n, line[m.end() :] if m else line, m.group("level") if m else None, line)
-            # Pending hits waiting for their context in the lines after them.
-            if pending:
-                still = []
-                for pb, at, hit_line, deadline in pending:
-                    if any(c.search(line) for c in pb.context):
-                        record(pb, at, hit_line, (n, line))
-                    elif n < deadline:
-                        still.append((pb, at, hit_line, deadline))
-                pending = still
-            candidate = needles is None or any(needle in line for needle in needles)
-            if not candidate and not wrap_left:
-                recent.append((n, line))
-                continue
-            wrap_left = WRAP - 1 if candidate else wrap_left - 1
-            msg = strip_prefix(line)
-            signed = False  # a signature of some playbook on this line
-            for pb in books:
-                if any(s.search(msg) for s in pb.signatures):
-                    signed = True
-                    matched(pb, n, line)
-            if signed:
-                last_hit = n
-            elif recent:
-                window = [(i, t) for i, t in list(recent)[-(WRAP - 1) :] if i > last_hit] + [(n, line)]
-                for size in range(2, len(window) + 1):
-                    if wrapped_match(window[-size:]):
-                        last_hit = n  # these lines are spent: no second, longer window
-                        break
-            recent.append((n, line))
-        if first_block or sum(h.count for h in hits.values()) != seen_hits or pending:
-            read_facts(block, block_start)  # the start-up block and every block with a match
+    while block := list(islice(it, BLOCK)):
+        scanner.feed(block, first_block)
         first_block = False
-    engine_version = engine_versions.get(engine) if engine else None
-    return LogScan(hits, version, n, serve_args, facts, fatal, engine, engine_version, shm_bytes)
+    return scanner.result()
 
 
 # `df -h /dev/shm` as people paste it: "shm  64M  0  64M  0% /dev/shm" (or tmpfs / none / overlay).

@@ -216,14 +216,8 @@ def _mla_dims(text: dict[str, Any], rope_dim: int | None) -> tuple[int, int] | N
     return (nope + (rope_dim or 0), v) if nope and v else None
 
 
-def from_dict(cfg: dict[str, Any], path: str = "<config>") -> ModelInfo:
-    """Build ModelInfo from a parsed config.json (text model under `text_config` if present)."""
-    nested = cfg.get("text_config")
-    text: dict[str, Any] = nested if isinstance(nested, dict) else cfg
-    model_type = str(text.get("model_type") or cfg.get("model_type") or "unknown")
-    archs = cfg.get("architectures") or text.get("architectures") or []
-    architectures = tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ()
-
+def _dimensions(text: dict[str, Any], path: str) -> tuple[int, int, int, int]:
+    """(layers, attention heads, KV heads, head size): what any KV size needs, else UsageError."""
     num_layers = _int(text, "num_hidden_layers", "num_layers", "n_layer", "n_layers")
     heads = _int(text, "num_attention_heads", "n_head", "num_heads")
     if num_layers is None or heads is None:
@@ -235,6 +229,26 @@ def from_dict(cfg: dict[str, Any], path: str = "<config>") -> ModelInfo:
     head_dim = _int(text, "head_dim") or (hidden // heads if hidden else None)
     if head_dim is None:
         raise UsageError(f"model config {path} has neither head_dim nor hidden_size")
+    return num_layers, heads, kv_heads, head_dim
+
+
+def _attention(kinds: set[str]) -> str:
+    """The one attention kind that decides the KV layout, most specific first."""
+    for kind in ("dsa", "mla", "hybrid"):
+        if kind in kinds:
+            return kind
+    return "gqa" if "gqa" in kinds else "mha"
+
+
+def from_dict(cfg: dict[str, Any], path: str = "<config>") -> ModelInfo:
+    """Build ModelInfo from a parsed config.json (text model under `text_config` if present)."""
+    nested = cfg.get("text_config")
+    text: dict[str, Any] = nested if isinstance(nested, dict) else cfg
+    model_type = str(text.get("model_type") or cfg.get("model_type") or "unknown")
+    archs = cfg.get("architectures") or text.get("architectures") or []
+    architectures = tuple(a for a in archs if isinstance(a, str)) if isinstance(archs, list) else ()
+
+    num_layers, heads, kv_heads, head_dim = _dimensions(text, path)
     dtype = str(text.get("torch_dtype") or text.get("dtype") or cfg.get("torch_dtype") or "bfloat16")
     if dtype not in DTYPE_BYTES:
         dtype = "bfloat16"
@@ -266,20 +280,11 @@ def from_dict(cfg: dict[str, Any], path: str = "<config>") -> ModelInfo:
     if "mla" not in kinds:
         kinds.add("gqa" if kv_heads < heads else "mha")
 
-    if "dsa" in kinds:
-        attention = "dsa"
-    elif "mla" in kinds:
-        attention = "mla"
-    elif hybrid:
-        attention = "hybrid"
-    else:
-        attention = "gqa" if kv_heads < heads else "mha"
-
     return ModelInfo(
         path=path,
         model_type=model_type,
         architectures=architectures,
-        attention=attention,
+        attention=_attention(kinds),
         kinds=frozenset(kinds),
         num_layers=num_layers,
         attention_layers=attention_layers,
