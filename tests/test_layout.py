@@ -2,9 +2,9 @@
 and under TYPE_CHECKING count: the same dependency either way), and no function in kvops/ longer
 than 80 lines, docstring included.
 
-kvops/doctor/ is left out of the cycle check until its split (issue 29) removes its three cycles
-(cmdline <-> serve_line, cli_checks <-> rules, catalog <-> logs); the import-linter contract in
-pyproject.toml keeps the layers between packages.
+kvops/doctor/ included (its three cycles, cmdline <-> serve_line, cli_checks <-> rules and
+catalog <-> logs, are gone). The import-linter contracts in pyproject.toml keep the layers between
+packages and along doctor's pipeline.
 """
 
 from __future__ import annotations
@@ -14,8 +14,6 @@ from pathlib import Path
 
 KVOPS = Path(__file__).resolve().parents[1] / "kvops"
 MAX_LINES = 80
-# Until issue 29's split of doctor/ lands: its internal cycles.
-NOT_YET = ("kvops.doctor.",)
 
 
 def module_name(path: Path) -> str:
@@ -103,9 +101,7 @@ def long_functions() -> list[str]:
 
 
 def test_no_import_cycle() -> None:
-    edges = graph()
-    found = [c for c in cycles(edges) if not all(m.startswith(NOT_YET) for m in c)]
-    assert found == []
+    assert cycles(graph()) == []
 
 
 def test_the_cycle_check_sees_imports_inside_functions(tmp_path: Path) -> None:

@@ -10,6 +10,9 @@ fine-tunes and revisions that keep the architecture map to the same config.
 
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
+
 from kvops.doctor import modelcfg
 from kvops.doctor.modelcfg import ModelInfo
 
@@ -40,6 +43,9 @@ def shipped_config_for(served: str | None) -> ModelInfo | None:
     shipped = _BY_NAME.get(name)
     if shipped is None:
         return None
-    from kvops.doctor.repro_release import shipped_model
-
     return modelcfg.load(shipped_model(shipped))
+
+
+def shipped_model(name: str) -> Path:
+    """A config.json kvops ships (kvops/doctor/repro_models/): --repro's models, and the ones above."""
+    return Path(str(resources.files("kvops.doctor").joinpath("repro_models").joinpath(name)))

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvops.doctor import repro_release
+from kvops.doctor import known_models, repro_release
 from kvops.doctor.catalog import Catalog, Playbook
 from kvops.doctor.cmdline import ServeCommand
 from kvops.doctor.modelcfg import ModelInfo
@@ -198,7 +198,7 @@ def attempt_with_release(
     execute = execute or repro_release.fetch_and_execute
     case = repro_release.CASES[pb.id]
     if model is None:
-        model = modelcfg.load(str(repro_release.shipped_model(case.model)))
+        model = modelcfg.load(str(known_models.shipped_model(case.model)))
     lines = commands(pb, model_arg, cmd)
     version = vllm_version or case.affected
     out = _result(pb, lines, model=model.path)

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -69,10 +68,6 @@ def _flag(cmd: Any, flag: str) -> str | None:
         return cmd.get(flag) if cmd is not None else None
     except (AttributeError, ValueError):
         return None
-
-
-def shipped_model(name: str) -> Path:
-    return Path(str(resources.files("kvops.doctor").joinpath("repro_models").joinpath(name)))
 
 
 def model_request(model: ModelInfo) -> dict[str, Any]:

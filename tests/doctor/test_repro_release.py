@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor import catalog, release_sandbox, repro, repro_release, vllm_release
+from kvops.doctor import catalog, known_models, release_sandbox, repro, repro_release, vllm_release
 from kvops.errors import UsageError
 
 from .conftest import MODELS
@@ -158,7 +158,7 @@ def test_every_release_case_has_a_playbook_and_a_shipped_model() -> None:
     cat = catalog.load()
     for pb_id, case in repro_release.CASES.items():
         assert cat.get(pb_id) is not None, pb_id
-        assert repro_release.shipped_model(case.model).is_file()
+        assert known_models.shipped_model(case.model).is_file()
         assert case.fixed is None or _numbers(case.fixed) > _numbers(case.affected)
 
 
