@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kvops.doctor import catalog, logs
+from kvops.doctor.judging import catalog, logs
 
 LOGS = Path(__file__).resolve().parents[1] / "tests" / "doctor" / "logs"
 FAILURE = LOGS / "rocm-aiter-ck-moe-gemm-unsupported.log"

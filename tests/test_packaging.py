@@ -65,6 +65,16 @@ def test_each_installs_into_a_fresh_venv_and_runs_the_demo(dist, tmp_path, kind)
     assert where.startswith(str(tmp_path / "venv"))
     checks = run(kvops, "doctor", "--list-checks", cwd=tmp_path).stdout
     assert "mla-indexer-keyerror" in checks and "KvopsTargetDown" in checks
+    # doctor's package data (kvops/doctor/reading/): each release's flag table, the shipped model configs
+    line = "vllm serve deepseek-ai/DeepSeek-V3.2 --kv-offloading-size 64"
+    judged = subprocess.run(
+        [str(kvops), "doctor", "--cmd", line, "--vllm-version", "0.14.0", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+    )
+    assert '"mla-indexer-keyerror"' in judged.stdout, judged.stderr[-2000:]
     # Installed from a file, not a clone: the hint names the extra's own package.
     hint = "from kvops.install_hint import install_command; print(install_command('nvidia'))"
     assert (

@@ -214,7 +214,7 @@ def test_the_dashboard_count_is_the_dashboards_folder():
 
 
 def test_the_known_failure_count_is_doctors_catalog():
-    from kvops.doctor import catalog
+    from kvops.doctor.judging import catalog
 
     loaded = catalog.load()
     assert loaded.problems == ()

@@ -6,10 +6,10 @@ import argparse
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the command imports its work lazily: `kvops --help` stays fast
-    from kvops.doctor.catalog import Catalog
-    from kvops.doctor.cmdline import ServeCommand
-    from kvops.doctor.logs import LogScan
-    from kvops.doctor.modelcfg import ModelInfo
+    from kvops.doctor.judging.catalog import Catalog
+    from kvops.doctor.judging.logs import LogScan
+    from kvops.doctor.reading.cmdline import ServeCommand
+    from kvops.doctor.reading.modelcfg import ModelInfo
 
 EXAMPLES = """\
 examples:
@@ -87,8 +87,9 @@ def _size_arg(flag: str, text: str | None) -> int | None:
 
 def _run(args: argparse.Namespace) -> int:
     """The command's modes in the order they win: --target, --list-checks, --repro, a diagnosis."""
-    from kvops.doctor import catalog as catalog_mod
-    from kvops.doctor import modelcfg, report
+    from kvops.doctor.judging import catalog as catalog_mod
+    from kvops.doctor.reading import modelcfg
+    from kvops.doctor.reporting import report
     from kvops.errors import UsageError
 
     if args.target:
@@ -96,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
 
         return live.run(args.target, as_json=args.json, strict=args.strict)
     if args.vllm_version is not None:  # checked before anything reads it (pip, the cache, a report)
-        from kvops.doctor.vllm_release import release_number
+        from kvops.doctor.reading.vllm_release import release_number
 
         args.vllm_version = release_number(args.vllm_version)
     catalog = catalog_mod.load()
@@ -111,7 +112,7 @@ def _run(args: argparse.Namespace) -> int:
     model = modelcfg.load(args.model) if args.model else None
     cmd, cmd_note = _read_cmd(args)
     if args.repro:
-        from kvops.doctor import repro
+        from kvops.doctor.reproducing import repro
 
         return repro.run(
             catalog,
@@ -128,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _read_cmd(args: argparse.Namespace) -> tuple[ServeCommand | None, str | None]:
     """--cmd parsed, or why it was given up when a log or model can still be judged without it."""
-    from kvops.doctor import cmdline
+    from kvops.doctor.reading import cmdline
     from kvops.errors import UsageError
 
     if args.cmd is None:
@@ -143,7 +144,7 @@ def _read_cmd(args: argparse.Namespace) -> tuple[ServeCommand | None, str | None
 
 def _cmd_from_log(scan: LogScan) -> tuple[ServeCommand | None, str | None]:
     """The serve command rebuilt from the log's `non-default args` line, or why it could not be."""
-    from kvops.doctor import cmdline
+    from kvops.doctor.reading import cmdline
     from kvops.errors import UsageError
 
     if not scan.serve_args:
@@ -160,7 +161,7 @@ def _cmd_from_log(scan: LogScan) -> tuple[ServeCommand | None, str | None]:
 
 def _model_from_name(cmd: ServeCommand) -> tuple[ModelInfo | None, str | None]:
     """The architecture of a model kvops ships the config of, read from the served name."""
-    from kvops.doctor.known_models import shipped_config_for
+    from kvops.doctor.reading.known_models import shipped_config_for
     from kvops.termsafe import visible
 
     model = shipped_config_for(cmd.served_model())
@@ -179,10 +180,11 @@ def _diagnose(
     cmd: ServeCommand | None,
     cmd_note: str | None,
 ) -> int:
-    from kvops.doctor import logs, report
-    from kvops.doctor.diagnose import diagnose, resolve_version
-    from kvops.doctor.inputs import Inputs
-    from kvops.doctor.platform import probe
+    from kvops.doctor.judging import logs
+    from kvops.doctor.judging.diagnose import diagnose, resolve_version
+    from kvops.doctor.judging.inputs import Inputs
+    from kvops.doctor.reading.platform import probe
+    from kvops.doctor.reporting import report
 
     scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
     from_log = False
@@ -199,7 +201,7 @@ def _diagnose(
     no_input = not (args.model or args.cmd or args.log)
     vllm_root = None
     if source == "installed vllm":  # the installed vllm is the one judged: read its source too
-        from kvops.doctor.vllm_source import installed_root
+        from kvops.doctor.reading.vllm_source import installed_root
 
         vllm_root = installed_root()
     inputs = Inputs(

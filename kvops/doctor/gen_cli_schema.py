@@ -1,8 +1,8 @@
-"""Regenerate kvops/doctor/vllm_cli.json: the `vllm serve` flags of every supported vLLM release,
+"""Regenerate kvops/doctor/reading/vllm_cli.json: the `vllm serve` flags of every supported vLLM release,
 recorded from each release's OWN argument parser.
 
-    python -m kvops.doctor.gen_cli_schema --download CACHE_DIR > kvops/doctor/vllm_cli.json
-    python -m kvops.doctor.gen_cli_schema --sources DIR > kvops/doctor/vllm_cli.json
+    python -m kvops.doctor.gen_cli_schema --download CACHE_DIR > kvops/doctor/reading/vllm_cli.json
+    python -m kvops.doctor.gen_cli_schema --sources DIR > kvops/doctor/reading/vllm_cli.json
         (DIR/<version>/vllm/... already holds each release's Python files)
 
 How it was derived (and what is approximate):
@@ -28,7 +28,7 @@ How it was derived (and what is approximate):
 - FlexibleArgumentParser's rewrites are read from the release's `parse_args` source: `_`/`-`
   in flag names (all releases), dotted `--x.y v` keys folded into the JSON of `--x` (and
   `--x.y+ a,b` lists), what `-O3` means (`-O.level=3` / `--optimization-level 3`) and the
-  `--config` YAML file. kvops applies them in kvops/doctor/cli_schema.py.
+  `--config` YAML file. kvops applies them in kvops/doctor/reading/cli_schema.py.
 
 The output is compact: each flag lists variants, each with the releases it holds in, written as
 ranges of consecutive entries of `releases` ("0.10.0..0.14.1").
@@ -370,8 +370,8 @@ def merge(per_release: dict[str, dict[str, Any]]) -> dict[str, Any]:
 
 def _download(version: str, cache: Path) -> Path:
     """The release's Python files, fetched once with pip: the same cache `kvops doctor --repro`
-    keeps (kvops.doctor.vllm_release), so a release downloaded for one is there for the other."""
-    from kvops.doctor.vllm_release import fetch
+    keeps (kvops.doctor.reading.vllm_release), so a release downloaded for one is there for the other."""
+    from kvops.doctor.reading.vllm_release import fetch
 
     return fetch(version, cache=cache).root
 

@@ -69,17 +69,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import json
 
-    from kvops.doctor import modelcfg
     from kvops.doctor.command import _size_arg
-    from kvops.doctor.platform import probe
-    from kvops.doctor.sizing import SizeReport
+    from kvops.doctor.judging.sizing import SizeReport
+    from kvops.doctor.reading import modelcfg
+    from kvops.doctor.reading.platform import probe
     from kvops.errors import UsageError
 
     host_ram = _size_arg("--host-ram", args.host_ram)  # bad sizes are named before any work
     shm = _size_arg("--shm", args.shm)
     from pathlib import Path
 
-    from kvops.doctor.known_models import shipped_config_for
+    from kvops.doctor.reading.known_models import shipped_config_for
 
     # A Hugging Face id kvops ships the config of (deepseek-ai/DeepSeek-V3.2) works as doctor's does.
     shipped = None if Path(args.model).exists() else shipped_config_for(args.model)

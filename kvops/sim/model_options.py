@@ -7,7 +7,7 @@ from kvops.errors import UsageError
 
 def model_options(path: str, kv_cache_dtype: str = "auto") -> dict[str, int]:
     """kv_bytes_per_token (whole model, all layers) and max_model_len for SimConfig."""
-    from kvops.doctor import modelcfg  # UsageError (one line) on a missing or bad config
+    from kvops.doctor.reading import modelcfg  # UsageError (one line) on a missing or bad config
 
     try:
         info = modelcfg.load(path)

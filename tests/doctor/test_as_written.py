@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor import cmdline
-from kvops.doctor.shell_words import Word
+from kvops.doctor.reading import cmdline
+from kvops.doctor.reading.shell_words import Word
 from kvops.errors import UsageError
 
 from .conftest import MODELS
@@ -195,7 +195,7 @@ def test_every_fixed_command_keeps_the_shell_and_passes_doctor_itself(
     version: str,
     extra: list[str],
 ) -> None:
-    from kvops.doctor import serve_line
+    from kvops.doctor.reading import serve_line
 
     if name == "old-release":  # the user's own words: they meant KV offloading (doctor needs them)
         words = tmp_path / "report.txt"

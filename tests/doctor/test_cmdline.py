@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvops.doctor import cli_schema, cmdline
+from kvops.doctor.reading import cli_schema, cmdline
 from kvops.errors import UsageError
 
 SEED_AMD = """docker run --rm \\

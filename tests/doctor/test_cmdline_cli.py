@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import json
 
-from kvops.doctor import cli_checks, cli_schema, cmdline, rules
+from kvops.doctor.judging import cli_checks, rules
+from kvops.doctor.reading import cli_schema, cmdline
 
 from .conftest import LOGS
 

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kvops.doctor import cmdline
+from kvops.doctor.reading import cmdline
 from kvops.errors import UsageError
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor import cli_schema, cmdline
+from kvops.doctor.reading import cli_schema, cmdline
 
 FILES = {
     "vllm/__init__.py": "",

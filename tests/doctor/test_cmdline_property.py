@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kvops.doctor import cli_schema, cmdline
-from kvops.doctor.cli_schema import FlagSpec
+from kvops.doctor.reading import cli_schema, cmdline
+from kvops.doctor.reading.cli_schema import FlagSpec
 
 RELEASES = cli_schema.releases()
 # Secret flags render as $NAME (tested in test_cmdline_schema.py); -O is rewritten to its target.

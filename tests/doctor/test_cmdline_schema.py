@@ -1,4 +1,4 @@
-"""The serve line read with each release's own flag table (kvops/doctor/vllm_cli.json): the bugs
+"""The serve line read with each release's own flag table (kvops/doctor/reading/vllm_cli.json): the bugs
 issue 16 lists, FlexibleArgumentParser's rewrites, secrets by an explicit list."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from kvops.doctor import cli_schema, cmdline, gen_cli_schema
+from kvops.doctor import gen_cli_schema
+from kvops.doctor.reading import cli_schema, cmdline
 
 
 def kinds(c: cmdline.ServeCommand) -> list[str]:
@@ -171,7 +172,7 @@ def test_secrets_by_list_and_by_shape() -> None:
 
 def test_schema_file_is_what_the_generator_merges() -> None:
     """The shipped JSON has the generator's shape; variants never overlap in releases."""
-    data = json.loads((cli_schema.resources.files("kvops.doctor") / "vllm_cli.json").read_text())
+    data = json.loads((cli_schema.resources.files("kvops.doctor.reading") / "vllm_cli.json").read_text())
     order = data["releases"]
     for name, variants in data["flags"].items():
         seen: set[str] = set()
@@ -212,5 +213,5 @@ def test_a_second_key_that_the_release_reads_as_a_stray_word_is_still_hidden() -
 
 
 def test_the_shipped_file_is_in_the_generators_own_layout() -> None:
-    text = (cli_schema.resources.files("kvops.doctor") / "vllm_cli.json").read_text()
+    text = (cli_schema.resources.files("kvops.doctor.reading") / "vllm_cli.json").read_text()
     assert gen_cli_schema.dump(json.loads(text)) == text  # regenerating changes only what vLLM changed

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from kvops.doctor import catalog, diagnose, platform
-from kvops.doctor.inputs import Inputs
+from kvops.doctor.judging import catalog, diagnose
+from kvops.doctor.judging.inputs import Inputs
+from kvops.doctor.reading import platform
 
 from .conftest import LOGS, MODELS
 
@@ -329,7 +330,8 @@ def test_repro_json_is_only_json(kvops) -> None:
 
 def test_repro_on_a_machine_with_gpu_and_vllm_starts_both_commands(tmp_path) -> None:
     """The GPU path runs real processes; shell scripts stand in for vllm serve (injected runner)."""
-    from kvops.doctor import cmdline, repro
+    from kvops.doctor.reading import cmdline
+    from kvops.doctor.reproducing import repro
 
     pb = catalog.load().get("mla-indexer-keyerror")
     fail = tmp_path / "fail.sh"

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor import catalog, rules
-from kvops.doctor.diagnose import diagnose
-from kvops.doctor.inputs import Inputs
-from kvops.doctor.logs import scan
+from kvops.doctor.judging import catalog, rules
+from kvops.doctor.judging.diagnose import diagnose
+from kvops.doctor.judging.inputs import Inputs
+from kvops.doctor.judging.logs import scan
 
 from .conftest import MODELS
 
@@ -106,7 +106,7 @@ def test_device_gemm_without_the_word_aiter_is_found_on_rocm(kvops, tmp_path) ->
 
 
 def test_env_variable_names_are_matched_case_insensitively() -> None:
-    from kvops.doctor.platform import Platform
+    from kvops.doctor.reading.platform import Platform
 
     ctx = rules.Context(platform=Platform(env={"vllm_rocm_use_aiter": "1"}))
     assert rules.evaluate({"env_on": ["VLLM_ROCM_USE_AITER"]}, ctx, here=True).holds is True
@@ -181,7 +181,7 @@ def test_offloading_flags_on_a_release_that_lacks_them(kvops, version: str, fire
 
 
 def test_offloading_flags_with_an_unknown_release_say_nothing(kvops, monkeypatch) -> None:
-    from kvops.doctor import diagnose as diagnose_mod
+    from kvops.doctor.judging import diagnose as diagnose_mod
 
     monkeypatch.setattr(diagnose_mod, "resolve_version", lambda flag, log: (None, "unknown"))
     out = kvops("doctor", "--cmd", "vllm serve m --kv-offloading-size 32", "--json")[1]
@@ -226,7 +226,7 @@ def test_a_new_rule_is_one_registry_entry_and_one_playbook(tmp_path, monkeypatch
     )
     cat = catalog.load(tmp_path)
     assert cat.problems == ()
-    from kvops.doctor import cmdline
+    from kvops.doctor.reading import cmdline
 
     got = diagnose(cat, Inputs(cmd=cmdline.parse("vllm serve m --max-num-seqs 1024")))
     assert [(f.id, f.severity, f.evidence) for f in got.findings] == [

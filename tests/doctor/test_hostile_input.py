@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor import catalog, logs, serve_line, yaml_bounded
-from kvops.doctor.cmdline import config_tokens
-from kvops.doctor.vllm_release import release_number
+from kvops.doctor.judging import catalog, logs
+from kvops.doctor.reading import serve_line, yaml_bounded
+from kvops.doctor.reading.cmdline import config_tokens
+from kvops.doctor.reading.vllm_release import release_number
 from kvops.errors import UsageError
 
 from .adversarial import lines_for

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor.known_models import shipped_config_for
+from kvops.doctor.reading.known_models import shipped_config_for
 
 MODELS = Path(__file__).parent / "models"
 

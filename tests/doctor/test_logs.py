@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from kvops.doctor import catalog, logs
+from kvops.doctor.judging import catalog, logs
 from kvops.errors import UsageError
 
 from .conftest import LOGS

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from kvops.doctor import modelcfg
+from kvops.doctor.reading import modelcfg
 from kvops.errors import UsageError
 
 from .conftest import MODELS

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor import catalog, cmdline, engines, logs
+from kvops.doctor.judging import catalog, logs
+from kvops.doctor.reading import cmdline, engines
 
 
 def findings(out: str) -> dict[str, dict]:

@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from kvops.doctor import catalog
+from kvops.doctor.judging import catalog
 from kvops.playbooks_path import playbooks_dir
 
 

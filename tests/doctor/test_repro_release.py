@@ -19,7 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor import catalog, known_models, release_sandbox, repro, repro_release, vllm_release
+from kvops.doctor.judging import catalog
+from kvops.doctor.reading import known_models, vllm_release
+from kvops.doctor.reproducing import release_sandbox, repro, repro_release
 from kvops.errors import UsageError
 
 from .conftest import MODELS
@@ -117,7 +119,7 @@ def test_a_function_runs_from_its_own_file_with_its_own_imports(tmp_path: Path) 
     script = (
         "import sys, traceback\n"
         "from pathlib import Path\n"
-        "from kvops.doctor import release_sandbox as sb\n"
+        "from kvops.doctor.reproducing import release_sandbox as sb\n"
         f"root = Path({str(release.root)!r})\n"
         "sb.enter(root, ['vllm._C'])\n"
         "import vllm._C\n"

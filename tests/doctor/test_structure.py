@@ -9,19 +9,32 @@ from pathlib import Path
 DOCTOR = Path(__file__).parents[2] / "kvops" / "doctor"
 
 
+def _module(path: Path) -> str:
+    """kvops.doctor.<subpackage>.<module> (a package by its own name)."""
+    parts = path.relative_to(DOCTOR.parents[1]).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _graph() -> dict[str, set[str]]:
+    known = {_module(p): p for p in sorted(DOCTOR.rglob("*.py"))}
     graph: dict[str, set[str]] = {}
-    for path in sorted(DOCTOR.glob("*.py")):
+    for name, path in known.items():
         deps: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if isinstance(node, ast.ImportFrom) and node.module == "kvops.doctor":
-                deps |= {a.name for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kvops.doctor."):
-                deps.add(str(node.module).split(".")[2])
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("kvops.doctor"):
+                for alias in node.names:  # `from pkg import module` or `from module import name`
+                    full = f"{node.module}.{alias.name}"
+                    deps.add(full if full in known else str(node.module))
             elif isinstance(node, ast.Import):
-                deps |= {a.name.split(".")[2] for a in node.names if a.name.startswith("kvops.doctor.")}
-        graph[path.stem] = {d for d in deps if (DOCTOR / f"{d}.py").is_file() and d != path.stem}
+                deps |= {a.name for a in node.names if a.name.startswith("kvops.doctor")}
+        graph[name] = {d for d in deps if d in known and d != name}
     return graph
+
+
+def test_the_graph_sees_modules_in_subpackages() -> None:
+    graph = _graph()
+    assert "kvops.doctor.reading.serve_line" in graph["kvops.doctor.reading.cmdline"]
+    assert "kvops.doctor.judging.diagnose" in graph["kvops.doctor.reporting.report"]
 
 
 def test_kvops_doctor_has_no_import_cycles() -> None:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor import catalog, logs
-from kvops.doctor.fatal import Fatal
+from kvops.doctor.judging import catalog, logs
+from kvops.doctor.reading.fatal import Fatal
 
 REAL = Path(__file__).parent / "real"
 E = "(EngineCore_DP0 pid=6302) ERROR 11-13 11:03:06 [core.py:708]"

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kvops.doctor import catalog, cmdline, diagnose, modelcfg, vllm_source
-from kvops.doctor.inputs import Inputs
+from kvops.doctor.judging import catalog, diagnose
+from kvops.doctor.judging.inputs import Inputs
+from kvops.doctor.reading import cmdline, modelcfg, vllm_source
 
 from .conftest import MODELS
 
@@ -77,7 +78,7 @@ def test_installed_source_overrides_an_in_range_version(tmp_path) -> None:
 
 
 def test_repro_with_vllm_but_no_gpu_reads_the_installed_source(tmp_path) -> None:
-    from kvops.doctor import repro
+    from kvops.doctor.reproducing import repro
 
     pb = catalog.load().get("mla-indexer-keyerror")
     root = tree(tmp_path, vllm_source.OFFLOADING_FILES[0], AFFECTED)

@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from kvops.doctor.cmdline import parse as parse_command_line
+from kvops.doctor.reading.cmdline import parse as parse_command_line
 from kvops.engines.common import rank_of
 from kvops.engines.registry import normalise
 from kvops.errors import UsageError

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvops.cli import main
-from kvops.doctor import catalog, cmdline, logs, modelcfg
+from kvops.doctor.judging import catalog, logs
+from kvops.doctor.reading import cmdline, modelcfg
 from kvops.engines import registry
 from kvops.errors import UsageError
 from kvops.exporter.command import configure as configure_exporter

@@ -6,10 +6,10 @@ import json
 import re
 from typing import Any
 
-from kvops.doctor.catalog import Catalog, Fix
-from kvops.doctor.cmdline import redact_text, secret_values
-from kvops.doctor.diagnose import Diagnosis, Finding
-from kvops.doctor.platform import describe
+from kvops.doctor.judging.catalog import Catalog, Fix
+from kvops.doctor.judging.diagnose import Diagnosis, Finding
+from kvops.doctor.reading.cmdline import redact_text, secret_values
+from kvops.doctor.reading.platform import describe
 from kvops.termsafe import visible
 
 

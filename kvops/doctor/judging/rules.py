@@ -32,9 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kvops.doctor.cli_checks import check_serve_flags, check_serve_flags_unverified
-from kvops.doctor.cmdline import ServeCommand
-from kvops.doctor.judgement import Context, Verdict
+from kvops.doctor.judging.cli_checks import check_serve_flags, check_serve_flags_unverified
+from kvops.doctor.judging.judgement import Context, Verdict
+from kvops.doctor.reading.cmdline import ServeCommand
 from kvops.termsafe import visible
 from kvops.units import GIB, docker_size
 
@@ -173,7 +173,7 @@ def _check_cpu_offload_is_kv(ctx: Context) -> Verdict:
     cmd = ctx.cmd
     if cmd is None:
         return Verdict(None, applies=False)
-    from kvops.doctor import weights
+    from kvops.doctor.reading import weights
 
     if "kv_intent" in ctx.log_facts:
         n, line = ctx.log_facts["kv_intent"]
@@ -240,8 +240,8 @@ def _check_cpu_offload_is_kv(ctx: Context) -> Verdict:
 
 
 def _config_estimate(path: str) -> tuple[int, str] | None:
-    from kvops.doctor import weights
-    from kvops.doctor.modelcfg import read_config
+    from kvops.doctor.reading import weights
+    from kvops.doctor.reading.modelcfg import read_config
     from kvops.errors import UsageError
 
     try:
@@ -505,7 +505,7 @@ def _vllm_source(want: Any, ctx: Context, here: bool) -> Verdict:
     """{offloading_layer_filter: Attention}: read from the installed vllm when it is the judged one"""
     if ctx.vllm_root is None:
         return Verdict(True)  # no installed source to read: the version rule decides
-    from kvops.doctor.vllm_source import offloading_layer_filter
+    from kvops.doctor.reading.vllm_source import offloading_layer_filter
 
     for fact, value in want.items():
         if fact != "offloading_layer_filter":
@@ -597,7 +597,7 @@ def _offload_size_gib(ctx: Context) -> tuple[str | None, str]:
     cmd, m = ctx.cmd, ctx.model
     tp = cmd.tensor_parallel_size() if cmd is not None else 1
     if m is not None:
-        from kvops.doctor.sizing import SizeReport
+        from kvops.doctor.judging.sizing import SizeReport
 
         raw_len = cmd.get("--max-model-len") if cmd is not None else None
         max_len = (

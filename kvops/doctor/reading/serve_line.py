@@ -12,7 +12,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from kvops.doctor import docker_run, engines, shell_words
+from kvops.doctor.reading import docker_run, engines, shell_words
 from kvops.errors import UsageError
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
@@ -220,7 +220,7 @@ def _looks_like_yaml(text: str) -> bool:
 def _from_yaml(text: str) -> list[str] | None:
     import yaml
 
-    from kvops.doctor import yaml_bounded
+    from kvops.doctor.reading import yaml_bounded
 
     try:
         doc = yaml_bounded.load_all(text)

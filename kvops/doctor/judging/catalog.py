@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kvops.doctor.facts import FACTS
+from kvops.doctor.reading.facts import FACTS
 from kvops.errors import UsageError
 
 REQUIRED = ("id", "kind", "title", "severity")
@@ -152,7 +152,7 @@ def parse_playbook(path: Path) -> Playbook:
     conditions = meta.get("conditions") or {}
     if not isinstance(conditions, dict):
         raise PlaybookError(f"{where}: conditions must be a mapping")
-    from kvops.doctor.rules import problems
+    from kvops.doctor.judging.rules import problems
 
     wrong = problems(conditions)
     if wrong:

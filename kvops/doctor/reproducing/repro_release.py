@@ -1,8 +1,8 @@
 """`--repro` with a vLLM release's own code on CPU: which failures can, and how one is run.
 
 The parent side: pick the releases (the one asked for, else a release the failure is known in;
-then the first fixed release), fetch their source (kvops.doctor.vllm_release), run the case in a
-child process (kvops.doctor.repro_cases: the release's modules must not mix with this process's
+then the first fixed release), fetch their source (kvops.doctor.reading.vllm_release), run the case in a
+child process (kvops.doctor.reproducing.repro_cases: the release's modules must not mix with this process's
 imports, nor with an installed vllm) and return what ran.
 """
 
@@ -17,19 +17,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvops.doctor.modelcfg import ModelInfo
-from kvops.doctor.repro_cases import RESULT_MARK
-from kvops.doctor.vllm_release import Release, fetch
+from kvops.doctor.reading.modelcfg import ModelInfo
+from kvops.doctor.reading.vllm_release import Release, fetch
+from kvops.doctor.reproducing.repro_cases import RESULT_MARK
 
 CHILD_TIMEOUT_S = 600.0  # importing a release's config/attention/model modules takes ~10-20 s on CPU
 
 
 @dataclass(frozen=True)
 class ReleaseCase:
-    case: str  # a key of kvops.doctor.repro_cases.CASES
+    case: str  # a key of kvops.doctor.reproducing.repro_cases.CASES
     affected: str  # a release the failure is known in (run when --vllm-version is not given)
     fixed: str | None  # the first release whose same code runs cleanly; None: the fix is flags
-    model: str  # the config.json shipped in kvops/doctor/repro_models/ (when --model is not given)
+    model: str  # the config.json shipped in kvops/doctor/reading/repro_models/ (when --model is not given)
     # what the release's own error says; None: the playbook's log signatures. Needed where older
     # releases word the same error more briefly than the signature the logs are matched with.
     expect: str | None = None
@@ -108,7 +108,7 @@ def execute(
     env = dict(os.environ, VLLM_CONFIGURE_LOGGING="0", CUDA_VISIBLE_DEVICES="", PYTHONDONTWRITEBYTECODE="1")
     try:
         proc = subprocess.run(
-            [sys.executable, "-m", "kvops.doctor.repro_cases"],
+            [sys.executable, "-m", "kvops.doctor.reproducing.repro_cases"],
             input=json.dumps(request),
             capture_output=True,
             text=True,

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import shlex
 
-from kvops.doctor.cmdline import Arg, ServeCommand, arg_tokens
-from kvops.doctor.shell_words import Word
+from kvops.doctor.reading.cmdline import Arg, ServeCommand, arg_tokens
+from kvops.doctor.reading.shell_words import Word
 
 
 def _placed(words: tuple[str, ...]) -> bool:

@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from kvops.doctor.modelcfg import ModelInfo
-from kvops.doctor.platform import Platform
+from kvops.doctor.reading.modelcfg import ModelInfo
+from kvops.doctor.reading.platform import Platform
 from kvops.units import GIB
 
 # The AMD/ROCm seed guide's table: context length -> recommended --kv-offloading-size (GiB).

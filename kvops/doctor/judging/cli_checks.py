@@ -11,8 +11,8 @@ JSON, which no release accepts. rules.py registers both in CHECKS.
 
 from __future__ import annotations
 
-from kvops.doctor import cmdline
-from kvops.doctor.judgement import Context, Verdict
+from kvops.doctor.judging.judgement import Context, Verdict
+from kvops.doctor.reading import cmdline
 
 _ANY_RELEASE = {"bad-json"}  # wrong whatever the release
 

@@ -1,6 +1,6 @@
 """`kvops doctor --repro ID`: show a failure happen, then show the fix make it go away.
 
-First, for the failures whose mechanism is Python (kvops.doctor.repro_release.CASES): run the
+First, for the failures whose mechanism is Python (kvops.doctor.reproducing.repro_release.CASES): run the
 release's own function on CPU, from its wheel fetched with pip into the user's cache, then the first
 fixed release's same function (`executed` / `fix_executed` in --json). Otherwise three levels,
 tried in order, each saying plainly what it could and could not do here:
@@ -25,10 +25,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from kvops.doctor import known_models, repro_release
-from kvops.doctor.catalog import Catalog, Playbook
-from kvops.doctor.cmdline import ServeCommand
-from kvops.doctor.modelcfg import ModelInfo
+from kvops.doctor.judging.catalog import Catalog, Playbook
+from kvops.doctor.reading import known_models
+from kvops.doctor.reading.cmdline import ServeCommand
+from kvops.doctor.reading.modelcfg import ModelInfo
+from kvops.doctor.reproducing import repro_release
 from kvops.errors import UsageError
 from kvops.termsafe import visible
 
@@ -193,7 +194,7 @@ def attempt_with_release(
     execute: Callable[..., dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Run the failure's function from the release's own source, then from the first fixed release."""
-    from kvops.doctor import modelcfg
+    from kvops.doctor.reading import modelcfg
 
     execute = execute or repro_release.fetch_and_execute
     case = repro_release.CASES[pb.id]
@@ -233,7 +234,7 @@ def attempt_with_release(
 
 def _read_installed_source(pb: Playbook, root: Path | None) -> str | None:
     """What the installed vllm's source says about this failure, for playbooks that name a fact."""
-    from kvops.doctor.vllm_source import installed_root, offloading_layer_filter
+    from kvops.doctor.reading.vllm_source import installed_root, offloading_layer_filter
 
     want = (pb.conditions.get("vllm_source") or {}).get("offloading_layer_filter")
     root = root or installed_root()

@@ -3,7 +3,7 @@
 Most failure reports give only `vllm serve deepseek-ai/DeepSeek-V3.2 ...`, not the config.json;
 the checks that hinge on the attention kind (MLA, DSA, hybrid) would then say nothing. For the
 models whose architecture those checks are about, kvops ships the fields of their published
-config.json (kvops/doctor/repro_models/, provenance in its README). A served model is matched by
+config.json (kvops/doctor/reading/repro_models/, provenance in its README). A served model is matched by
 its Hugging Face id or by the last part of a local path (`/models/DeepSeek-V3.2`), case-insensitively;
 fine-tunes and revisions that keep the architecture map to the same config.
 """
@@ -13,8 +13,8 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from kvops.doctor import modelcfg
-from kvops.doctor.modelcfg import ModelInfo
+from kvops.doctor.reading import modelcfg
+from kvops.doctor.reading.modelcfg import ModelInfo
 
 # last path component, lower case -> shipped config (same architecture: layer count, MLA/DSA/hybrid)
 _BY_NAME: dict[str, str] = {
@@ -47,5 +47,6 @@ def shipped_config_for(served: str | None) -> ModelInfo | None:
 
 
 def shipped_model(name: str) -> Path:
-    """A config.json kvops ships (kvops/doctor/repro_models/): --repro's models, and the ones above."""
-    return Path(str(resources.files("kvops.doctor").joinpath("repro_models").joinpath(name)))
+    """A config.json kvops ships (kvops/doctor/reading/repro_models/): --repro's models, and the ones
+    above."""
+    return Path(str(resources.files("kvops.doctor.reading").joinpath("repro_models").joinpath(name)))

@@ -1,7 +1,7 @@
 """The reproductions that run a vLLM release's own code on CPU (child process side).
 
-`python -m kvops.doctor.repro_cases` reads one request (JSON) on stdin, puts the release on
-sys.path (kvops.doctor.release_sandbox), runs the case's function and prints one JSON result
+`python -m kvops.doctor.reproducing.repro_cases` reads one request (JSON) on stdin, puts the release on
+sys.path (kvops.doctor.reproducing.release_sandbox), runs the case's function and prints one JSON result
 after RESULT_MARK on stdout (vLLM's own logger also writes to stdout).
 
 A case returns what ran: the release's file and function, the outcome, vLLM's own traceback
@@ -21,7 +21,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from kvops.doctor import release_sandbox as sandbox
+from kvops.doctor.reproducing import release_sandbox as sandbox
 
 RESULT_MARK = "@@kvops-repro-result@@"
 

@@ -10,15 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvops.doctor import as_written, engines
-from kvops.doctor.catalog import Catalog, Fix, Playbook
-from kvops.doctor.cmdline import ServeCommand, redact_text, reparse, secret_values
-from kvops.doctor.inputs import Inputs
-from kvops.doctor.judgement import Verdict
-from kvops.doctor.logs import FACTS, LogScan, clip
-from kvops.doctor.modelcfg import ModelInfo
-from kvops.doctor.platform import Platform
-from kvops.doctor.rules import CONDITIONS, FIX_VALUES, Context, evaluate, version_tuple
+from kvops.doctor.judging import as_written
+from kvops.doctor.judging.catalog import Catalog, Fix, Playbook
+from kvops.doctor.judging.inputs import Inputs
+from kvops.doctor.judging.judgement import Verdict
+from kvops.doctor.judging.logs import FACTS, LogScan, clip
+from kvops.doctor.judging.rules import CONDITIONS, FIX_VALUES, Context, evaluate, version_tuple
+from kvops.doctor.reading import engines
+from kvops.doctor.reading.cmdline import ServeCommand, redact_text, reparse, secret_values
+from kvops.doctor.reading.modelcfg import ModelInfo
+from kvops.doctor.reading.platform import Platform
 from kvops.errors import UsageError
 from kvops.termsafe import visible
 
@@ -114,7 +115,7 @@ class Diagnosis:
 def resolve_version(flag: str | None, log: LogScan | None) -> tuple[str | None, str]:
     """--vllm-version, else the log's `vLLM API server version X` line, else the installed vllm."""
     if flag is not None:
-        from kvops.doctor.vllm_release import release_number
+        from kvops.doctor.reading.vllm_release import release_number
 
         return release_number(flag), "--vllm-version"
     if log is not None and log.version:
@@ -450,7 +451,7 @@ def _blocking(
     """The errors and warnings doctor gives the fixed command on `version` (None: it cannot be read).
     Judged as a fresh paste of it: read again with that release's flag table, so a flag the release
     lacks is seen."""
-    from kvops.doctor.cmdline import parse
+    from kvops.doctor.reading.cmdline import parse
 
     try:
         again = parse(fixed.render(), version)
@@ -475,8 +476,8 @@ def _blocking(
 def _upgrade_to(findings: list[Finding], fixed: ServeCommand, version: str | None) -> str | None:
     """A release that may clear every finding: past each playbook's `vllm_version: <X` bound, and
     one whose flag table has every flag the command uses (the caller judges it there to be sure)."""
-    from kvops.doctor import cli_schema
-    from kvops.doctor.cmdline import parse
+    from kvops.doctor.reading import cli_schema
+    from kvops.doctor.reading.cmdline import parse
 
     bounds = []
     for f in findings:

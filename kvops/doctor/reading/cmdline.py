@@ -2,11 +2,11 @@
 line, parsed with the judged vLLM release's own flag table, changed by a fix, printed back ready to paste.
 
 Which flags take a value, how many (argparse nargs), which are `--x/--no-x` booleans and which hold
-JSON comes from kvops/doctor/vllm_cli.json (recorded from each release's parser, see
+JSON comes from kvops/doctor/reading/vllm_cli.json (recorded from each release's parser, see
 gen_cli_schema.py). FlexibleArgumentParser's rewrites are applied: `--a_b` is `--a-b`, dotted
 `--x.y v` keys build the JSON of `--x`, `-O3` means the release's optimisation level. Parsing
 never drops a token: unknown flags and stray values are kept, rendered back and reported.
-Secrets (kvops/doctor/credentials.py: an explicit list, never `*token*`) print as `$NAME`.
+Secrets (kvops/doctor/reading/credentials.py: an explicit list, never `*token*`) print as `$NAME`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from kvops.doctor import cli_schema, credentials, docker_run, engines, serve_line
-from kvops.doctor.cli_schema import Schema, is_option
+from kvops.doctor.reading import cli_schema, credentials, docker_run, engines, serve_line
+from kvops.doctor.reading.cli_schema import Schema, is_option
 from kvops.errors import UsageError
 
 OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config")
@@ -586,7 +586,7 @@ def config_tokens(path: str) -> list[str] | None:
     (True -> --key, False -> nothing, a list -> --key item...); None when it cannot be read here."""
     import yaml
 
-    from kvops.doctor import yaml_bounded
+    from kvops.doctor.reading import yaml_bounded
 
     if not path.endswith((".yaml", ".yml")):
         return None

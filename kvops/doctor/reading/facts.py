@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from kvops.doctor.weights import CAPACITY, GPU_NAME, LOADED
+from kvops.doctor.reading.weights import CAPACITY, GPU_NAME, LOADED
 
 # Evidence a generic message needs before it becomes a specific claim (a playbook's `requires`).
 FACTS: dict[str, re.Pattern[str]] = {

@@ -29,11 +29,11 @@ from itertools import islice
 from pathlib import Path
 from typing import BinaryIO
 
-from kvops.doctor import engines
-from kvops.doctor.catalog import Playbook
-from kvops.doctor.facts import FACTS
-from kvops.doctor.fatal import HINTS as FATAL_HINTS
-from kvops.doctor.fatal import Fatal
+from kvops.doctor.judging.catalog import Playbook
+from kvops.doctor.reading import engines
+from kvops.doctor.reading.facts import FACTS
+from kvops.doctor.reading.fatal import HINTS as FATAL_HINTS
+from kvops.doctor.reading.fatal import Fatal
 from kvops.errors import UsageError
 from kvops.termsafe import visible
 

@@ -1,6 +1,6 @@
 """The `vllm serve` flags of each vLLM release, as recorded from that release's own parser.
 
-Package data: kvops/doctor/vllm_cli.json, written by kvops/doctor/gen_cli_schema.py. A release
+Package data: kvops/doctor/reading/vllm_cli.json, written by kvops/doctor/gen_cli_schema.py. A release
 without a recorded schema is read with the installed vllm's own parser when that is the release
 judged (recorded once in a child interpreter, cached), else with the nearest recorded one (the
 newest not after it, else the oldest) and a one-line note; no version reads the union of all.
@@ -87,7 +87,7 @@ def version_key(text: str) -> tuple[int, ...] | None:
 
 @lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    raw = resources.files("kvops.doctor").joinpath("vllm_cli.json").read_text(encoding="utf-8")
+    raw = resources.files("kvops.doctor.reading").joinpath("vllm_cli.json").read_text(encoding="utf-8")
     return json.loads(raw)
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvops.doctor.cmdline import ServeCommand
-from kvops.doctor.logs import LogScan
-from kvops.doctor.modelcfg import ModelInfo
-from kvops.doctor.platform import Platform
+from kvops.doctor.judging.logs import LogScan
+from kvops.doctor.reading.cmdline import ServeCommand
+from kvops.doctor.reading.modelcfg import ModelInfo
+from kvops.doctor.reading.platform import Platform
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,1 @@
+"""The findings as text or JSON."""
