@@ -20,7 +20,7 @@ import pytest
 from kvops.exposition.parser import ParseResult, parse
 
 CONFORMANCE = Path(__file__).parent / "conformance"
-SUITES = ["expfmt", "promparse", "client_python"]
+SUITES = ["expfmt", "promparse", "client_python", "names_and_decoder"]
 
 
 def _cases(suite: str) -> list[dict]:
@@ -96,4 +96,9 @@ def test_prometheus_promparse(case: dict):
 
 @pytest.mark.parametrize("case", _cases("client_python"), ids=lambda c: c["id"])
 def test_client_python_parser(case: dict):
+    _check(case)
+
+
+@pytest.mark.parametrize("case", _cases("names_and_decoder"), ids=lambda c: c["id"])
+def test_prometheus_common_names_and_decoder(case: dict):
     _check(case)

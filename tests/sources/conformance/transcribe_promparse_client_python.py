@@ -486,7 +486,12 @@ case(
     "test_benchmark_text_string_to_metric_families",
     bench,
     [s for s in samples if not s[0].startswith("my.utf8")]
-    + [("hist_bucket", {"le": "1"}, 0), ("hist_bucket", {"le": "+Inf"}, 3), ("hist_count", {}, 3), ("hist_sum", {}, 2)],
+    + [
+        ("hist_bucket", {"le": "1"}, 0),
+        ("hist_bucket", {"le": "+Inf"}, 3),
+        ("hist_count", {}, 3),
+        ("hist_sum", {}, 2),
+    ],
     types={
         "go_gc_duration_seconds": "summary",
         "go_goroutines": "gauge",
