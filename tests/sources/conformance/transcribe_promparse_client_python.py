@@ -157,6 +157,8 @@ case(
         ),
     ],
     types={U: "summary"},
+    note="promparse writes a summary's quantile in canonical float form (0 -> 0.0); kvops keeps label values as"
+    " exposed and reads quantile as a number",
 )
 errs = [
     ("a", ["a"], [1], None),
