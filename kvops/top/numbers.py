@@ -51,6 +51,7 @@ def gib(value: float | None) -> str:
 
 
 def ms(value: float | None) -> str:
+    value = known(value)
     return UNKNOWN if value is None else f"{value * 1000:.0f} ms"
 
 
