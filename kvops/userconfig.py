@@ -54,7 +54,7 @@ def top_defaults(sort_keys: tuple[str, ...], windows: tuple[str, ...]) -> dict[s
         return {}
     from kvops.operator_files import kind, load_yaml_mapping
 
-    doc = load_yaml_mapping(str(path), str(path))
+    doc = load_yaml_mapping(str(path), "config file")
     where = str(path)
 
     def text(key: str) -> str:
