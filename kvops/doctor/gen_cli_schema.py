@@ -37,16 +37,16 @@ ranges of consecutive entries of `releases` ("0.10.0..0.14.1").
 from __future__ import annotations
 
 import argparse
-import importlib.abc
-import importlib.machinery
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
-import types
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
+
+from kvops.doctor.reading import release_stand_ins
 
 # Every release kvops supports: each minor's patches from 0.10.0 to 0.33.0 (PyPI's list).
 _RELEASE_LIST = (
@@ -57,123 +57,12 @@ _RELEASE_LIST = (
 )
 RELEASES = tuple(_RELEASE_LIST.split())
 
-# Modules never stood in for: a stand-in would make vLLM believe a TPU/Neuron/XPU is present.
-_NEVER_STUB = r"tpu|neuron|habana|intel_extension|ipex|oneccl|torch_xla|jax|amdsmi|hpu|xpu|aiter|^vllm_"
+# The schema-gen extra (pyproject.toml): what the releases' parser code imports for real. Each is
+# checked before recording, since a missing one would quietly become a stand-in.
+SCHEMA_GEN_MODULES = ("torch", "pydantic", "msgspec", "numpy", "regex", "cloudpickle", "psutil")
 
 
 # ---- recording one release (runs in its own interpreter) ---------------------------------------
-class _AnyMeta(type):
-    """A stand-in class: any attribute is another stand-in, subscripting and `|` give itself,
-    and used as a decorator it keeps the function."""
-
-    def __getattr__(cls, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        return _stand_in(name)
-
-    def __getitem__(cls, item: Any) -> Any:
-        return cls
-
-    def __or__(cls, other: Any) -> Any:
-        return cls
-
-    def __ror__(cls, other: Any) -> Any:
-        return cls
-
-    def __call__(cls, *a: Any, **k: Any) -> Any:
-        if len(a) == 1 and callable(a[0]) and not k and not isinstance(a[0], _AnyMeta):
-            return a[0]  # used as a decorator: keep the function
-        return super().__call__(*a, **k)
-
-
-def _instance_getattr(self: Any, name: str) -> Any:
-    if name.startswith("__"):
-        raise AttributeError(name)
-    return _stand_in(name)()
-
-
-def _schema(cls: Any, source: Any, handler: Any) -> Any:
-    from pydantic_core import core_schema  # vLLM's config classes are pydantic: any value passes
-
-    return core_schema.any_schema()
-
-
-def _stand_in(name: str) -> Any:
-    return _AnyMeta(
-        name,
-        (),
-        {
-            "__init_subclass__": classmethod(lambda c, **k: None),
-            "__get_pydantic_core_schema__": classmethod(_schema),
-            "__init__": lambda s, *a, **k: None,
-            "__call__": lambda s, *a, **k: a[0] if len(a) == 1 and callable(a[0]) else _stand_in("r")(),
-            "__getattr__": _instance_getattr,
-        },
-    )
-
-
-class _StubModule(types.ModuleType):
-    __path__: ClassVar[list[str]] = []  # type: ignore[misc]  # a package: submodules are stood in too
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") and name.endswith("__"):
-            raise AttributeError(name)
-        value = _stand_in(name)
-        setattr(self, name, value)
-        return value
-
-
-class _StandInFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Stand-ins for what the release under `root` imports and cannot have: its compiled
-    extensions, and third-party modules no other finder has, when vLLM's own code asks."""
-
-    def __init__(self, root: str) -> None:
-        self.root = root
-
-    def find_spec(self, fullname: str, path: Any, target: Any = None) -> Any:
-        top = fullname.split(".")[0]
-        if top == "vllm":
-            rel = os.path.join(self.root, *fullname.split("."))
-            if os.path.exists(rel + ".py") or os.path.isdir(rel):
-                return None
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)  # a _C module
-        if re.search(_NEVER_STUB, top) or not self._asked_by_vllm():
-            return None
-        for finder in sys.meta_path:
-            if finder is self:
-                continue
-            try:
-                if finder.find_spec(fullname, path, target) is not None:
-                    return None
-            except Exception:
-                continue
-        return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-
-    def _asked_by_vllm(self) -> bool:
-        """Whether the import statement is in the release's code (importlib's and ours skipped)."""
-        frame: types.FrameType | None = sys._getframe(2)
-        while frame is not None and (
-            "importlib" in frame.f_code.co_filename or frame.f_code.co_filename == _THIS
-        ):
-            frame = frame.f_back
-        return frame is not None and frame.f_code.co_filename.startswith(self.root)
-
-    def create_module(self, spec: Any) -> Any:
-        return _StubModule(spec.name)
-
-    def exec_module(self, module: Any) -> None:
-        return None
-
-
-def _install_stand_ins(root: str) -> None:
-    """Let the release's modules import: missing third-party modules and vLLM's compiled
-    extensions become permissive stand-ins, but only when vLLM's own code imports them."""
-    sys.meta_path.insert(0, _StandInFinder(root))
-
-
-_THIS = os.path.abspath(__file__)
-
-
 def _parser_home(root: str) -> str:
     """The module `vllm serve` takes make_arg_parser from (it moved: openai/cli_args.py,
     launchers/cli_args.py in 0.29, common/cli_args.py later), read from entrypoints/cli/serve.py."""
@@ -182,24 +71,6 @@ def _parser_home(root: str) -> str:
         r"from (vllm\.[\w.]+) import (?:\([^)]*?\bmake_arg_parser\b|[^\n(]*\bmake_arg_parser\b)", serve
     )
     return m.group(1) if m else "vllm.entrypoints.openai.cli_args"
-
-
-def _stand_in_versions(root: str) -> None:
-    """vLLM asks importlib.metadata for versions of libraries that are stand-ins here: answer
-    vLLM's own code (only) with a far-future version, so its newest-library code path is taken."""
-    import importlib.metadata as md
-
-    real = md.version
-
-    def version(distribution_name: str) -> str:
-        try:
-            return real(distribution_name)
-        except md.PackageNotFoundError:
-            if sys._getframe(1).f_code.co_filename.startswith(root):
-                return "99.0.0"
-            raise
-
-    md.version = version
 
 
 def _value_type(action: argparse.Action) -> str | None:
@@ -262,8 +133,9 @@ def record(root: str) -> dict[str, Any]:
     root = os.path.abspath(root)
     sys.path.insert(0, root)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")
-    _install_stand_ins(root)
-    _stand_in_versions(root)
+    # what the release imports and cannot have here becomes a stand-in (release_stand_ins.py)
+    release_stand_ins.install(release_stand_ins.StandInFinder(release_root=root))
+    release_stand_ins.stand_in_versions(root)
     import vllm.platforms as platforms
 
     platforms.resolve_current_platform_cls_qualname = lambda: "vllm.platforms.cuda.CudaPlatform"  # type: ignore[attr-defined]
@@ -390,33 +262,49 @@ def main(argv: list[str] | None = None) -> int:
         json.dump(record(args.record), out)
         out.close()
         return 0
+    missing = [name for name in SCHEMA_GEN_MODULES if importlib.util.find_spec(name) is None]
+    if missing:  # a stand-in for one of them records another parser (msgspec: "'fields' object ...")
+        print(
+            f"gen_cli_schema: {', '.join(missing)} not installed here; pip install -e '.[schema-gen]' first",
+            file=sys.stderr,
+        )
+        return 2
     base = Path(args.download or args.sources)
     per_release: dict[str, dict[str, Any]] = {}
     for version in args.releases:
         root = _download(version, base) if args.download else base / version
-        saved = root / "kvops-parser-record.json"  # one release's record, reused on a re-run
-        if saved.is_file():
-            per_release[version] = json.loads(saved.read_text())
-            continue
-        if not (root / "vllm").is_dir():
-            print(f"vllm {version}: no sources under {root}, skipped", file=sys.stderr)
-            continue
-        child = subprocess.run(
-            [sys.executable, "-m", "kvops.doctor.gen_cli_schema", "--record", str(root)],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
-        )
-        if child.returncode != 0:
-            tail = child.stderr.strip().splitlines()[-1:] or ["no output"]
-            print(f"vllm {version}: could not record its parser: {tail[0]}", file=sys.stderr)
-            continue
-        per_release[version] = json.loads(child.stdout)
-        saved.write_text(child.stdout)
-        print(f"vllm {version}: {len(per_release[version]['flags'])} flags", file=sys.stderr)
+        recorded = _record_in_child(version, root)
+        if recorded is not None:
+            per_release[version] = recorded
+    failed = [v for v in args.releases if v not in per_release]
+    if failed:  # a table without them would drop their flags: write none
+        print(f"gen_cli_schema: not recorded: {' '.join(failed)}; no table written", file=sys.stderr)
+        return 1
     sys.stdout.write(dump(merge(per_release)))
     return 0
+
+
+def _record_in_child(version: str, root: Path) -> dict[str, Any] | None:
+    """One release's record, from a fresh interpreter (the stand-ins and vLLM's imports stay there).
+    Recorded afresh on every run: a saved record would outlive a change of the recorder."""
+    if not (root / "vllm").is_dir():
+        print(f"vllm {version}: no sources under {root}, skipped", file=sys.stderr)
+        return None
+    child = subprocess.run(
+        [sys.executable, "-m", "kvops.doctor.gen_cli_schema", "--record", str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        # no .pyc in the cached tree: vllm_release.verify refuses any file the wheel did not carry
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": "", "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    if child.returncode != 0:
+        tail = child.stderr.strip().splitlines()[-1:] or ["no output"]
+        print(f"vllm {version}: could not record its parser: {tail[0]}", file=sys.stderr)
+        return None
+    recorded: dict[str, Any] = json.loads(child.stdout)
+    print(f"vllm {version}: {len(recorded['flags'])} flags", file=sys.stderr)
+    return recorded
 
 
 def dump(schema: dict[str, Any]) -> str:

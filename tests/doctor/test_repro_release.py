@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from kvops.doctor.judging import catalog
-from kvops.doctor.reading import known_models, vllm_release
-from kvops.doctor.reproducing import release_sandbox, repro, repro_release
+from kvops.doctor.reading import known_models, release_stand_ins, vllm_release
+from kvops.doctor.reproducing import repro, repro_release
 from kvops.errors import UsageError
 
 from .conftest import MODELS
@@ -144,7 +144,7 @@ def test_a_function_runs_from_its_own_file_with_its_own_imports(tmp_path: Path) 
 
 
 def test_stand_in_modules_accept_class_keywords_and_decorators() -> None:
-    mod = release_sandbox._StandInModule("msgspec")
+    mod = release_stand_ins.StandInModule("msgspec")
 
     class Params(mod.Struct, omit_defaults=True):  # as vllm.sampling_params does
         pass

@@ -5,7 +5,8 @@ torch (CPU build), numpy, pydantic, regex, PyYAML, psutil. What stands in, and o
 - the third-party packages in EDGE_PACKAGES (tokenizers, HTTP, serialisation, ZMQ ...). vLLM
   imports them at module level, the functions run here never call them. Each becomes an empty
   module whose attributes are inert classes, so `class X(msgspec.Struct)` or a decorator import
-  still works; which ones were touched is reported;
+  still works (the stand-ins of kvops/doctor/reading/release_stand_ins.py, which the recorder of
+  vllm_cli.json uses too); which ones were touched is reported;
 - the compiled extension modules the wheel carried (`vllm._C`, ...): CUDA builds, not loadable.
 
 The function itself is compiled from the release's file at its own line numbers, and the names it
@@ -17,13 +18,12 @@ from __future__ import annotations
 
 import ast
 import importlib
-import importlib.abc
-import importlib.machinery
 import sys
-import types
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+
+from kvops.doctor.reading import release_stand_ins
 
 # Imported at module level by vLLM's config / attention / model modules, never called by the
 # functions reproduced. Stood in for even when installed, so every machine runs the same thing.
@@ -51,89 +51,7 @@ EDGE_PACKAGES = (
     "zmq",
 )
 
-STOOD_IN: list[str] = []  # the modules a run actually imported as stand-ins
 HOW_LOADED: dict[str, str] = {}  # qualname -> how load_function obtained it
-
-
-class _Inert(type):
-    """An attribute of a stand-in module: a class that accepts anything and does nothing."""
-
-    def __new__(mcls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **_kw: Any) -> _Inert:
-        return super().__new__(mcls, name, bases, ns)
-
-    def __init__(cls, name: str, bases: tuple[type, ...], ns: dict[str, Any], **_kw: Any) -> None:
-        super().__init__(name, bases, ns)
-
-    def __getattr__(cls, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return _inert(f"{cls.__qualname__}.{name}")
-
-    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
-        if len(args) == 1 and callable(args[0]) and not kwargs:
-            return args[0]  # used as a decorator: keep the decorated function
-        return super().__call__()
-
-    def __getitem__(cls, _item: Any) -> Any:
-        return cls
-
-    def __or__(cls, _other: Any) -> Any:
-        return cls
-
-    def __ror__(cls, _other: Any) -> Any:
-        return cls
-
-    def __iter__(cls) -> Any:
-        return iter(())
-
-    def __bool__(cls) -> bool:
-        return False
-
-    def __get_pydantic_core_schema__(cls, _source: Any, _handler: Any) -> Any:
-        from pydantic_core import core_schema
-
-        return core_schema.any_schema()
-
-
-def _inert(qualname: str) -> type:
-    ns = {
-        "__qualname__": qualname,
-        "__module__": "kvops.stand_in",
-        "__init_subclass__": classmethod(lambda cls, **kw: None),
-        "__init__": lambda self, *a, **k: None,
-    }
-    return _Inert(qualname.rsplit(".", 1)[-1], (), ns)
-
-
-class _StandInModule(types.ModuleType):
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
-            raise AttributeError(name)
-        value = _inert(f"{self.__name__}.{name}")
-        setattr(self, name, value)
-        return value
-
-
-class _EdgeFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    def __init__(self, packages: Iterable[str], extensions: Iterable[str]) -> None:
-        self.packages = set(packages)
-        self.extensions = set(extensions)
-
-    def find_spec(
-        self, fullname: str, path: Any, target: Any = None
-    ) -> importlib.machinery.ModuleSpec | None:
-        if fullname.split(".")[0] in self.packages or fullname in self.extensions:
-            return importlib.machinery.ModuleSpec(fullname, self, is_package=True)
-        return None
-
-    def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType:
-        module = _StandInModule(spec.name)
-        module.__path__ = []
-        STOOD_IN.append(spec.name)
-        return module
-
-    def exec_module(self, module: types.ModuleType) -> None:
-        return None
 
 
 def enter(root: Path, extensions: Iterable[str]) -> None:
@@ -143,14 +61,14 @@ def enter(root: Path, extensions: Iterable[str]) -> None:
     for name in EDGE_PACKAGES:
         sys.modules.pop(name, None)
     sys.path.insert(0, str(root))
-    # before the normal finders for the edge packages (an installed copy must not be used),
-    # after them for vllm's compiled modules (only the .so, absent here, would have matched)
-    sys.meta_path.insert(0, _EdgeFinder(EDGE_PACKAGES, ()))
-    sys.meta_path.append(_EdgeFinder((), extensions))
+    # the edge packages even when installed (an installed copy must not be used); vllm's compiled
+    # modules only when nothing else has them (only the .so, absent here, would have matched)
+    release_stand_ins.install(release_stand_ins.StandInFinder(always=EDGE_PACKAGES, extensions=extensions))
 
 
 def stood_in() -> list[str]:
-    return sorted({name.split(".")[0] if name.split(".")[0] != "vllm" else name for name in STOOD_IN})
+    """The modules this run stood in (reported beside the result)."""
+    return release_stand_ins.stood_in()
 
 
 def find_class(root: Path, name: str, base: str) -> tuple[str, type] | None:
