@@ -1,12 +1,15 @@
 """Regenerate kvops/doctor/reading/vllm_cli.json: the `vllm serve` flags of every supported vLLM release,
 recorded from each release's OWN argument parser.
 
-    python -m kvops.doctor.gen_cli_schema --download CACHE_DIR > kvops/doctor/reading/vllm_cli.json
-    python -m kvops.doctor.gen_cli_schema --sources DIR > kvops/doctor/reading/vllm_cli.json
+    python -m kvops.doctor.gen_cli_schema --download ~/.cache/kvops/vllm > /tmp/vllm_cli.json
+    python -m kvops.doctor.gen_cli_schema --sources DIR > /tmp/vllm_cli.json
         (DIR/<version>/vllm/... already holds each release's Python files)
+    cmp /tmp/vllm_cli.json kvops/doctor/reading/vllm_cli.json
+
+(docs/doctor.md, "The vLLM CLI schema": the cache, the time, what a failed release does.)
 
 How it was derived (and what is approximate):
-- Needs the `schema-gen` extra (torch, pydantic, msgspec, ...) installed.
+- Needs the `schema-gen` extra (torch, pydantic, msgspec, ...) installed; checked before recording.
 - `--download` fetches each release's wheel from PyPI with `pip download --no-deps vllm==X`
   and keeps only its `vllm/**/*.py` (nothing is built; the CUDA extensions are not used).
 - For each release a fresh interpreter (`--record DIR`) imports the module that release's
@@ -17,7 +20,8 @@ How it was derived (and what is approximate):
   choices, default and the value type.
 - vLLM's imports are satisfied by the release's own files, the local torch, pydantic, numpy,
   yaml, regex, ...; third-party modules that are not installed here (transformers, fastapi,
-  msgspec, ...) and vLLM's compiled `_C` extensions are replaced by permissive stand-ins. The
+  ...) and vLLM's compiled `_C` extensions are replaced by permissive stand-ins (the ones
+  `kvops doctor --repro` uses: kvops/doctor/reading/release_stand_ins.py). The
   platform is pinned to CUDA (vllm.platforms.cuda.CudaPlatform), and importlib.metadata tells
   vLLM's code version 99.0.0 for a stand-in library (its newest-library code path). So: flag
   names, kinds, nargs and choices are vLLM's own; a default that vLLM computes from a missing
