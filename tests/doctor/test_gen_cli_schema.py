@@ -11,10 +11,14 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from kvops.doctor import gen_cli_schema
+from kvops.doctor.reading import vllm_release
+
+SHIPPED = Path(gen_cli_schema.__file__).parent / "reading" / "vllm_cli.json"
 
 # A release whose parser module imports what cannot load here: a compiled extension with no file
 # in the tree and a library that is not installed, used as a base class with class keywords, as a
@@ -112,3 +116,45 @@ def test_a_missing_schema_gen_library_is_one_line_before_anything_is_recorded(
     assert out == "" and err == (
         "gen_cli_schema: kvops_absent_library not installed here; pip install -e '.[schema-gen]' first\n"
     )
+
+
+def _as_of(table: dict[str, Any], version: str) -> dict[str, Any]:
+    """What a table says about one of its releases: each flag's variant holding in it, and its rewrites."""
+    order = table["releases"]
+    at = order.index(version)
+
+    def holds(ranges: list[str]) -> bool:
+        for written in ranges:
+            first, _, last = written.partition("..")
+            if order.index(first) <= at <= order.index(last or first):
+                return True
+        return False
+
+    def without_releases(variant: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in variant.items() if k != "releases"}
+
+    flags = {
+        key: [without_releases(v) for v in variants if holds(v["releases"])]
+        for key, variants in table["flags"].items()
+    }
+    return {
+        "flags": {key: found for key, found in flags.items() if found},
+        "rewrites": [without_releases(r) for r in table["rewrites"] if holds(r["releases"])],
+    }
+
+
+@pytest.mark.vllm_release
+@pytest.mark.timeout(1800)  # the first run downloads 370-500 MB wheels
+def test_the_recorder_reproduces_the_shipped_table_for_real_releases() -> None:
+    """The releases the --repro tests download (the same cache): recorded again here, each one's flags
+    and rewrites are what vllm_cli.json holds for it (docs/doctor.md re-records all 39 and cmp's)."""
+    versions = ["0.11.2", "0.14.0", "0.18.0"]
+    done = _run("--download", str(vllm_release.cache_dir()), "--releases", *versions)
+    assert done.returncode == 0, done.stderr
+    recorded = json.loads(done.stdout)
+    shipped = json.loads(
+        (Path(gen_cli_schema.__file__).parent / "reading" / "vllm_cli.json").read_text(encoding="utf-8")
+    )
+    for version in versions:
+        assert _as_of(recorded, version) == _as_of(shipped, version), version
+        assert vllm_release.cached(version) is not None  # the tree still verifies: nothing was added
