@@ -50,11 +50,14 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
     lines = _columns(rows)
     if rest:
         lines.append(f"… and {rest} more engine(s) (--top)")
-    doc = board.doc or {}
+    frame = board.interval
     if view and view.group_by:
         lines.append("")
-        lines.extend(_groups(doc, view.group_by))
-    frame = board.interval
+        # Every engine of the frame, as before the typed frames: the text filter narrows the
+        # engine rows above, not the groups (unlike --json and the live view).
+        engines = frame.targets if frame is not None else []
+        seconds = frame.interval_seconds if frame is not None else None
+        lines.extend(_groups(fleet.group(engines, view.group_by, seconds), view.group_by))
     for g in frame.gpus if frame is not None else []:
         tx, rx = g.pcie_transmit_bytes_per_second, g.pcie_receive_bytes_per_second
         label = "Simulated GPU" if simulated else "GPU"
@@ -82,20 +85,20 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
     return "\n".join(lines)
 
 
-def _groups(doc: dict, by: str) -> list[str]:
+def _groups(groups: list[fleet.Group], by: str) -> list[str]:
     rows: list[tuple[str, ...]] = [(by.upper(), "ENGINES", "DOWN", "LOCAL HIT", "EXT HIT", "STORE", "LOAD",
                                     "STORED/S", "LOADED/S", "RUN", "WAIT", "PREEMPT")]  # fmt: skip
-    for g in fleet.group(doc, by):
+    for g in groups:
         rows.append((
-            visible(g["group"] or numbers.UNKNOWN), str(g["engines"]), str(g["engines_down"]),
-            numbers.pct(g["local_hit_rate"]), numbers.pct(g["external_hit_rate"]),
-            numbers.gbps(g["store_bandwidth_bytes_per_second"]),
-            numbers.gbps(g["load_bandwidth_bytes_per_second"]),
-            numbers.gbps(g["store_offered_bytes_per_second"]),
-            numbers.gbps(g["load_offered_bytes_per_second"]),
-            numbers.count(g["requests_running"]),
-            numbers.count(g["requests_waiting"]),
-            numbers.count(g["preemptions"]),
+            visible(g.group or numbers.UNKNOWN), str(g.engines), str(g.engines_down),
+            numbers.pct(g.local_hit_rate), numbers.pct(g.external_hit_rate),
+            numbers.gbps(g.store_bandwidth_bytes_per_second),
+            numbers.gbps(g.load_bandwidth_bytes_per_second),
+            numbers.gbps(g.store_offered_bytes_per_second),
+            numbers.gbps(g.load_offered_bytes_per_second),
+            numbers.count(g.requests_running),
+            numbers.count(g.requests_waiting),
+            numbers.count(g.preemptions),
         ))  # fmt: skip
     return _columns(rows)
 
