@@ -439,16 +439,14 @@ def host_line(board: Board, simulated: bool = False, width: int = 200) -> Text:
     available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
     shm_free = host.get("shm_free_bytes")
 
-    def alarm(value: float | None) -> str:  # smaller than the tier it must hold
-        return "bold red" if tier is not None and value is not None and value < tier else ""
-
     def build(host: str, ram: str, of: str, shm: str, tier_label: str) -> Text:
         line = Text(host + ram)
         ram_text = f"{numbers.gib(available)}{of}{numbers.gib(total)}"
         if of == "/":  # "424.0/512.0 GiB"
             ram_text = f"{numbers.gib(available).removesuffix(' GiB')}/{numbers.gib(total)}"
-        line.append_text(numbers.marked(ram_text, alarm(available)))
-        line.append(shm).append_text(numbers.marked(numbers.gib(shm_free), alarm(shm_free)))
+        line.append_text(numbers.marked(ram_text, numbers.room_style(available, tier)))
+        shm_text = numbers.marked(numbers.gib(shm_free), numbers.room_style(shm_free, tier))
+        line.append(shm).append_text(shm_text)
         line.append(f" · {tier_label} {numbers.gib(tier)}" if tier else f" · {tier_label} not reported")
         return line
 

@@ -33,9 +33,9 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
             visible(row.target),
             visible(row.model or row.kind or numbers.UNKNOWN),  # KVBM names no model: its kind
             visible(row.engine),
-            numbers.pct(row.get("kv_cache_usage")),
-            numbers.pct(row.get("local_hit_rate")),
-            numbers.pct(row.get("external_hit_rate")),
+            _usage(row.get("kv_cache_usage")),
+            _hit_rate(row.get("local_hit_rate")),
+            _hit_rate(row.get("external_hit_rate")),
             numbers.gbps(row.get("store_bandwidth_bytes_per_second")),
             numbers.gbps(row.get("load_bandwidth_bytes_per_second")),
             numbers.ratio(row.get("load_store_ratio")),
@@ -65,17 +65,20 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
             f"{label} {visible(g.gpu)} {visible(g.name or '')}:"
             f" memory {numbers.gib(g.memory_used_bytes)}"
             f" of {numbers.gib(g.memory_total_bytes)},"
-            f" PCIe TX {numbers.gbps(tx)} RX {numbers.gbps(rx)}"
+            f" PCIe TX {_link(tx, g.pcie_transmit_link_fraction)}"
+            f" RX {_link(rx, g.pcie_receive_link_fraction)}"
             f" (link max {numbers.gbps(g.pcie_link_max_bytes_per_second)} per direction)"
         )
     host = frame.host if frame is not None else {}
     if host:
         available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
+        tier, shm_free = board.offload_tier_bytes(), host.get("shm_free_bytes")
         lines.append(
-            f"{'Simulated host' if simulated else 'Host'}: RAM available {numbers.gib(available)}"
+            f"{'Simulated host' if simulated else 'Host'}:"
+            f" RAM available {numbers.flagged(numbers.gib(available), numbers.room_style(available, tier))}"
             f" of {numbers.gib(total)},"
-            f" /dev/shm free {numbers.gib(host.get('shm_free_bytes'))},"
-            f" offload tier {numbers.gib(board.offload_tier_bytes())}"
+            f" /dev/shm free {numbers.flagged(numbers.gib(shm_free), numbers.room_style(shm_free, tier))},"
+            f" offload tier {numbers.gib(tier)}"
         )
     failing = [c for c in board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
     for c in failing:
@@ -91,7 +94,7 @@ def _groups(groups: list[fleet.Group], by: str) -> list[str]:
     for g in groups:
         rows.append((
             visible(g.group or numbers.UNKNOWN), str(g.engines), str(g.engines_down),
-            numbers.pct(g.local_hit_rate), numbers.pct(g.external_hit_rate),
+            _hit_rate(g.local_hit_rate), _hit_rate(g.external_hit_rate),
             numbers.gbps(g.store_bandwidth_bytes_per_second),
             numbers.gbps(g.load_bandwidth_bytes_per_second),
             numbers.gbps(g.store_offered_bytes_per_second),
@@ -101,6 +104,19 @@ def _groups(groups: list[fleet.Group], by: str) -> list[str]:
             numbers.count(g.preemptions),
         ))  # fmt: skip
     return _columns(rows)
+
+
+# The live table's alarms (kvops.top.numbers' *_style()), marked "!" as it marks them.
+def _hit_rate(value: float | None) -> str:
+    return numbers.flagged(numbers.pct(value), numbers.hit_rate_style(value))
+
+
+def _usage(value: float | None) -> str:
+    return numbers.flagged(numbers.pct(value), numbers.usage_style(value))
+
+
+def _link(rate: float | None, fraction: float | None) -> str:
+    return numbers.flagged(numbers.gbps(rate), numbers.link_style(fraction))
 
 
 def _columns(rows: list[tuple[str, ...]]) -> list[str]:
