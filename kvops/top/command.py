@@ -154,7 +154,7 @@ def build_source(args: argparse.Namespace, interval: float) -> Any:
         return PrometheusSource(prometheus, timeout, auth_options(*auth))
     from kvops.top.live_source import LiveSource
 
-    return LiveSource(urls or [DEFAULT_URL], timeout)
+    return LiveSource(urls or [DEFAULT_URL], timeout, one_shot=bool(getattr(args, "once", False)))
 
 
 def run(args: argparse.Namespace) -> int:
