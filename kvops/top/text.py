@@ -53,9 +53,8 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
     frame = board.interval
     if view and view.group_by:
         lines.append("")
-        # Every engine of the frame, as before the typed frames: the text filter narrows the
-        # engine rows above, not the groups (unlike --json and the live view).
-        engines = frame.targets if frame is not None else []
+        # The engines --filter leaves, as --json and the live view group them.
+        engines = fleet.filtered(frame.targets if frame is not None else [], view.text_filter)
         seconds = frame.interval_seconds if frame is not None else None
         lines.extend(_groups(fleet.group(engines, view.group_by, seconds), view.group_by))
     for g in frame.gpus if frame is not None else []:

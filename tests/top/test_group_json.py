@@ -40,3 +40,18 @@ def test_groups_are_read_by_attribute_so_a_misspelt_figure_raises():
         groups["vllm"].sort_value("local_hit_rat")  # was None: an unknown "–" on the screen
     with pytest.raises(AttributeError):
         fleet.group(board.interval.targets[:1], "kind", 1.0)[0].local_hit_rat  # noqa: B018
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_text_frame_groups_what_the_json_groups(capsys, name):
+    """The text frame's group lines name the groups and engine counts of `--json`'s, with the
+    same --filter (the text frame grouped every engine whatever the filter)."""
+    files = [str(GROUPS / "fleet-t1.prom"), str(GROUPS / "fleet-t2.prom")]
+    expected = json.loads((GROUPS / "expected" / f"{name}.json").read_text())["groups"]
+    assert main(["top", "--once", "--replay", *files, *CASES[name]]) == 0
+    text = capsys.readouterr().out.split("\n\n", 1)[1]
+    lines = text.splitlines()[1:]  # under the header: the groups, then "Interval: ..." (no GPU, host)
+    end = next(i for i, line in enumerate(lines) if line.startswith("Interval"))
+    groups = [line.split() for line in lines[:end]]
+    shown = [(words[0], int(words[1]), int(words[2])) for words in groups]
+    assert shown == [(g["group"] or "-", g["engines"], g["engines_down"]) for g in expected]
