@@ -144,7 +144,7 @@ def tiers_table(row: Row) -> Table | Text:
         figures: TierInterval = tiers[tier]
         rate = figures.hit_rate
         if rate is not None:
-            hit = Text(numbers.pct(rate), style=numbers.hit_rate_style(rate))
+            hit = numbers.marked(numbers.pct(rate), numbers.hit_rate_style(rate))
         elif figures.engine_hit_rate is not None:
             engine_gauge = True
             hit = Text(numbers.pct(figures.engine_hit_rate) + "*")

@@ -1,4 +1,5 @@
-"""`kvops top --once` marks the figures in trouble with "!" as the live table does.
+"""`kvops top --once` (and the detail view's tier table) mark the figures in trouble with "!" as
+the live table does.
 
 Which figures are in trouble is computed here from `--once --json`'s numbers and the
 thresholds docs/top.md states (hit rate under 50 %, KV cache 95 % full or more, a PCIe link
@@ -127,3 +128,19 @@ async def test_once_text_marks_the_cells_the_live_table_marks(tmp_path, capsys):
             if row["kv"] != "down":
                 live[f"{target} {engine}"] = {k for k in ("kv", "local", "external") if "!" in row[k]}
     assert live == text_marks and any(live.values())
+
+
+@drive
+async def test_the_detail_views_tier_table_marks_a_low_hit_rate(monkeypatch):
+    """With NO_COLOR the tier table's red hit rate needs its mark too (host 18.2 %: under 50 %)."""
+    from .test_tiers import _detail, tier_line
+
+    monkeypatch.setenv("NO_COLOR", "1")
+    truth = json.loads((T2.parent / "truth.json").read_text())["offload"]["intervals"][0]
+    app = TopApp(ReplaySource([str(T1), str(T2)], 1.0), 0.05)
+    async with app.run_test(size=(140, 50)) as pilot:
+        screen = await _detail(app, pilot)
+        gpu, host = tier_line(screen, "gpu"), tier_line(screen, "host")
+    assert truth["prefix_cache_hit_rate"] >= 0.5 > truth["external_prefix_cache_hit_rate"]
+    assert gpu[1:3] == [f"{truth['prefix_cache_hit_rate'] * 100:.1f}", "%"]
+    assert host[1:3] == [f"{truth['external_prefix_cache_hit_rate'] * 100:.1f}", "%!"]
