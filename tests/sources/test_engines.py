@@ -331,9 +331,11 @@ def test_the_exporter_serves_every_engine_kind_side_by_side(upstream, make_expor
     assert value(s, "kvops_offload_transfer_blocks_total", target=kvbm, edge="disk_to_gpu") is not None
     assert value(s, "kvops_offload_transfer_bytes_total", target=kvbm, direction="load") is None
     failures = _doc("dynamo-kvbm")["failure_dumps"][1]["counters"]
-    assert value(s, "kvops_offload_edge_failed_blocks_total", target=kvbm, edge="gpu_to_storage") == (
-        failures["object_write_failures"]
+    assert (
+        value(s, "kvops_offload_edge_failed_blocks_total", target=kvbm, edge="gpu_to_storage")
+        == (failures["object_write_failures"])
     )
-    assert value(s, "kvops_offload_edge_failed_blocks_total", target=kvbm, edge="storage_to_gpu") == (
-        failures["object_read_failures"]
+    assert (
+        value(s, "kvops_offload_edge_failed_blocks_total", target=kvbm, edge="storage_to_gpu")
+        == (failures["object_read_failures"])
     )
