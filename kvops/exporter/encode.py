@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
 
+from kvops.exporter.histogram_family import HistogramSeriesFamily
+
 # (sample name, label items in insertion order) -> 'name{sorted, escaped labels} '. Bounded:
 # churning label values (pids, say) start it over rather than grow it.
 _PREFIXES: dict[tuple[str, tuple[tuple[str, str], ...]], str] = {}
@@ -57,13 +59,17 @@ def encode(metrics: Iterable[Metric]) -> bytes:
         name = metric.name + "_total" if metric.type == "counter" else metric.name
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         append(f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n")
-        for sample in metric.samples:
+        # Passed-through histograms: their series are written by the family, from kept text.
+        series = metric if isinstance(metric, HistogramSeriesFamily) and metric.series else None
+        for sample in metric.samples if series is None else series.plain_samples:
             if sample.labels:
                 items = tuple(sample.labels.items())
                 prefix = prefixes.get((sample.name, items)) or _prefix(sample.name, items)
                 append(f"{prefix}{value_text(sample.value)}\n")
             else:
                 append(f"{sample.name} {value_text(sample.value)}\n")
+        if series is not None:
+            out.extend(series.lines(value_text))
     return "".join(out).encode("utf-8")
 
 
