@@ -42,17 +42,26 @@ class Clock:
 
 
 class Swappable:
-    """A route whose exposition is whatever simulator is plugged in now (None: HTTP 503)."""
+    """A route whose exposition is that of the simulator plugged in last (none: HTTP 503).
+
+    The page is rendered when the simulator is plugged in, not per request: rendered per request
+    it was this test process's work inside kvops's 1 s fetch deadline, and under load (average
+    ~36 on 2 cores) a simulator's first render took longer, so a healthy target was timed out
+    ("no response within 1.0 s") and these tests about content saw no engines. A real server
+    renders on cores of its own; here it answers at once."""
 
     def __init__(self) -> None:
-        self.sim: Sim | None = None
+        self.page: bytes | None = None
+
+    def plug(self, sim: Sim) -> None:
+        self.page = sim.metrics()
 
     def __call__(self, h: BaseHTTPRequestHandler) -> None:
-        sim = self.sim
-        if sim is None:
+        page = self.page
+        if page is None:
             body(b"starting\n", status=503)(h)
         else:
-            body(sim.metrics())(h)
+            body(page)(h)
 
 
 def sim_at(version: str, seconds: float, **options: object) -> Sim:
@@ -185,12 +194,12 @@ def test_counter_reset_between_two_top_samples_never_goes_negative(upstream):
     """The process restarts between two samples and is up in both: counters drop, top shows
     what was counted since the restart (as Prometheus's rate() does), not a negative rate."""
     route = Swappable()
-    route.sim = sim_at("0.33.0", 120.0)
+    route.plug(sim_at("0.33.0", 120.0))
     url = upstream.route("v", route)
     top = LiveSource([url], timeout=TIMEOUT, hardware=False)
     try:
         first = top.next()
-        route.sim = sim_at("0.33.0", 3.0)
+        route.plug(sim_at("0.33.0", 3.0))
         second = top.next()
     finally:
         top.close()
@@ -218,11 +227,11 @@ def test_vllm_version_changes_between_scrapes(upstream, make_exporter):
     snaps = []
     try:
         for version in VERSIONS:
-            route.sim = sim_at(version, 30.0)
-            text = route.sim.metrics().decode()
-            route.sim = sim_at(version, 30.0)  # the same state again for the exporter's own read
+            route.plug(sim_at(version, 30.0))
+            assert route.page is not None
+            text = route.page.decode()  # what the exporter reads next
             s = timed_scrape(exp)
-            route.sim = sim_at(version, 30.0)
+            route.plug(sim_at(version, 30.0))
             snaps.append(top.next())
             raw = raw_samples(text)
             assert value(s, "kvops_target_up", target=url) == 1.0, version
@@ -257,10 +266,10 @@ def test_engines_added_and_dropped(upstream, make_exporter):
     prev = None
     try:
         for dp, name in steps:
-            route.sim = sim_at("0.33.0", 20.0, data_parallel_size=dp, model_name=name)
+            route.plug(sim_at("0.33.0", 20.0, data_parallel_size=dp, model_name=name))
             s = timed_scrape(exp)
             assert engines_of(s, url) == {(name, str(i)) for i in range(dp)}, (dp, name)
-            route.sim = sim_at("0.33.0", 20.0, data_parallel_size=dp, model_name=name)
+            route.plug(sim_at("0.33.0", 20.0, data_parallel_size=dp, model_name=name))
             snap = top.next()
             if prev is not None:
                 doc = rates.interval(prev, snap).to_json()
