@@ -541,6 +541,15 @@ TRANSFER_SECONDS_BY_EDGE = _engine(
     field="transfer_seconds_by_edge",
     open_split=True,
 )
+FAILED_BLOCKS_BY_EDGE = _engine(
+    "counter",
+    "kvops_offload_edge_failed_blocks_total",
+    "KV blocks whose transfer failed, by edge (Dynamo KVBM: kvbm_object_write_failures -> "
+    "gpu_to_storage, kvbm_object_read_failures -> storage_to_gpu). Blocks, not bytes.",
+    ("edge",),
+    field="failed_blocks_by_edge",
+    open_split=True,
+)
 TIER_UTILIZATION = _engine(
     "gauge",
     "kvops_offload_tier_usage_ratio",

@@ -124,6 +124,8 @@ class TierInterval:
     load_bandwidth_bytes_per_second: float | None = None
     store_blocks: float | None = None  # where the engine counts blocks only (KVBM)
     load_blocks: float | None = None
+    store_failed_blocks: float | None = None  # transfers into the tier that failed (KVBM object)
+    load_failed_blocks: float | None = None
     engine_hit_rate: float | None = None  # the engine's own gauge (its window, not this interval)
     used_tokens: float | None = None
     capacity_tokens: float | None = None
@@ -490,7 +492,12 @@ def _edges(out: EngineInterval, prev: EngineSample | None, cur: EngineSample) ->
         before = getattr(prev, name).get(edge) if prev is not None else None
         return counter_delta(before, getattr(cur, name).get(edge))
 
-    for name, kind in (("transfer_bytes_by_edge", "bytes"), ("transfer_blocks", "blocks")):
+    kinds = (
+        ("transfer_bytes_by_edge", "bytes"),
+        ("transfer_blocks", "blocks"),
+        ("failed_blocks_by_edge", "failed_blocks"),  # KVBM object storage: failed writes/reads
+    )
+    for name, kind in kinds:
         for edge in getattr(cur, name):
             src, _, dst = edge.partition("_to_")
             if "gpu" not in (src, dst):

@@ -83,6 +83,7 @@ class EngineSample:
     transfer_blocks: dict[str, float] = field(default_factory=dict)  # edge -> blocks (KVBM)
     transfer_bytes_by_edge: dict[str, float] = field(default_factory=dict)  # edge -> bytes
     transfer_seconds_by_edge: dict[str, float] = field(default_factory=dict)  # edge -> seconds
+    failed_blocks_by_edge: dict[str, float] = field(default_factory=dict)  # edge -> blocks (KVBM)
     tier_hit_rate: dict[str, float] = field(default_factory=dict)  # engine's own gauge, 0-1
     matched_tokens: float | None = None  # an offload manager's own hit tokens (KVBM)
     tier_utilization: dict[str, float] = field(default_factory=dict)  # tier -> used/capacity 0-1

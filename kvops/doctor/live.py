@@ -73,7 +73,7 @@ def findings_for(row: EngineInterval) -> list[tuple[str, str]]:
 
 def diagnose(url: str, interval_seconds: float = INTERVAL_SECONDS) -> tuple[list[LiveFinding], list[dict]]:
     """Findings and the interval's per-engine figures (JSON-ready)."""
-    scraper = TargetScraper(url)
+    scraper = TargetScraper(url, probe=False)  # two pages and out: no filtered page to ask for
     try:
         first = Snapshot(time=time.monotonic(), targets=[_read(scraper)])
         time.sleep(interval_seconds)

@@ -100,21 +100,29 @@ class Engines:
         return list(self.by_key.values())
 
 
+# The labels that name one scheduler process of an SGLang engine (0.5.23's storage and radix
+# collectors carry all three): a count every rank repeats is read from one of them.
+RANK_LABELS: tuple[str, ...] = ("pp_rank", "tp_rank", "attn_cp_rank")
+
+
 def rank_of(labels: Labels, label: str = "tp_rank") -> int:
     raw = labels.get(label, "0")
     return int(raw) if raw.isascii() and raw.isdigit() else 1 << 30
 
 
-def lowest_rank(
-    samples: Iterable[tuple[Labels, float]], label: str = "tp_rank"
-) -> list[tuple[Labels, float]]:
-    """The series of the lowest rank present: for counts every rank repeats (summing ranks
-    would multiply them by the TP size)."""
+def rank_key(labels: Labels) -> tuple[int, ...]:
+    """Which rank process a series is from, lowest first (a missing label is rank 0)."""
+    return tuple(rank_of(labels, label) for label in RANK_LABELS)
+
+
+def lowest_rank(samples: Iterable[tuple[Labels, float]]) -> list[tuple[Labels, float]]:
+    """The series of the lowest rank present (pipeline, tensor and context-parallel ranks
+    alike): for counts every rank repeats (summing ranks would multiply them by the rank count)."""
     items = list(samples)
     if not items:
         return []
-    low = min(rank_of(labels, label) for labels, _ in items)
-    return [(labels, value) for labels, value in items if rank_of(labels, label) == low]
+    low = min(rank_key(labels) for labels, _ in items)
+    return [(labels, value) for labels, value in items if rank_key(labels) == low]
 
 
 def add_to_field(

@@ -6,8 +6,10 @@ a target of its own. Directions are KVBM's documented ones, not CUDA's naming:
 offload d2h = device->host, h2d = host->disk, d2d = device->disk, d2o = device->object;
 onboard h2d = host->device, d2d = disk->device, o2d = object->device.
 Counts are blocks (the page gives no block size: not bytes), except the object-storage byte
-counters. kvbm_matched_tokens are the tokens KVBM found for the engine it serves: inside
-vLLM they are vLLM's external hits again, so they stay in their own series (docs/tiers.md).
+counters. Object-storage failures (kvbm_object_{read,write}_failures, IntCounters counted in
+blocks) are failed transfers on the storage edges: write = gpu_to_storage, read = storage_to_gpu.
+kvbm_matched_tokens are the tokens KVBM found for the engine it serves: inside vLLM they are
+vLLM's external hits again, so they stay in their own series (docs/tiers.md).
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ EDGES = {
     "kvbm_onboard_blocks_o2d": "storage_to_gpu",
 }
 BYTE_EDGES = {"kvbm_offload_bytes_object": "gpu_to_storage", "kvbm_onboard_bytes_object": "storage_to_gpu"}
+FAILED_EDGES = {
+    "kvbm_object_write_failures": "gpu_to_storage",
+    "kvbm_object_read_failures": "storage_to_gpu",
+}
 HIT_RATES = {
     "kvbm_host_cache_hit_rate": "host",
     "kvbm_disk_cache_hit_rate": "disk",
@@ -35,7 +41,7 @@ HIT_RATES = {
 MATCHED = "kvbm_matched_tokens"
 # The Rust prometheus crate keeps a counter's name as registered (no _total added); a
 # client that appends _total is accepted too.
-_NAMES = [*EDGES, *BYTE_EDGES, MATCHED]
+_NAMES = [*EDGES, *BYTE_EDGES, *FAILED_EDGES, MATCHED]
 WANTED: frozenset[str] = frozenset([*_NAMES, *(n + "_total" for n in _NAMES), *HIT_RATES])
 
 
@@ -56,6 +62,10 @@ def _samples(result: ParseResult, target: str) -> list[EngineSample]:
         value = _value(result, name)
         if value is not None:
             sample.transfer_bytes_by_edge[edge] = value
+    for name, edge in FAILED_EDGES.items():
+        value = _value(result, name)
+        if value is not None:
+            sample.failed_blocks_by_edge[edge] = value
     for name, tier in HIT_RATES.items():
         value = summed(result.get(name))
         if value is not None:

@@ -8,13 +8,17 @@ every reason pre-created at 0), and per-op wire bandwidth histograms in GB/s
 (`sglang:{prefetch,backup}_bandwidth`, converted to bytes per second here).
 `RadixCacheMetricsCollector` counts device KV evicted (`sglang:evicted_tokens_total`) and its
 duration (`sglang:eviction_duration_seconds`); those series carry no model_name (the page's
-one model is used). Storage series carry tp_rank: the lowest rank is read, as for the
-radix-cache token counters every rank repeats (the fixture has one rank: not verified on TP > 1).
+one model is used). Storage series carry no model_name either (0.5.23 labels them
+storage_backend, tp_rank, dp_rank, pp_rank, pp_size, attn_cp_rank, attn_cp_size): they belong to
+the page's SGLang model. Every (pp, tp, attn_cp) rank repeats the logical token counts ("All
+PP/TP ranks will get the same min_completed_tokens"), so the lowest rank's series are read; the
+bandwidth histograms are each rank's own ops, and the lowest rank's are read too
+(tests/fixtures/sglang-storage/ranks: TP 2 x PP 2).
 """
 
 from __future__ import annotations
 
-from kvops.engines.common import Engine, Page, engine_on_page, lowest_rank, rank_of, summed
+from kvops.engines.common import Engine, Page, engine_on_page, lowest_rank, rank_key, summed
 from kvops.exposition.histograms import histograms, merged, sample_names
 from kvops.exposition.parser import Labels, ParseResult
 from kvops.snapshot import EngineSample, Histogram
@@ -47,17 +51,28 @@ def _key(labels: Labels, only_model: str) -> tuple[str, str]:
 
 
 def _lowest_tp(hists: list[tuple[Labels, Histogram]]) -> list[tuple[Labels, Histogram]]:
-    """The histograms of the lowest TP rank (each rank observes the same ops)."""
-    ranks = [rank_of(labels) for labels, _ in hists]
-    low = min(ranks, default=0)
+    """The histograms of the lowest rank (each rank observes its own shard's ops)."""
+    ranks = [rank_key(labels) for labels, _ in hists]
+    low = min(ranks, default=())
     return [item for item, rank in zip(hists, ranks, strict=True) if rank == low]
 
 
+def _page_model(result: ParseResult, page: Page) -> str:
+    """The one model of an SGLang page: from an SGLang engine already read off it (sglang.py
+    reads the tokenizer's and scheduler's model_name), else from this module's own series."""
+    models = {s.model_name for s in page.engines if s.engine_kind == "sglang" and s.model_name}
+    if not models:
+        models = {
+            labels["model_name"]
+            for name in WANTED
+            for labels, _ in result.get(name)
+            if "model_name" in labels
+        }
+    return next(iter(models)) if len(models) == 1 else ""
+
+
 def read(result: ParseResult, page: Page) -> None:
-    models = {
-        labels["model_name"] for name in WANTED for labels, _ in result.get(name) if "model_name" in labels
-    }
-    only_model = next(iter(models)) if len(models) == 1 else ""
+    only_model = _page_model(result, page)
 
     def sample(labels: Labels) -> EngineSample:
         return engine_on_page(page, _key(labels, only_model), "sglang")

@@ -8,6 +8,8 @@ labels engine_type and model_name; docs/tiers.md has the mapping and its source)
 - kv_cache_host_utilization: secondary (host) pool used / max blocks, 0-1;
 - kv_cache_reused_blocks / missed_blocks are blocks; with kv_cache_tokens_per_block on the
   same page they become tokens (a block onboarded from the host counts as reused).
+The host tier's dropped-before-reuse and evictable figures (TensorRT-LLM#14544) are in its
+iteration stats only, not on /metrics: nothing to read here (docs/tiers.md).
 """
 
 from __future__ import annotations

@@ -8,8 +8,6 @@ from typing import TYPE_CHECKING, Any
 from kvops.collectors import registry as collectors
 
 if TYPE_CHECKING:
-    from prometheus_client.core import Metric
-
     from kvops.exporter.config import ExporterConfig
     from kvops.scrape.runner import ScrapeRunner, TargetDiscovery
 
@@ -117,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
     import threading
 
     from kvops.exporter.config import load_config
+    from kvops.exporter.round_exposition import RoundExpositions
     from kvops.exporter.server import ExporterServer, parse_listen
     from kvops.exporter.webconfig import load as load_web_config
 
@@ -131,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     from kvops.transport.kubernetes import discovery_from_args
 
     runner = build_runner(config, discovery_from_args(args, config.timeout))
-    server = ExporterServer((host, port), lambda timeout: _render(runner, timeout), web)
+    server = ExporterServer((host, port), RoundExpositions(runner.snapshot), web)
     stop = threading.Event()
 
     def _shutdown(_signum: int, _frame: Any) -> None:
@@ -175,9 +174,3 @@ def build_runner(config: ExporterConfig, discovery: TargetDiscovery | None = Non
         discovered_options=FetchOptions(max_body_bytes=config.max_body_bytes, max_samples=config.max_samples),
         min_interval=ROUND_REUSE_SECONDS,
     )
-
-
-def _render(runner: ScrapeRunner, timeout: float | None) -> list[Metric]:
-    from kvops.exporter.snapshot_families import render
-
-    return render(runner.snapshot(timeout))

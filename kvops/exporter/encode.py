@@ -12,10 +12,14 @@ they were given, so a scrape sorts and escapes only the label sets it has not se
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from prometheus_client.core import Metric
 from prometheus_client.utils import floatToGoString
+
+from kvops.exporter.histogram_family import HistogramSeriesFamily
 
 # (sample name, label items in insertion order) -> 'name{sorted, escaped labels} '. Bounded:
 # churning label values (pids, say) start it over rather than grow it.
@@ -55,11 +59,34 @@ def encode(metrics: Iterable[Metric]) -> bytes:
         name = metric.name + "_total" if metric.type == "counter" else metric.name
         doc = metric.documentation.replace("\\", r"\\").replace("\n", r"\n")
         append(f"# HELP {name} {doc}\n# TYPE {name} {metric.type}\n")
-        for sample in metric.samples:
+        # Passed-through histograms: their series are written by the family, from kept text.
+        series = metric if isinstance(metric, HistogramSeriesFamily) and metric.series else None
+        for sample in metric.samples if series is None else series.plain_samples:
             if sample.labels:
                 items = tuple(sample.labels.items())
                 prefix = prefixes.get((sample.name, items)) or _prefix(sample.name, items)
                 append(f"{prefix}{value_text(sample.value)}\n")
             else:
                 append(f"{sample.name} {value_text(sample.value)}\n")
+        if series is not None:
+            out.extend(series.lines(value_text))
     return "".join(out).encode("utf-8")
+
+
+# Level 1: measured on 385 KB of simulated vLLM pages, 10× smaller in 1.7 ms of CPU; level 6
+# (gzip's default) saves 18 % more bytes for 3.6× the CPU, on a page that crosses a rack.
+GZIP_LEVEL = 1
+
+
+@dataclass
+class Exposition:
+    """One encoded exposition; the gzip form is made on first demand and kept."""
+
+    plain: bytes
+    _gzipped: bytes | None = field(default=None, repr=False)
+
+    def gzipped(self) -> bytes:
+        # Two requests racing here both compress the same bytes; either result is right.
+        if self._gzipped is None:
+            self._gzipped = gzip.compress(self.plain, compresslevel=GZIP_LEVEL)
+        return self._gzipped

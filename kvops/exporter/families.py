@@ -10,30 +10,17 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
-from prometheus_client.samples import Sample
-from prometheus_client.utils import floatToGoString
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from kvops import __version__, binding, names
+from kvops.exporter.histogram_family import HistogramSeriesFamily
 from kvops.names import MetricSpec, Owner
 from kvops.snapshot import CollectorStatus, Histogram, TargetSample
 
 
 def family(spec: MetricSpec) -> Metric:
-    cls = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}
+    cls = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramSeriesFamily}
     return cls[spec.type](spec.family_name, spec.help, labels=list(spec.labels))
-
-
-_LE_TEXT: dict[float, str] = {}  # bucket bound -> its exposition text (a few dozen bounds)
-
-
-def _le_text(bound: float) -> str:
-    text = _LE_TEXT.get(bound)
-    if text is None:
-        text = floatToGoString(bound)
-        if len(_LE_TEXT) < 4096:
-            _LE_TEXT[bound] = text
-    return text
 
 
 def add(metric: Metric, labels: Iterable[str], value: float | Histogram | None) -> None:
@@ -46,20 +33,7 @@ def add(metric: Metric, labels: Iterable[str], value: float | Histogram | None) 
 
 
 def _add_histogram(metric: Metric, labels: Iterable[str], value: Histogram) -> None:
-    """HistogramMetricFamily.add_metric's samples, made without its per-bucket zip and
-    list building (a histogram series is ~20 samples; 16 targets pass through hundreds):
-    tests/exporter/test_encode.py pins the bytes to generate_latest's."""
-    if not value.buckets:
-        return
-    base = dict(zip(metric._labelnames, labels, strict=False))  # type: ignore[attr-defined]
-    name, append = metric.name, metric.samples.append
-    bucket = name + "_bucket"
-    for le, count in value.buckets:
-        append(Sample(bucket, {**base, "le": _le_text(le)}, count))
-    # add_metric: no _count and _sum where a bucket bound is negative, and _count is the +Inf one.
-    if value.buckets[0][0] >= 0 and value.sum is not None:
-        append(Sample(name + "_count", base, value.buckets[-1][1]))
-        append(Sample(name + "_sum", dict(base), value.sum))
+    metric.add_series(list(labels), value)  # type: ignore[attr-defined]  # family() made it
 
 
 def bound_families(owner: Owner, samples: Sequence[Any]) -> list[Metric]:
@@ -96,10 +70,12 @@ def _add_pod_labels(metrics: list[Metric], identity: dict[str, dict[str, str]]) 
     if not identity:
         return
     for metric in metrics:
-        for sample in metric.samples:
-            labels = identity.get(sample.labels.get("target", ""))
+        series = metric.series if isinstance(metric, HistogramSeriesFamily) else []
+        label_sets = [s.labels for s in metric.samples] if not series else [labels for labels, _ in series]
+        for sample_labels in label_sets:
+            labels = identity.get(sample_labels.get("target", ""))
             if labels:
-                sample.labels.update((k, v) for k, v in labels.items() if v and k not in sample.labels)
+                sample_labels.update((k, v) for k, v in labels.items() if v and k not in sample_labels)
 
 
 def self_families(statuses: list[CollectorStatus]) -> list[Metric]:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import gzip
 import logging
 import math
 import re
@@ -43,7 +42,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kvops import __version__
 from kvops.errors import UsageError, one_line
-from kvops.exporter.encode import encode
+from kvops.exporter.encode import Exposition, encode
 from kvops.exporter.webconfig import WebConfig
 from kvops.termsafe import visible
 from kvops.workers import Workers
@@ -195,7 +194,7 @@ class ExporterServer:
     def __init__(
         self,
         address: tuple[str, int],
-        scrape: Callable[[float | None], list[Any]],
+        scrape: Callable[[float | None], list[Any] | Exposition],
         web: WebConfig | None = None,
         workers: int = WORKERS,
         max_connections: int | None = None,
@@ -537,15 +536,17 @@ class _Handler(BaseHTTPRequestHandler):
     def _metrics(self) -> None:
         timeout = scrape_timeout(self.headers.get("X-Prometheus-Scrape-Timeout-Seconds"))
         try:
-            body = encode(self.server.scrape(timeout))
+            answer = self.server.scrape(timeout)
+            exposition = answer if isinstance(answer, Exposition) else Exposition(encode(answer))
         except Exception:
             # Every source has its own boundary; reaching here is a kvops bug. Say so plainly.
             log.exception("rendering /metrics failed")
             self._send(500, b"kvops: internal error rendering metrics\n", "text/plain")
             return
         headers = {}
+        body = exposition.plain
         if "gzip" in (self.headers.get("Accept-Encoding") or ""):
-            body = gzip.compress(body, compresslevel=1)
+            body = exposition.gzipped()
             headers["Content-Encoding"] = "gzip"
         self._send(200, body, CONTENT_TYPE_LATEST, headers)
 

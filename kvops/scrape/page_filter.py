@@ -30,6 +30,10 @@ REPROBE_SECONDS (a new release may serve names the filter lacks). The probe comp
 (name, label set), not names: a filtered page that keeps every name but leaves out an engine
 would make that engine disappear while the target stays up.
 
+A one-shot read (`kvops top --once`, `kvops doctor --target`) reads two whole pages and ends:
+a filtered page would never be used, so it is built with probe=False and never asks for one
+(the probe would cost the server a third render of its page).
+
 A PageFilter belongs to one TargetScraper and is used by one round at a time: no lock.
 """
 
@@ -77,8 +81,10 @@ class PageFilter:
         wanted: frozenset[str],
         options: FetchOptions,
         clock: Callable[[], float] = time.monotonic,
+        probe: bool = True,
     ) -> None:
         self.url = url  # the whole page's
+        self.probe = probe  # False: a one-shot read, whole pages only
         self.wanted = wanted
         self.options = options
         self.clock = clock
@@ -108,10 +114,10 @@ class PageFilter:
                 log.debug("%s: filtered page empty or failed; whole pages again", visible(self.url))
                 self.filtered, self.decided_at, self.whole_pages = None, None, 0
             return empty
-        if result is None or self.decided_at is not None or self.probe_url is not None:
+        if result is None or not self.probe or self.decided_at is not None or self.probe_url is not None:
             return False
         self.whole_pages += 1
-        if self.whole_pages < 2:  # a one-shot command (--once, doctor --target) never probes
+        if self.whole_pages < 2:  # the page is known only once it has been read whole twice
             return False
         names = self._names(result)
         url = filtered_url(self.url, names)

@@ -31,13 +31,14 @@ class TargetScraper:
     # parse ends too late for the rest to fit before the deadline is abandoned there.
     work_after_parse = 6.0
 
-    def __init__(self, url: str, options: FetchOptions | None = None) -> None:
+    def __init__(self, url: str, options: FetchOptions | None = None, probe: bool = True) -> None:
+        """`probe`: False for a one-shot read, which never asks for a filtered page."""
         self.target = normalise_target(url)
         self.url = metrics_url(self.target)
         self.options = options or FetchOptions()
         self._client = HttpClient(self.options)
         self._last_error: str | None = None
-        self._filter = PageFilter(self.url, self.wanted, self.options)
+        self._filter = PageFilter(self.url, self.wanted, self.options, probe=probe)
         self._fetching = self.url  # the URL of the fetch finish() is told about
         self.refetch_whole = False  # set by finish(): fetch the whole page again, this round
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kvops.errors import UsageError
+from kvops.sim.offload_paths import PATHS
 
 DEFAULT_LISTEN = "127.0.0.1:8000"
 
@@ -80,6 +81,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         metavar="GiB",
         help="CPU offload tier in GiB, as vLLM's flag; 'none' = no offloading (default 64)",
     )
+    _offload_path_flag(parser)
     parser.add_argument(
         "--gpu-blocks", type=int, default=None, metavar="N", help="GPU KV blocks (default 8192)"
     )
@@ -120,6 +122,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     what_if.add_argument("--json", action="store_true", help="print only JSON to stdout")
 
 
+def _offload_path_flag(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--offload-path",
+        choices=PATHS,
+        default="native",
+        help="which vLLM connector runs the CPU tier: native (OffloadingConnector, default), simple "
+        "(SimpleCPUOffloadConnector, VLLM_USE_SIMPLE_KV_OFFLOAD), tiering (TieringOffloadingSpec: the "
+        "CPU primary plus a file-system tier); docs/sim.md",
+    )
+
+
 def model_options(args: argparse.Namespace) -> dict[str, object]:
     """SimConfig options from the shared flags (used by serving and by --what-if)."""
     opts: dict[str, object] = {
@@ -127,6 +140,7 @@ def model_options(args: argparse.Namespace) -> dict[str, object]:
         "rate": args.rate,
         "length": args.length,
         "kv_offloading_size_gib": args.kv_offloading_size,
+        "offload_path": args.offload_path,
     }
     if args.gpu_blocks is not None:
         opts["num_gpu_blocks"] = args.gpu_blocks

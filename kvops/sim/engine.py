@@ -24,6 +24,7 @@ import random
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 
+from kvops.sim.offload_paths import FS, FS_CAPACITY_FACTOR, PRIMARY, FsTier, SimpleCounters
 from kvops.sim.workload import Arrival, Workload
 from kvops.units import GIB
 
@@ -48,6 +49,9 @@ class SimConfig:
     max_num_batched_tokens: int = 8192
     max_model_len: int = 131072
     link_bytes_per_second: float = DEFAULT_LINK_BYTES_PER_SECOND
+    # Which offload connector runs the CPU tier (kvops/sim/offload_paths.py): vLLM's
+    # OffloadingConnector ("native"), its SimpleCPUOffloadConnector, or multi-tier offloading.
+    offload_path: str = "native"
 
     @property
     def bytes_per_block(self) -> int:
@@ -189,6 +193,14 @@ class Engine:
         # Simulated times (engine clock) at which lazily created series first got a value.
         self.first_seen: dict[str, float] = {}
         self.hist = {name: Histogram(b) for name, b in (histogram_bounds or {}).items()}
+        self.bounds = histogram_bounds or {}
+        # The other offload paths' counts (kvops/sim/offload_paths.py)
+        self.simple = SimpleCounters()
+        self.fs: FsTier | None = None
+        if config.offload and config.offload_path == "tiering":
+            self.fs = FsTier(config.num_cpu_blocks * FS_CAPACITY_FACTOR, config.bytes_per_block)
+        # Histograms with labels (tiering: per tier, and per result): (family, labels) -> histogram
+        self.labelled_hist: dict[tuple[str, tuple[tuple[str, str], ...]], Histogram] = {}
         # GPU block pool
         self.gpu_cached: dict[int, int] = {}  # key -> reference count
         self.gpu_lru: OrderedDict[int, None] = OrderedDict()  # cached, unreferenced, oldest first
@@ -257,6 +269,7 @@ class Engine:
     def _store(self, keys: list[int]) -> None:
         """Store newly full GPU blocks to the CPU tier as one transfer job."""
         new = [k for k in keys if k not in self.cpu]
+        self._simple_outcome("skipped_already_cached", len(keys) - len(new))
         if not new:
             return
         capacity = self.config.num_cpu_blocks
@@ -277,6 +290,9 @@ class Engine:
         self._seen("store")
         self._observe("vllm:kv_offload_store_size", nbytes)
         self._observe("vllm:kv_offload_cpu_allocation_size", len(new))
+        self._simple_outcome("stored", len(new))
+        if self.fs is not None:
+            self.fs.cascade(new)
 
     def _load(self, keys: list[int]) -> None:
         for k in keys:
@@ -289,6 +305,49 @@ class Engine:
         c.load_jobs += 1
         self._seen("load")
         self._observe("vllm:kv_offload_load_size", nbytes)
+        self.simple.load_blocks += len(keys)
+
+    def _simple_outcome(self, outcome: str, blocks: int) -> None:
+        if blocks > 0:
+            self.simple.outcomes[outcome] = self.simple.outcomes.get(outcome, 0) + blocks
+
+    def _promote(self, req: Request, local: int, external: int, limit: int) -> int:
+        """Tiering: count the lookup per tier and promote the fs run into the primary. Returns
+        how many blocks after the primary's run are now in the primary (0 if none or failed)."""
+        assert self.fs is not None
+        start = local + external
+        queried = min(limit - local, external + 1)  # the primary is asked up to its first miss
+        room = max(0, self.config.num_cpu_blocks - external)  # promoted blocks land beside the hits
+        found = self.fs.lookup(external, queried, req.keys[start : min(limit, start + room)])
+        self._observe_labelled("vllm:kv_offload_tiering_lookup_sync_delay_seconds", (("tier", PRIMARY),),
+                               2e-5 + 2e-8 * queried)  # fmt: skip
+        if limit > start:
+            self._observe_labelled("vllm:kv_offload_tiering_lookup_sync_delay_seconds", (("tier", FS),),
+                                   5e-4 + 1e-6 * (limit - start))  # fmt: skip
+        for result, seconds in self.fs.promotion_latency:
+            self._observe_labelled(
+                "vllm:kv_offload_tiering_promotion_latency_seconds",
+                (("result", result), ("tier", FS)),
+                seconds,
+            )
+        self.fs.promotion_latency.clear()
+        for key in req.keys[local:start]:  # the primary's own hits stay while promoted blocks land
+            self.cpu.move_to_end(key)
+        capacity = self.config.num_cpu_blocks
+        for key in found:  # promoted: now resident in the primary, most recently used
+            if key not in self.cpu and len(self.cpu) >= capacity:
+                self.cpu.popitem(last=False)
+            self.cpu[key] = None
+        return len(found)
+
+    def _observe_labelled(self, name: str, labels: tuple[tuple[str, str], ...], value: float) -> None:
+        bounds = self.bounds.get(name)
+        if bounds is None:
+            return
+        hist = self.labelled_hist.get((name, labels))
+        if hist is None:
+            hist = self.labelled_hist[(name, labels)] = Histogram(bounds)
+        hist.observe(value)
 
     def _jitter(self) -> float:
         return self.rng.uniform(0.9, 1.1)
@@ -477,6 +536,8 @@ class Engine:
         need = math.ceil(length / bs) - local
         if need > self.free_blocks + len(self.gpu_lru) - in_lru:
             return None
+        if self.fs is not None and req.num_preemptions == 0:  # admitted: the lookup runs on
+            external += self._promote(req, local, external, limit)
         for key in hit_keys:
             refs = self.gpu_cached[key]
             if refs == 0:

@@ -40,6 +40,12 @@ PROVENANCE = {
     "(tests/fixtures/vllm-real)",
     "0.33": "vLLM 0.33.0's own metrics code run in isolation on a simulated workload (tests/fixtures/vllm)",
 }
+# The other offload connectors' families (kvops/sim/offload_paths.py), read from pages vLLM 0.33's
+# own code wrote: path -> (fixture folder, the fullest dump, an earlier dump, the families' prefix)
+CONNECTOR_SOURCES: dict[str, tuple[str, str, str, str]] = {
+    "simple": ("../vllm-simple-offload", "simple-t2.prom", "simple-t1.prom", "vllm:simple_kv_offload_"),
+    "tiering": ("../vllm-tiering", "tiering-t2.prom", "tiering-t1.prom", "vllm:kv_offload_tiering_"),
+}
 CORE_LABELS = {"model_name", "engine"}
 # Families that exist only when a KV connector (offloading) is configured.
 # Where no dump with offloading off exists (0.20): the connector's own families.
@@ -87,6 +93,41 @@ def _buckets(family: Any) -> list[float] | None:
     return bounds or None
 
 
+def _entry(name: str, fam: Any, fams: dict[str, Any], early_fams: dict[str, Any] | None) -> dict[str, Any]:
+    """One family as the simulator renders it (kvops/sim/layouts.py's Family)."""
+    children = _children(fam)
+    # Lazy: vLLM creates the series on first observation, so it is absent early on.
+    lazy_children = []
+    if early_fams is not None:
+        early_children = _children(early_fams[name]) if name in early_fams else []
+        lazy_children = [c for c in children if c not in early_children]
+    return {
+        "name": name,
+        "type": fam.type,
+        "help": fam.documentation,
+        "engine_label": any("engine" in s.labels for s in fam.samples) or not fam.samples,
+        "children": children,
+        "lazy": (not fam.samples) or bool(lazy_children),
+        "offload_only": True,
+        "created": f"{name}_created" in fams,
+        "buckets": _buckets(fam),
+    }
+
+
+def _connector_layouts(fixtures: Path) -> dict[str, list[dict[str, Any]]]:
+    out = {}
+    for path, (folder, full, early, prefix) in CONNECTOR_SOURCES.items():
+        fams = _families(fixtures / folder / full)
+        early_fams = _families(fixtures / folder / early)
+        out[path] = [
+            _entry(name, fam, fams, early_fams)
+            for name, fam in fams.items()
+            if name.startswith(prefix)
+            and not (name.endswith("_created") and name[: -len("_created")] in fams)
+        ]
+    return out
+
+
 def extract(fixtures: Path, metrics_research: Path) -> dict[str, Any]:
     layouts: dict[str, Any] = {}
     cache_config: dict[str, dict[str, str]] = {}
@@ -103,28 +144,11 @@ def extract(fixtures: Path, metrics_research: Path) -> dict[str, Any]:
             if name == "vllm:cache_config_info":
                 labels = fam.samples[0].labels
                 cache_config[key] = {k: v for k, v in labels.items() if k != "engine"}
-            children = _children(fam)
-            engine_label = any("engine" in s.labels for s in fam.samples) or not fam.samples
-            # Lazy: vLLM creates the series on first observation, so it is absent early on.
-            lazy_children = []
-            if early:
-                early_children = _children(early_fams[name]) if name in early_fams else []
-                lazy_children = [c for c in children if c not in early_children]
-            entries.append(
-                {
-                    "name": name,
-                    "type": fam.type,
-                    "help": fam.documentation,
-                    "engine_label": engine_label,
-                    "children": children,
-                    "lazy": (not fam.samples) or bool(lazy_children),
-                    "offload_only": name not in plain_fams
-                    if plain_fams is not None
-                    else name.startswith(OFFLOAD_PREFIXES),
-                    "created": f"{name}_created" in fams,
-                    "buckets": _buckets(fam),
-                }
+            entry = _entry(name, fam, fams, early_fams if early else None)
+            entry["offload_only"] = (
+                name not in plain_fams if plain_fams is not None else name.startswith(OFFLOAD_PREFIXES)
             )
+            entries.append(entry)
         layouts[key] = entries
     # First and last sampled release carrying each family (docs/research/vllm-metrics.json), so a
     # layout can be trimmed to what an in-between release wrote.
@@ -140,6 +164,7 @@ def extract(fixtures: Path, metrics_research: Path) -> dict[str, Any]:
         "CACHE_CONFIG_LABELS": cache_config,
         "PRESENCE": presence,
         "PROVENANCE": PROVENANCE,
+        "CONNECTOR_LAYOUTS": _connector_layouts(fixtures),
     }
 
 

@@ -26,12 +26,15 @@ class Family(TypedDict):
     buckets: list[float] | None
 
 
-def _load() -> tuple[dict[str, list[Family]], dict[str, dict[str, str]], dict[str, tuple[str, str]]]:
+def _load() -> tuple[
+    dict[str, list[Family]], dict[str, dict[str, str]], dict[str, tuple[str, str]], dict[str, list[Family]]
+]:
     raw = json.loads(resources.files("kvops.sim").joinpath("layouts.json").read_text("utf-8"))
     presence = {name: (span[0], span[1]) for name, span in raw["PRESENCE"].items()}
-    return raw["LAYOUTS"], raw["CACHE_CONFIG_LABELS"], presence
+    return raw["LAYOUTS"], raw["CACHE_CONFIG_LABELS"], presence, raw["CONNECTOR_LAYOUTS"]
 
 
 # layout key ("0.33") -> families; layout key -> cache_config_info labels;
-# family -> (first, last) sampled release that carries it.
-LAYOUTS, CACHE_CONFIG_LABELS, PRESENCE = _load()
+# family -> (first, last) sampled release that carries it; offload path (simple, tiering) ->
+# its connector's families, read from pages vLLM 0.33's own code wrote.
+LAYOUTS, CACHE_CONFIG_LABELS, PRESENCE, CONNECTOR_LAYOUTS = _load()

@@ -25,7 +25,8 @@ from prometheus_client.process_collector import ProcessCollector
 from kvops import __version__
 from kvops.errors import UsageError
 from kvops.sim.engine import Engine, Histogram
-from kvops.sim.layouts import CACHE_CONFIG_LABELS, LAYOUTS, PRESENCE, Family
+from kvops.sim.layouts import CACHE_CONFIG_LABELS, CONNECTOR_LAYOUTS, LAYOUTS, PRESENCE, Family
+from kvops.sim.offload_paths import FS, PRIMARY
 from kvops.snapshot import EngineSample
 from kvops.units import GIB
 
@@ -98,6 +99,73 @@ def _engine_values(e: Engine) -> dict[str, Reader]:
         ),
         "vllm:admission_rejections": by("reason", [("max_num_queued_reqs", 0), ("max_num_queued_tokens", 0)]),
         "vllm:cache_config_info": one(1.0),
+    }
+
+
+def _connector_values(e: Engine) -> dict[str, Reader]:
+    """SimpleCPUOffloadConnector's and multi-tier offloading's families (offload_paths.py);
+    a family whose series vLLM creates on first use is empty until then."""
+    cfg = e.config
+    out: dict[str, Reader] = {}
+    if cfg.offload_path == "simple":
+        simple = e.simple
+        info = {"backend": "cpu", "capacity_blocks": str(cfg.num_cpu_blocks), "lazy_offload": "false",
+                "page_cache": "false"}  # fmt: skip
+        out = {
+            "vllm:simple_kv_offload_save_outcomes": lambda: [
+                ({"outcome": o}, n) for o, n in simple.outcomes.items()
+            ],
+            "vllm:simple_kv_offload_load_blocks": lambda: (
+                [({}, simple.load_blocks)] if simple.load_blocks else []
+            ),
+            # Transfers finish within the step: nothing stays pinned or pending between scrapes.
+            "vllm:simple_kv_offload_used_blocks": _one(0.0),
+            "vllm:simple_kv_offload_pending_store_blocks": _one(0.0),
+            "vllm:simple_kv_offload_info": lambda: [(info, 1.0)],
+        }
+    elif e.fs is not None:
+        out = _tiering_values(e)
+    return out
+
+
+def _tiering_values(e: Engine) -> dict[str, Reader]:
+    assert e.fs is not None
+    tiers = e.fs.tiers
+    fs = tiers[FS]
+    prefix = "vllm:kv_offload_tiering_"
+
+    def per_tier(attr: str, names: tuple[str, ...], when: Callable[[], bool]) -> Reader:
+        return lambda: [({"tier": t}, getattr(tiers[t], attr)) for t in names] if when() else []
+
+    def hists(name: str) -> Reader:
+        return lambda: [(dict(labels), h) for (n, labels), h in e.labelled_hist.items() if n == name]
+
+    looked_up = lambda: tiers[PRIMARY].chunk_queries > 0  # noqa: E731
+    promoted = lambda: fs.promotions > fs.promotion_failures  # noqa: E731
+    cascaded = lambda: fs.cascades > fs.cascade_failures  # noqa: E731
+    return {
+        prefix + "lookup_sync_delay_seconds": hists(prefix + "lookup_sync_delay_seconds"),
+        prefix + "lookup_async_delay_seconds": lambda: [],  # lookups never defer here
+        prefix + "read_bytes": per_tier("read_bytes", (FS,), promoted),
+        prefix + "read_time": per_tier("read_seconds", (FS,), promoted),
+        prefix + "write_bytes": per_tier("write_bytes", (FS,), cascaded),
+        prefix + "write_time": per_tier("write_seconds", (FS,), cascaded),
+        prefix + "promotion_job_failures": per_tier(
+            "promotion_failures", (FS,), lambda: fs.promotion_failures > 0
+        ),
+        prefix + "cascade_job_failures": per_tier("cascade_failures", (FS,), lambda: fs.cascade_failures > 0),
+        prefix + "chunk_queries": per_tier("chunk_queries", (PRIMARY, FS), looked_up),
+        prefix + "chunk_hits": per_tier("chunk_hits", (PRIMARY, FS), looked_up),
+        prefix + "promotion_allocation_failures": lambda: [],  # the primary always has room here
+        # Jobs finish within the step: none in flight and no primary chunk pinned between scrapes.
+        prefix + "primary_write_usage_perc": lambda: [({"tier": FS}, 0.0)],
+        prefix + "primary_read_usage_perc": lambda: [({"tier": FS}, 0.0)],
+        prefix + "active_promotion_jobs": lambda: [({"tier": FS}, 0.0)],
+        prefix + "active_cascade_jobs": lambda: [({"tier": FS}, 0.0)],
+        prefix + "promotion_latency_seconds": hists(prefix + "promotion_latency_seconds"),
+        prefix + "backpressure_store_latency_ema": lambda: [],
+        prefix + "backpressure_stores_dropped": lambda: [],
+        prefix + "backpressure_blocks_dropped": lambda: [],
     }
 
 
@@ -177,6 +245,12 @@ class SimCollector:
             for f in LAYOUTS[version.layout]
             if version.has(f["name"]) and (cfg.offload or not f["offload_only"])
         ]
+        if cfg.offload and cfg.offload_path == "simple":
+            # SimpleCPUOffloadConnector replaces the OffloadingConnector: none of its families
+            self.families = [f for f in self.families if not f["name"].startswith("vllm:kv_offload_")]
+        connector = CONNECTOR_LAYOUTS.get(cfg.offload_path, []) if cfg.offload else []
+        self.connector_families = {f["name"] for f in connector if version.has(f["name"])}
+        self.families += [f for f in connector if f["name"] in self.connector_families]
         self.model_name = cfg.model_name
         self.cache_config = self._cache_config_labels()
 
@@ -210,7 +284,7 @@ class SimCollector:
         """Each family's children for engine `e`: the offload connector's, then the engine's own
         (the histograms it observes directly first, the offload ones overridden)."""
         observed = {name: _one(hist) for name, hist in e.hist.items()}
-        return {**observed, **self._offload_values(e), **_engine_values(e)}
+        return {**observed, **self._offload_values(e), **_engine_values(e), **_connector_values(e)}
 
     def _offload_values(self, e: Engine) -> dict[str, Reader]:
         c = e.counters
@@ -327,12 +401,15 @@ class SimCollector:
         info.add_sample("kvops_sim_info", self.info, 1.0)
         yield info
 
-    @staticmethod
-    def _ordered(fam: Family, children: list[tuple[dict[str, str], Any]]) -> list[Any]:
-        """Children in the order the real release writes them (and only those it has)."""
+    def _ordered(self, fam: Family, children: list[tuple[dict[str, str], Any]]) -> list[Any]:
+        """Children in the order the real release writes them (and only those it has). A
+        connector family's label values depend on its configuration (tiers, capacity): the
+        ones the fixture shows come in its order, others after them."""
         if not fam["children"] or fam["children"] == [{}] or fam["name"].endswith("config_info"):
             return children
         rank = {tuple(sorted(ch.items())): i for i, ch in enumerate(fam["children"])}
+        if fam["name"] in self.connector_families:
+            return sorted(children, key=lambda x: rank.get(tuple(sorted(x[0].items())), len(rank)))
         kept = [x for x in children if tuple(sorted(x[0].items())) in rank]
         return sorted(kept, key=lambda x: rank[tuple(sorted(x[0].items()))])
 
@@ -408,7 +485,7 @@ class _Relabelled:
 def histogram_bounds() -> dict[str, tuple[float, ...]]:
     """Bucket bounds of every histogram family any layout has (the same in every release)."""
     out: dict[str, tuple[float, ...]] = {}
-    for families in LAYOUTS.values():
+    for families in [*LAYOUTS.values(), *CONNECTOR_LAYOUTS.values()]:
         for f in families:
             if f["buckets"]:
                 out[f["name"]] = tuple(f["buckets"])

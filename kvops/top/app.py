@@ -348,27 +348,28 @@ def _row_cells(row: Row) -> dict[str, Text]:
     return cells
 
 
-def _group_cells(group: dict[str, Any]) -> dict[str, Text]:
+def _group_cells(group: fleet.Group) -> dict[str, Text]:
     """One --group-by row, the figures kvops.top.fleet.group() summed."""
 
-    def num(name: str, scale: float, digits: int) -> Text:
-        value = group.get(name)
-        style = numbers.hit_rate_style(value) if name.endswith("hit_rate") else ""
+    def num(value: float | None, scale: float, digits: int, style: str = "") -> Text:
         return numbers.marked(numbers.UNKNOWN if value is None else f"{value / scale:.{digits}f}", style)
 
+    def rate(value: float | None) -> Text:
+        return num(value, 0.01, 1, numbers.hit_rate_style(value))
+
     return {
-        "group": Text(visible(group["group"]) or numbers.UNKNOWN),
-        "engines": Text(str(group["engines"])),
-        "down": Text(str(group["engines_down"]), style="bold red" if group["engines_down"] else ""),
-        "local": num("local_hit_rate", 0.01, 1),
-        "external": num("external_hit_rate", 0.01, 1),
-        "store": num("store_bandwidth_bytes_per_second", numbers.GB, 2),
-        "load": num("load_bandwidth_bytes_per_second", numbers.GB, 2),
-        "stored": num("store_offered_bytes_per_second", numbers.GB, 2),
-        "loaded": num("load_offered_bytes_per_second", numbers.GB, 2),
-        "running": Text(numbers.count(group.get("requests_running"))),
-        "waiting": Text(numbers.count(group.get("requests_waiting"))),
-        "preempt": Text(numbers.count(group.get("preemptions"))),
+        "group": Text(visible(group.group) or numbers.UNKNOWN),
+        "engines": Text(str(group.engines)),
+        "down": Text(str(group.engines_down), style="bold red" if group.engines_down else ""),
+        "local": rate(group.local_hit_rate),
+        "external": rate(group.external_hit_rate),
+        "store": num(group.store_bandwidth_bytes_per_second, numbers.GB, 2),
+        "load": num(group.load_bandwidth_bytes_per_second, numbers.GB, 2),
+        "stored": num(group.store_offered_bytes_per_second, numbers.GB, 2),
+        "loaded": num(group.load_offered_bytes_per_second, numbers.GB, 2),
+        "running": Text(numbers.count(group.requests_running)),
+        "waiting": Text(numbers.count(group.requests_waiting)),
+        "preempt": Text(numbers.count(group.preemptions)),
     }
 
 
@@ -438,16 +439,14 @@ def host_line(board: Board, simulated: bool = False, width: int = 200) -> Text:
     available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
     shm_free = host.get("shm_free_bytes")
 
-    def alarm(value: float | None) -> str:  # smaller than the tier it must hold
-        return "bold red" if tier is not None and value is not None and value < tier else ""
-
     def build(host: str, ram: str, of: str, shm: str, tier_label: str) -> Text:
         line = Text(host + ram)
         ram_text = f"{numbers.gib(available)}{of}{numbers.gib(total)}"
         if of == "/":  # "424.0/512.0 GiB"
             ram_text = f"{numbers.gib(available).removesuffix(' GiB')}/{numbers.gib(total)}"
-        line.append_text(numbers.marked(ram_text, alarm(available)))
-        line.append(shm).append_text(numbers.marked(numbers.gib(shm_free), alarm(shm_free)))
+        line.append_text(numbers.marked(ram_text, numbers.room_style(available, tier)))
+        shm_text = numbers.marked(numbers.gib(shm_free), numbers.room_style(shm_free, tier))
+        line.append(shm).append_text(shm_text)
         line.append(f" · {tier_label} {numbers.gib(tier)}" if tier else f" · {tier_label} not reported")
         return line
 
@@ -682,19 +681,14 @@ class TopApp(App[int]):
 
     def _render_groups(self, table: TargetTable, by: str) -> None:
         """One row per group: what `--once --group-by` prints, from the same fleet.group()."""
-        groups = fleet.group(fleet.filtered(self.board.doc or {}, self.text_filter), by)
+        frame = self.board.interval
+        engines = fleet.filtered(frame.targets if frame is not None else [], self.text_filter)
+        groups = fleet.group(engines, by, frame.interval_seconds if frame is not None else None)
         _, figure, worst_first_low = SORTS[self.sort_index % len(SORTS)]
         if figure is not None:
-
-            def value(g: dict[str, Any]) -> float | None:
-                if figure == "requests":
-                    running, waiting = g.get("requests_running"), g.get("requests_waiting")
-                    return None if running is None and waiting is None else (running or 0) + (waiting or 0)
-                return g.get(figure)
-
-            known = sorted((g for g in groups if value(g) is not None), key=lambda g: (value(g), g["group"]),
-                           reverse=not worst_first_low)  # fmt: skip
-            groups = known + [g for g in groups if value(g) is None]
+            known = [g for g in groups if g.sort_value(figure) is not None]
+            known.sort(key=lambda g: (g.sort_value(figure), g.group), reverse=not worst_first_low)
+            groups = known + [g for g in groups if g.sort_value(figure) is None]
         columns = (("group", by.capitalize()), *GROUP_COLUMNS[1:])
         table.set_columns(columns, GROUP_NUMERIC, GROUP_DROP_ORDER)
         keys = [key for key, _ in columns]
@@ -703,7 +697,7 @@ class TopApp(App[int]):
             cells = _group_cells(groups[i])
             return [cells[key] for key in keys]
 
-        table.set_rows([(f"--group-by {by}", g["group"], "") for g in groups], cells_of)
+        table.set_rows([(f"--group-by {by}", g.group, "") for g in groups], cells_of)
 
     # --- actions ----------------------------------------------------------------------------
     def action_help(self) -> None:

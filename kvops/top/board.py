@@ -173,12 +173,6 @@ class Board:
     def _forgotten(row: Row) -> bool:
         return row.down_frames >= HISTORY_POINTS
 
-    @property
-    def doc(self) -> dict[str, Any] | None:
-        """The last frame as `kvops top --once --json` writes it (schema_version included):
-        the one place top turns its typed frame into JSON."""
-        return None if self.interval is None else self.interval.to_json()
-
     def _update_up(self, entry: EngineInterval) -> RowKey:
         key: RowKey = (entry.target, entry.model_name, entry.engine)
         if key[1:] != ("", ""):

@@ -33,6 +33,7 @@ class Line:
     denominator: str | None  # None: per second of interval
     scale: float  # the value shown is the ratio / scale
     style: str
+    marker: str  # its glyph on the line and in the legend: told apart without colour (NO_COLOR)
 
 
 @dataclass(frozen=True)
@@ -46,21 +47,21 @@ class Chart:
 
 CHARTS: tuple[Chart, ...] = (
     Chart("hit", "Hit rate", "%", (
-        Line("GPU cache", "local_hits", "local_queries", 0.01, "green"),
-        Line("offload tier", "external_hits", "external_queries", 0.01, "cyan"),
+        Line("GPU cache", "local_hits", "local_queries", 0.01, "green", "*"),
+        Line("offload tier", "external_hits", "external_queries", 0.01, "cyan", "o"),
     ), percent=True),
     # Bytes over elapsed time, not the table's GB/s while moving (bytes over transfer time).
     Chart("bandwidth", "Per wall-clock s", "GB/s", (
-        Line("stored", "store_bytes", None, numbers.GB, "magenta"),
-        Line("loaded", "load_bytes", None, numbers.GB, "yellow"),
+        Line("stored", "store_bytes", None, numbers.GB, "magenta", "+"),
+        Line("loaded", "load_bytes", None, numbers.GB, "yellow", "x"),
     )),
     # Lines per tier the trend has (saved_lines): prompt tokens each tier served per second.
     Chart("saved", "Tokens saved", "k tok/s", ()),
     # Does offloading pay off (docs/payoff.md): TTFT p90 on the axis; the share of prompt
     # tokens the tiers below the GPU served, drawn with 100 % at the top of the axis.
     Chart("payoff", "TTFT p90 vs offload share", "ms", (
-        Line("TTFT p90", "ttft_p90_weighted", "first_tokens", 0.001, "red"),
-        Line("offload share", "offload_saved", "prompt_tokens", 0.01, "cyan"),
+        Line("TTFT p90", "ttft_p90_weighted", "first_tokens", 0.001, "red", "+"),
+        Line("offload share", "offload_saved", "prompt_tokens", 0.01, "cyan", "o"),
     )),
 )  # fmt: skip
 SHARE_LINE = "offload share"  # drawn on its own 0-100 % scale, the axis's height
@@ -69,6 +70,8 @@ TIER_LABELS = {"gpu": "GPU", "host": "host", "disk": "disk", "storage": "storage
                "external": "connector"}  # fmt: skip
 TIER_STYLES = {"gpu": "green", "host": "cyan", "disk": "yellow", "storage": "magenta", "peer": "blue",
                "external": "cyan"}  # fmt: skip
+TIER_MARKERS = {"gpu": "*", "host": "o", "disk": "#", "storage": "@", "peer": "%", "external": "x"}
+LINK_MAX_MARKER = "="
 
 
 def saved_lines(trend: Trend) -> tuple[Line, ...]:
@@ -78,7 +81,7 @@ def saved_lines(trend: Trend) -> tuple[Line, ...]:
     detail view rather than a flat line and a legend entry here."""
     rings = trend.deltas
     return tuple(
-        Line(TIER_LABELS[tier], f"saved_{tier}", None, 1000.0, TIER_STYLES[tier])
+        Line(TIER_LABELS[tier], f"saved_{tier}", None, 1000.0, TIER_STYLES[tier], TIER_MARKERS[tier])
         for tier in TIERS
         if f"saved_{tier}" in rings and (tier == "gpu" or any(rings[f"saved_{tier}"]))
     )
@@ -154,30 +157,31 @@ class ChartPanel(Horizontal):
         lines = saved_lines(trend) if chart.key == "saved" else chart.lines
         for line in lines:
             label = f"{line.label} (100 % = top)" if line.label == SHARE_LINE else line.label
-            title.append("━ ", style=line.style).append(f"{label}  ")
+            title.append(f"{line.marker}━ ", style=line.style).append(f"{label}  ")
         span = span_for(window)
         pixels = 2 * max(1, widget.size.width - AXIS_WIDTH)  # braille: two dots a cell
         drawn: dict[str, Points] = {}
-        plotted: list[tuple[str, Points]] = []
+        plotted: list[tuple[str, str, Points]] = []
         top = 0.0
-        share: tuple[str, Points] | None = None
+        share: tuple[str, str, Points] | None = None
         for line in lines:
             points = series(trend, line, window, span)
             drawn[line.label] = points
             if line.label == SHARE_LINE:
-                share = (line.style, thinned(points, pixels))
+                share = (line.style, line.marker, thinned(points, pixels))
                 continue
             top = max([top, *(y for _, y in points if y is not None)])
-            plotted.append((line.style, thinned(points, pixels)))
+            plotted.append((line.style, line.marker, thinned(points, pixels)))
         if share is not None:  # percent onto the TTFT axis: 100 % at its top
             y_top = nice_ceiling(top * 1.05) if top > 0 else 100.0
-            plotted.append((share[0], [(x, None if y is None else y / 100.0 * y_top) for x, y in share[1]]))
+            scaled = [(x, None if y is None else y / 100.0 * y_top) for x, y in share[2]]
+            plotted.append((share[0], share[1], scaled))
         if chart.key == "bandwidth" and link_max:
             ceiling = link_max / numbers.GB
             if top >= ceiling / 10:  # near enough to matter: drawn, and the scale holds it
-                plotted.append(("red", [(-span, ceiling), (0.0, ceiling)]))
+                plotted.append(("red", LINK_MAX_MARKER, [(-span, ceiling), (0.0, ceiling)]))
                 top = max(top, ceiling)
-                title.append("━ ", style="red").append(f"link max {ceiling:.0f}")
+                title.append(f"{LINK_MAX_MARKER}━ ", style="red").append(f"link max {ceiling:.0f}")
             else:  # drawn, it would flatten the traffic to the axis
                 title.append(f"link max {ceiling:.0f}", style="dim")
         self.shown[chart.key] = drawn

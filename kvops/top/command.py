@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kvops.top.view import View
+
+if TYPE_CHECKING:
+    from kvops.top.board import Board
 
 DEFAULT_URL = "http://localhost:8000"  # vllm serve's default port
 MAX_SCRAPE_TIMEOUT = 5.0
@@ -151,7 +154,7 @@ def build_source(args: argparse.Namespace, interval: float) -> Any:
         return PrometheusSource(prometheus, timeout, auth_options(*auth))
     from kvops.top.live_source import LiveSource
 
-    return LiveSource(urls or [DEFAULT_URL], timeout)
+    return LiveSource(urls or [DEFAULT_URL], timeout, one_shot=bool(getattr(args, "once", False)))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -182,7 +185,6 @@ def print_once(source: Any, interval: float, as_json: bool, view: View | None = 
     import json
     import sys
 
-    from kvops.top import fleet
     from kvops.top.board import Board
 
     view = view or View()
@@ -194,25 +196,35 @@ def print_once(source: Any, interval: float, as_json: bool, view: View | None = 
     board = Board(max_rows=None)  # --once is never cut
     board.update(second, before=first)
     if as_json:
-        doc = dict(board.doc or {})
-        # Every engine (no --top cut), in the --sort order, less what --filter leaves out.
-        order = {row.key: i for i, row in enumerate(board.visible(view.text_filter, view.sort))}
-
-        def key(entry: dict[str, Any]) -> tuple[str, str, str]:
-            return (entry["target"], entry.get("model_name") or "", entry.get("engine") or "")
-
-        doc["targets"] = sorted((e for e in doc["targets"] if key(e) in order), key=lambda e: order[key(e)])
-        if view.group_by:
-            doc["groups"] = fleet.group(doc, view.group_by)
-        from kvops.rates import SCHEMA_VERSION
-
-        out = {**doc, "schema_version": SCHEMA_VERSION}
-        sys.stdout.write(json.dumps(_finite(out), allow_nan=False) + "\n")
+        sys.stdout.write(json.dumps(_finite(once_json(board, view)), allow_nan=False) + "\n")
         return 0
     from kvops.top.text import render
 
     sys.stdout.write(render(board, bool(getattr(source, "simulated_hardware", False)), view) + "\n")
     return 0
+
+
+def once_json(board: Board, view: View) -> dict[str, Any]:
+    """The frame as `--once --json` writes it (schema_version first): the one place top turns
+    its typed frames into JSON. Every engine (no --top cut), in the --sort order, less what
+    --filter leaves out; with --group-by, the groups of those engines."""
+    from dataclasses import asdict
+
+    from kvops.rates import Interval
+    from kvops.top import fleet
+
+    frame = board.interval
+    assert frame is not None  # print_once updated the board
+    order = {row.key: i for i, row in enumerate(board.visible(view.text_filter, view.sort))}
+
+    def key(entry: fleet.Entry) -> tuple[str, str, str]:
+        return (entry.target, entry.model_name or "", entry.engine or "")
+
+    shown = sorted((e for e in frame.targets if key(e) in order), key=lambda e: order[key(e)])
+    doc = Interval(frame.interval_seconds, shown, frame.gpus, frame.host).to_json()
+    if view.group_by:
+        doc["groups"] = [asdict(g) for g in fleet.group(shown, view.group_by, frame.interval_seconds)]
+    return doc
 
 
 def _two_frames(source: Any, interval: float) -> tuple[Any, Any]:

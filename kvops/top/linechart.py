@@ -10,7 +10,9 @@ them, so a frame's charts cost a few milliseconds.
 
 Each cell is a braille character: 2 × 4 dots, so a chart W cells wide and H high has 2W × 4H
 dots. Lines are drawn dot to dot between consecutive known points; an unknown point (None)
-leaves a gap.
+leaves a gap. Each line also carries its own marker glyph (the legend shows it), on its newest
+point and every MARK_EVERY cells along it: with NO_COLOR, or to an eye that does not tell the
+colours apart, braille lines differ only by colour, the markers do not.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 AXIS_WIDTH = 6  # "  100┤": five for the tick label, one for the axis
 _BRAILLE = [" "] + [chr(0x2800 + dots) for dots in range(1, 256)]  # no dot: a blank
 _AXIS = Style(dim=True)
+MARK_EVERY = 8  # cells between two markers of one line; lines' markers are staggered
 
 
 def nice_ceiling(value: float) -> float:
@@ -63,13 +66,15 @@ class LineChart(Widget):
     def __init__(self, id: str | None = None) -> None:
         super().__init__(id=id)
         self.title = Text()
-        self.lines: Sequence[tuple[str, Points]] = []  # (rich style, points)
+        self.lines: Sequence[tuple[str, str, Points]] = []  # (rich style, marker glyph, points)
         self.y_max = 1.0
         self.x_span = 60.0  # x runs from -x_span (oldest) to 0 (now)
         self._strips: list[Strip] = []
         self._built_for: tuple[int, int] | None = None
 
-    def set_data(self, title: Text, lines: Sequence[tuple[str, Points]], y_max: float, x_span: float) -> None:
+    def set_data(
+        self, title: Text, lines: Sequence[tuple[str, str, Points]], y_max: float, x_span: float
+    ) -> None:
         self.title, self.lines = title, lines
         self.y_max, self.x_span = (y_max if y_max > 0 else 1.0), max(x_span, 1.0)
         self._built_for = None
@@ -93,18 +98,21 @@ class LineChart(Widget):
         plot_h, plot_w = height - 4, width - AXIS_WIDTH  # title 2, x axis 1, time marks 1
         if plot_h < 2 or plot_w < 8:
             return strips + [Strip.blank(width, NULL_STYLE)] * max(0, height - 2)
-        cells, styles = self._raster(plot_w, plot_h)
+        cells, styles, marks = self._raster(plot_w, plot_h)
         axis = _AXIS
         ticks = {0: self.y_max, plot_h // 2: self.y_max / 2} if plot_h >= 4 else {0: self.y_max}
         for row in range(plot_h):
             label = f"{tick_label(ticks[row]):>5}┤" if row in ticks else "     │"
             segments = [Segment(label, axis)]
             # Runs of one style: a line's cells are few, the blank runs between them long.
-            row_cells, row_styles = cells[row], styles[row]
+            row_styles = styles[row]
+            chars = [_BRAILLE[c] for c in cells[row]]
+            for col, glyph in marks.get(row, {}).items():
+                chars[col] = glyph
             start = 0
             for col in range(1, plot_w + 1):
                 if col == plot_w or row_styles[col] is not row_styles[start]:
-                    run = "".join([_BRAILLE[c] for c in row_cells[start:col]])
+                    run = "".join(chars[start:col])
                     segments.append(Segment(run, row_styles[start] or NULL_STYLE))
                     start = col
             strips.append(Strip(segments, AXIS_WIDTH + plot_w))
@@ -143,20 +151,30 @@ class LineChart(Widget):
                 out[start : start + len(label)] = label
         return "".join(out)
 
-    def _raster(self, plot_w: int, plot_h: int) -> tuple[list[list[int]], list[list[Style | None]]]:
+    def _raster(
+        self, plot_w: int, plot_h: int
+    ) -> tuple[list[list[int]], list[list[Style | None]], dict[int, dict[int, str]]]:
+        """Braille dots per cell, the style per cell, and the marker glyphs (row -> col -> glyph)."""
         cells = [[0] * plot_w for _ in range(plot_h)]
         styles: list[list[Style | None]] = [[None] * plot_w for _ in range(plot_h)]
         dots_w, dots_h = 2 * plot_w, 4 * plot_h
+        # Per line: its style, marker, the cell row it passes through in each cell column, and
+        # the cell of its newest known point.
+        tracks: list[tuple[Style, str, dict[int, int], tuple[int, int] | None]] = []
 
-        def dot(dx: int, dy: int, style: Style) -> None:
-            if 0 <= dx < dots_w and 0 <= dy < dots_h:
-                row, col = dy // 4, dx // 2
-                cells[row][col] |= _DOTS[dx % 2][dy % 4]
-                styles[row][col] = style
-
-        for style_name, points in self.lines:
+        for style_name, marker, points in self.lines:
             style = Style.parse(style_name)
+            track: dict[int, int] = {}
+
+            def dot(dx: int, dy: int, style: Style = style, track: dict[int, int] = track) -> None:
+                if 0 <= dx < dots_w and 0 <= dy < dots_h:
+                    row, col = dy // 4, dx // 2
+                    cells[row][col] |= _DOTS[dx % 2][dy % 4]
+                    styles[row][col] = style
+                    track[col] = row
+
             prev: tuple[int, int] | None = None
+            newest: tuple[int, int] | None = None
             for x, y in points:
                 if y is None or not math.isfinite(y):
                     prev = None
@@ -164,14 +182,31 @@ class LineChart(Widget):
                 dx = round((x + self.x_span) / self.x_span * (dots_w - 1))
                 dy = round((1 - min(max(y, 0.0), self.y_max) / self.y_max) * (dots_h - 1))
                 if prev is None:
-                    dot(dx, dy, style)
+                    dot(dx, dy)
                 else:  # every dot on the way: no holes in steep lines
                     steps = max(abs(dx - prev[0]), abs(dy - prev[1]), 1)
                     for k in range(1, steps + 1):
                         dot(
                             prev[0] + round((dx - prev[0]) * k / steps),
                             prev[1] + round((dy - prev[1]) * k / steps),
-                            style,
                         )
                 prev = (dx, dy)
-        return cells, styles
+                if 0 <= dx < dots_w and 0 <= dy < dots_h:
+                    newest = (dy // 4, dx // 2)
+            tracks.append((style, marker, track, newest))
+        marks: dict[int, dict[int, str]] = {}
+
+        def mark(row: int, col: int, style: Style, glyph: str, over: bool) -> None:
+            if over or col not in marks.setdefault(row, {}):
+                marks.setdefault(row, {})[col] = glyph
+                styles[row][col] = style
+
+        for style, marker, _, newest in tracks:  # the newest points first: they always show
+            if marker and newest is not None:
+                mark(*newest, style, marker, True)
+        for i, (style, marker, track, _) in enumerate(tracks):
+            phase = i * MARK_EVERY // max(1, len(tracks))  # staggered: lines on top of each other
+            for col, row in track.items():
+                if marker and (plot_w - 1 - col + phase) % MARK_EVERY == 0:
+                    mark(row, col, style, marker, False)
+        return cells, styles, marks

@@ -45,8 +45,8 @@ class UrlScraper(TargetScraper):
 
     wanted = _WANTED
 
-    def __init__(self, url: str, options: FetchOptions | None = None) -> None:
-        super().__init__(url, options)
+    def __init__(self, url: str, options: FetchOptions | None = None, probe: bool = True) -> None:
+        super().__init__(url, options, probe)
         self.exporter: Snapshot | None = None
 
     # _trim() bounds what follows the parse: a fraction of it, not the exporter's encoding.
@@ -81,11 +81,15 @@ def _trim(result: ParseResult) -> None:
 class LiveSource:
     live = True
 
-    def __init__(self, urls: list[str], timeout: float, hardware: bool = True) -> None:
+    def __init__(
+        self, urls: list[str], timeout: float, hardware: bool = True, one_shot: bool = False
+    ) -> None:
+        """`one_shot`: `--once`, two frames and out: each page fetched whole, never probed for a
+        filtered one (kvops.scrape.page_filter)."""
         # The same target given twice ("host:8000" and "http://host:8000/", say) is scraped once.
         self.scrapers: list[UrlScraper] = []
         for url in urls:
-            scraper = UrlScraper(url)
+            scraper = UrlScraper(url, probe=not one_shot)
             if all(s.target != scraper.target for s in self.scrapers):
                 self.scrapers.append(scraper)
             else:

@@ -94,9 +94,15 @@ def bar(fraction: float, width: int) -> str:
 ALARM_MARK = "!"  # after a figure whose colour is an alarm: NO_COLOR (or a colour-blind eye) still sees it
 
 
+def flagged(text: str, style: str) -> str:
+    """`text` with the alarm mark when `style` (one of the *_style() below) is an alarm: what
+    the live table shows, as plain text (`--once`)."""
+    return text + ALARM_MARK if style else text
+
+
 def marked(text: str, style: str) -> Text:
     """`text` in `style`, with the alarm mark when the style is an alarm (red or yellow)."""
-    return Text(text + ALARM_MARK if style else text, style=style)
+    return Text(flagged(text, style), style=style)
 
 
 def hit_rate_style(value: float | None) -> str:
@@ -112,3 +118,9 @@ def link_style(fraction: float | None) -> str:
 def usage_style(fraction: float | None) -> str:
     fraction = known(fraction)
     return "bold yellow" if fraction is not None and fraction >= FULL_KV else ""
+
+
+def room_style(free: float | None, tier: float | None) -> str:
+    """Host RAM or /dev/shm smaller than the offload tier it must hold (vLLM maps it there)."""
+    free, tier = known(free), known(tier)
+    return "bold red" if tier is not None and free is not None and free < tier else ""

@@ -33,9 +33,9 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
             visible(row.target),
             visible(row.model or row.kind or numbers.UNKNOWN),  # KVBM names no model: its kind
             visible(row.engine),
-            numbers.pct(row.get("kv_cache_usage")),
-            numbers.pct(row.get("local_hit_rate")),
-            numbers.pct(row.get("external_hit_rate")),
+            _usage(row.get("kv_cache_usage")),
+            _hit_rate(row.get("local_hit_rate")),
+            _hit_rate(row.get("external_hit_rate")),
             numbers.gbps(row.get("store_bandwidth_bytes_per_second")),
             numbers.gbps(row.get("load_bandwidth_bytes_per_second")),
             numbers.ratio(row.get("load_store_ratio")),
@@ -50,11 +50,13 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
     lines = _columns(rows)
     if rest:
         lines.append(f"… and {rest} more engine(s) (--top)")
-    doc = board.doc or {}
+    frame = board.interval
     if view and view.group_by:
         lines.append("")
-        lines.extend(_groups(doc, view.group_by))
-    frame = board.interval
+        # The engines --filter leaves, as --json and the live view group them.
+        engines = fleet.filtered(frame.targets if frame is not None else [], view.text_filter)
+        seconds = frame.interval_seconds if frame is not None else None
+        lines.extend(_groups(fleet.group(engines, view.group_by, seconds), view.group_by))
     for g in frame.gpus if frame is not None else []:
         tx, rx = g.pcie_transmit_bytes_per_second, g.pcie_receive_bytes_per_second
         label = "Simulated GPU" if simulated else "GPU"
@@ -62,17 +64,20 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
             f"{label} {visible(g.gpu)} {visible(g.name or '')}:"
             f" memory {numbers.gib(g.memory_used_bytes)}"
             f" of {numbers.gib(g.memory_total_bytes)},"
-            f" PCIe TX {numbers.gbps(tx)} RX {numbers.gbps(rx)}"
+            f" PCIe TX {_link(tx, g.pcie_transmit_link_fraction)}"
+            f" RX {_link(rx, g.pcie_receive_link_fraction)}"
             f" (link max {numbers.gbps(g.pcie_link_max_bytes_per_second)} per direction)"
         )
     host = frame.host if frame is not None else {}
     if host:
         available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
+        tier, shm_free = board.offload_tier_bytes(), host.get("shm_free_bytes")
         lines.append(
-            f"{'Simulated host' if simulated else 'Host'}: RAM available {numbers.gib(available)}"
+            f"{'Simulated host' if simulated else 'Host'}:"
+            f" RAM available {numbers.flagged(numbers.gib(available), numbers.room_style(available, tier))}"
             f" of {numbers.gib(total)},"
-            f" /dev/shm free {numbers.gib(host.get('shm_free_bytes'))},"
-            f" offload tier {numbers.gib(board.offload_tier_bytes())}"
+            f" /dev/shm free {numbers.flagged(numbers.gib(shm_free), numbers.room_style(shm_free, tier))},"
+            f" offload tier {numbers.gib(tier)}"
         )
     failing = [c for c in board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
     for c in failing:
@@ -82,22 +87,35 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
     return "\n".join(lines)
 
 
-def _groups(doc: dict, by: str) -> list[str]:
+def _groups(groups: list[fleet.Group], by: str) -> list[str]:
     rows: list[tuple[str, ...]] = [(by.upper(), "ENGINES", "DOWN", "LOCAL HIT", "EXT HIT", "STORE", "LOAD",
                                     "STORED/S", "LOADED/S", "RUN", "WAIT", "PREEMPT")]  # fmt: skip
-    for g in fleet.group(doc, by):
+    for g in groups:
         rows.append((
-            visible(g["group"] or numbers.UNKNOWN), str(g["engines"]), str(g["engines_down"]),
-            numbers.pct(g["local_hit_rate"]), numbers.pct(g["external_hit_rate"]),
-            numbers.gbps(g["store_bandwidth_bytes_per_second"]),
-            numbers.gbps(g["load_bandwidth_bytes_per_second"]),
-            numbers.gbps(g["store_offered_bytes_per_second"]),
-            numbers.gbps(g["load_offered_bytes_per_second"]),
-            numbers.count(g["requests_running"]),
-            numbers.count(g["requests_waiting"]),
-            numbers.count(g["preemptions"]),
+            visible(g.group or numbers.UNKNOWN), str(g.engines), str(g.engines_down),
+            _hit_rate(g.local_hit_rate), _hit_rate(g.external_hit_rate),
+            numbers.gbps(g.store_bandwidth_bytes_per_second),
+            numbers.gbps(g.load_bandwidth_bytes_per_second),
+            numbers.gbps(g.store_offered_bytes_per_second),
+            numbers.gbps(g.load_offered_bytes_per_second),
+            numbers.count(g.requests_running),
+            numbers.count(g.requests_waiting),
+            numbers.count(g.preemptions),
         ))  # fmt: skip
     return _columns(rows)
+
+
+# The live table's alarms (kvops.top.numbers' *_style()), marked "!" as it marks them.
+def _hit_rate(value: float | None) -> str:
+    return numbers.flagged(numbers.pct(value), numbers.hit_rate_style(value))
+
+
+def _usage(value: float | None) -> str:
+    return numbers.flagged(numbers.pct(value), numbers.usage_style(value))
+
+
+def _link(rate: float | None, fraction: float | None) -> str:
+    return numbers.flagged(numbers.gbps(rate), numbers.link_style(fraction))
 
 
 def _columns(rows: list[tuple[str, ...]]) -> list[str]:

@@ -95,6 +95,14 @@ def _moved(moved: float | None, blocks: float | None) -> str:
     return numbers.UNKNOWN if blocks is None else f"{blocks:.0f} blocks"
 
 
+def _moved_cell(moved: float | None, blocks: float | None, failed: float | None) -> Text:
+    """What moved one way, and the blocks whose transfer failed (KVBM object storage) in red."""
+    text = Text(_moved(moved, blocks))
+    if failed is not None:
+        text.append(f" ({failed:.0f} failed)", style="bold red" if failed else "")
+    return text
+
+
 def _use(figures: TierInterval) -> str:
     usage, used, capacity = figures.usage_ratio, figures.used_tokens, figures.capacity_tokens
     text = numbers.pct(usage)
@@ -144,7 +152,7 @@ def tiers_table(row: Row) -> Table | Text:
         figures: TierInterval = tiers[tier]
         rate = figures.hit_rate
         if rate is not None:
-            hit = Text(numbers.pct(rate), style=numbers.hit_rate_style(rate))
+            hit = numbers.marked(numbers.pct(rate), numbers.hit_rate_style(rate))
         elif figures.engine_hit_rate is not None:
             engine_gauge = True
             hit = Text(numbers.pct(figures.engine_hit_rate) + "*")
@@ -155,8 +163,8 @@ def tiers_table(row: Row) -> Table | Text:
             hit,
             numbers.count(figures.tokens_saved),
             numbers.pct(figures.prompt_share),
-            _moved(figures.store_bytes, figures.store_blocks),
-            _moved(figures.load_bytes, figures.load_blocks),
+            _moved_cell(figures.store_bytes, figures.store_blocks, figures.store_failed_blocks),
+            _moved_cell(figures.load_bytes, figures.load_blocks, figures.load_failed_blocks),
             numbers.gbps(figures.store_bandwidth_bytes_per_second).removesuffix(" GB/s"),
             numbers.gbps(figures.load_bandwidth_bytes_per_second).removesuffix(" GB/s"),
             _use(figures),

@@ -70,6 +70,13 @@ def wait_http(url: str, deadline_s: float, proc: subprocess.Popen[bytes], log: P
 # 6.4 TiB), so the host-memory alerts go pending on real exporter output.
 SIM_OFFLOAD_GIB = 65536
 SIM_ENGINES = 2
+# Two more simulated vLLMs, one engine each, on vLLM's other offload connectors
+# (kvops/sim/offload_paths.py): the multi-tier and SimpleCPUOffload panels get data. The rag
+# workload on a small GPU cache reuses prefixes the CPU primary lost, so the file-system tier
+# sees lookups, promotions and (the simulator's injected) failures within seconds.
+CONNECTOR_SIMS = ("tiering", "simple")
+CONNECTOR_SIM_OFFLOAD_GIB = 4
+CONNECTOR_SIM_ARGS = ("--workload", "rag", "--gpu-blocks", "2048")
 
 
 class PrometheusStack:
@@ -82,6 +89,7 @@ class PrometheusStack:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.dead_url = ""
         self.sim_url = ""
+        self.connector_sim_urls: dict[str, str] = {}  # offload path -> URL
         self.exporter_url = ""
         self.prometheus_url = ""
 
@@ -160,6 +168,15 @@ class PrometheusStack:
         )
         self.sim_url = f"http://127.0.0.1:{sim_port}"
         wait_http(self.sim_url + "/metrics", 30, sim, sim_log)
+        for path in CONNECTOR_SIMS:
+            port = free_port()
+            proc, log = self._spawn(
+                f"sim-{path}",
+                [*kvops, "sim", "--listen", f"127.0.0.1:{port}", "--offload-path", path,
+                 "--kv-offloading-size", str(CONNECTOR_SIM_OFFLOAD_GIB), *CONNECTOR_SIM_ARGS],
+            )  # fmt: skip
+            self.connector_sim_urls[path] = f"http://127.0.0.1:{port}"
+            wait_http(self.connector_sim_urls[path] + "/metrics", 30, proc, log)
 
         env = {**os.environ, **self._stub_gpus(sim.pid), **self._stub_amd_gpus(sim.pid)}
         exporter, exporter_log = self._spawn(
@@ -168,6 +185,7 @@ class PrometheusStack:
                 *kvops,
                 "exporter",
                 *("--target", self.sim_url, "--target", self.dead_url),
+                *(arg for url in self.connector_sim_urls.values() for arg in ("--target", url)),
                 *("--listen", f"127.0.0.1:{exporter_port}"),
             ],
             env,

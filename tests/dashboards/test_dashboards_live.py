@@ -1,10 +1,10 @@
 """Every dashboard query against a real Prometheus that scrapes the real exporter.
 
-Prometheus (Debian's) loads alerts/*.yml and scrapes `kvops exporter` pointed at `kvops sim`,
-with the NVML and AMD SMI stubs standing in for two NVIDIA and two AMD GPUs. Each panel
-query, variables set to "All", must parse and return at least one series; each variable
-must list a value; each rule must evaluate without error and each recording rule must
-produce data.
+Prometheus (Debian's) loads alerts/*.yml and scrapes `kvops exporter` pointed at `kvops sim`
+(and at two more sims on vLLM's multi-tier and SimpleCPUOffload connectors), with the NVML and
+AMD SMI stubs standing in for two NVIDIA and two AMD GPUs. Each panel query, variables set to
+"All", must parse and return at least one series; each variable must list a value; each rule
+must evaluate without error and each recording rule must produce data.
 """
 
 from __future__ import annotations
@@ -15,7 +15,15 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from prometheus_stack import ROOT, SIM_ENGINES, SIM_OFFLOAD_GIB, PrometheusStack, substitute
+from prometheus_stack import (
+    CONNECTOR_SIM_OFFLOAD_GIB,
+    CONNECTOR_SIMS,
+    ROOT,
+    SIM_ENGINES,
+    SIM_OFFLOAD_GIB,
+    PrometheusStack,
+    substitute,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -33,15 +41,6 @@ NOT_FROM_THE_SIM = {
     ("Blocks moved between tiers (KVBM)", "A"),
     ("Tier fill", "A"),  # SGLang host pool
     ("Tier fill", "B"),  # TensorRT-LLM host pool
-    # vLLM multi-tier (TieringOffloadingSpec) and SimpleCPUOffloadConnector: the simulator serves
-    # CPU offloading only; tests/sources/test_vllm_offload_paths.py checks their data
-    ("Chunk hit rate per tier", "A"),
-    ("Tier bandwidth while transferring", "A"),
-    ("Tier bandwidth while transferring", "B"),
-    ("Tier job failures and jobs in flight", "A"),
-    ("Tier job failures and jobs in flight", "B"),
-    ("Tier job failures and jobs in flight", "C"),
-    ("SimpleCPU offload: store decisions by outcome", "A"),
 }
 
 
@@ -65,6 +64,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusStack]
         ready = running.wait_for("kvops:offload_bandwidth_bytes_per_second:rate5m", 60)
         assert ready, "the recording rules produced nothing within 60 s"
         running.wait_for(substitute("rate(kvops_gpu_pcie_replay_total[$__rate_interval])"), 30)
+        # The tiering sim's first injected failures come after its first promotions (seconds in).
+        failures = "rate(kvops_offload_tier_promotion_failures_total[$__rate_interval])"
+        running.wait_for(substitute(failures), 60)
         yield running
 
 
@@ -132,9 +134,16 @@ def test_scrape_is_of_the_exporter_not_a_fixture(stack: PrometheusStack) -> None
     up = stack.query('up{job="kvops"}')
     assert [float(s["value"][1]) for s in up] == [1.0]
     targets = {s["metric"]["target"]: float(s["value"][1]) for s in stack.query("kvops_target_up")}
-    assert targets == {stack.sim_url: 1.0, stack.dead_url: 0.0}
-    engines = stack.query("kvops_vllm_requests_running")
+    connector_sims = stack.connector_sim_urls
+    assert targets == {stack.sim_url: 1.0, stack.dead_url: 0.0, **dict.fromkeys(connector_sims.values(), 1.0)}
+    engines = stack.query(f'kvops_vllm_requests_running{{target="{stack.sim_url}"}}')
     assert sorted(s["metric"]["engine"] for s in engines) == [str(i) for i in range(SIM_ENGINES)]
     # Each data-parallel engine has its own tier; the host carries them all.
     tier = stack.query("instance:kvops_offload_cpu_tier_bytes:sum")
-    assert [float(s["value"][1]) for s in tier] == [SIM_ENGINES * SIM_OFFLOAD_GIB * 2**30]
+    gib = SIM_ENGINES * SIM_OFFLOAD_GIB + len(CONNECTOR_SIMS) * CONNECTOR_SIM_OFFLOAD_GIB
+    assert [float(s["value"][1]) for s in tier] == [gib * 2**30]
+    # the connector panels' data comes from the sims on those connectors, not from the plain one
+    tiering = stack.query("kvops_offload_tier_chunk_lookups_total")
+    assert {s["metric"]["target"] for s in tiering} == {connector_sims["tiering"]}
+    outcomes = stack.query("kvops_offload_simple_save_outcomes_blocks_total")
+    assert {s["metric"]["target"] for s in outcomes} == {connector_sims["simple"]}

@@ -89,3 +89,22 @@ def test_histograms_of_simulated_vllm_pages_are_byte_equal(monkeypatch):
     monkeypatch.setattr(families, "_add_histogram", _add_histogram_by_add_metric)
     reference = everything()
     assert encode(fast) == generate_latest(_Registry(reference))
+
+
+def test_a_pods_labels_reach_its_histogram_buckets():
+    """Histogram series are kept whole until encoded (kvops/exporter/histogram_family.py): a
+    discovered pod's namespace/pod/container must still be on every one of their lines."""
+    import math as m
+
+    from kvops.snapshot import Histogram
+
+    ttft = Histogram(((0.1, 1.0), (1.0, 3.0), (m.inf, 4.0)), 2.5, 4.0)
+    engine = EngineSample("http://p:8000", "m", "0", requests_running=1, ttft=ttft)
+    pod = {"namespace": "serving", "pod": "vllm-0", "container": "vllm"}
+    snap = Snapshot(time=0, targets=[TargetSample("http://p:8000", True, engines=[engine], identity=pod)])
+    metrics = render(snap)
+    text = encode(metrics).decode()
+    ttft_lines = [line for line in text.splitlines() if line.startswith("kvops_time_to_first_token_seconds")]
+    assert len(ttft_lines) == 5  # three buckets, _count and _sum
+    assert all('namespace="serving",pod="vllm-0"' in line for line in ttft_lines), ttft_lines
+    assert encode(metrics) == generate_latest(_Registry(metrics))

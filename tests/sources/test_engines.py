@@ -247,6 +247,52 @@ def test_kvbm_interval_blocks_per_tier_and_no_bytes():
     assert row.offload_tokens_saved_per_gb_moved is None
 
 
+def _kvbm_interval(key: str):
+    a, b = _doc("dynamo-kvbm")[key]
+    prev = Snapshot(time=0.0, targets=[load(FIXTURES / "dynamo-kvbm" / a["file"], "http://10.0.0.9:6880")])
+    cur = Snapshot(time=30.0, targets=[load(FIXTURES / "dynamo-kvbm" / b["file"], "http://10.0.0.9:6880")])
+    (row,) = interval(prev, cur).targets
+    return a["counters"], b["counters"], row
+
+
+def test_kvbm_object_tier_is_the_storage_tier_in_bytes_and_blocks():
+    """KVBM with an S3/GCS tier (metrics_kvbm.rs @3c24940): d2o/o2d blocks and the object byte
+    counters land on the storage tier, bytes per direction over the interval."""
+    ca, cb, row = _kvbm_interval("object_dumps")
+    storage = row.tiers["storage"]
+    assert storage.store_bytes == cb["offload_bytes_object"] - ca["offload_bytes_object"] > 0
+    assert storage.load_bytes == cb["onboard_bytes_object"] - ca["onboard_bytes_object"] > 0
+    assert storage.store_blocks == cb["offload_blocks_d2o"] - ca["offload_blocks_d2o"]
+    assert storage.load_blocks == cb["onboard_blocks_o2d"] - ca["onboard_blocks_o2d"]
+    assert storage.engine_hit_rate == 0.25
+    # no seconds on KVBM's page: bytes yes, bandwidth no
+    assert storage.store_bandwidth_bytes_per_second is None
+    assert storage.store_failed_blocks is None  # this version registers no failure counter
+
+
+@pytest.mark.parametrize("dump", [0, 1])
+def test_kvbm_object_failures_are_failed_blocks_on_the_storage_edges(dump: int):
+    d = _doc("dynamo-kvbm")["failure_dumps"][dump]
+    c = d["counters"]
+    (eng,) = load(FIXTURES / "dynamo-kvbm" / d["file"], "http://10.0.0.9:6880").engines
+    # write = a store into object storage, read = a load back to the GPU (KVBM's own HELP texts)
+    assert eng.failed_blocks_by_edge == {
+        "gpu_to_storage": c["object_write_failures"],
+        "storage_to_gpu": c["object_read_failures"],
+    }
+    assert eng.transfer_bytes_by_edge == {}  # the later registry has no byte counters: none made up
+
+
+def test_kvbm_object_failures_per_interval_on_the_storage_tier():
+    ca, cb, row = _kvbm_interval("failure_dumps")
+    storage = row.tiers["storage"]
+    assert storage.store_failed_blocks == cb["object_write_failures"] - ca["object_write_failures"] > 0
+    assert storage.load_failed_blocks == cb["object_read_failures"] - ca["object_read_failures"] > 0
+    assert storage.store_blocks == cb["offload_blocks_d2o"] - ca["offload_blocks_d2o"]
+    assert storage.store_bytes is None
+    assert row.tiers["host"].store_failed_blocks is None  # KVBM counts failures for objects only
+
+
 @pytest.mark.parametrize("dump", [0, 1])
 def test_lmcache_multiprocess_mode_lookup_and_l1(dump: int):
     doc = _doc("lmcache-mp")
@@ -272,7 +318,7 @@ def test_the_exporter_serves_every_engine_kind_side_by_side(upstream, make_expor
     pages = {
         "vllm": Path(__file__).parents[1] / "fixtures" / "vllm" / "0.33.0" / "offload-t2.prom",
         "sglang": FIXTURES / "sglang" / "hicache-t2.prom",
-        "dynamo-kvbm": FIXTURES / "dynamo-kvbm" / "kvbm-t2.prom",
+        "dynamo-kvbm": FIXTURES / "dynamo-kvbm" / "object-failures" / "kvbm-failures-t2.prom",
         "trtllm": FIXTURES / "trtllm" / "trtllm-t2.prom",
     }
     urls = {kind: upstream.route(kind, body(path.read_bytes())) for kind, path in pages.items()}
@@ -284,3 +330,12 @@ def test_the_exporter_serves_every_engine_kind_side_by_side(upstream, make_expor
     kvbm = urls["dynamo-kvbm"]
     assert value(s, "kvops_offload_transfer_blocks_total", target=kvbm, edge="disk_to_gpu") is not None
     assert value(s, "kvops_offload_transfer_bytes_total", target=kvbm, direction="load") is None
+    failures = _doc("dynamo-kvbm")["failure_dumps"][1]["counters"]
+    assert (
+        value(s, "kvops_offload_edge_failed_blocks_total", target=kvbm, edge="gpu_to_storage")
+        == (failures["object_write_failures"])
+    )
+    assert (
+        value(s, "kvops_offload_edge_failed_blocks_total", target=kvbm, edge="storage_to_gpu")
+        == (failures["object_read_failures"])
+    )

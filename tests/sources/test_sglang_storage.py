@@ -62,3 +62,37 @@ def test_storage_figures_survive_the_exporter_and_its_decoder() -> None:
     [back] = decode(parse(encode(target_families([sample])).decode(), EXPORTED), 0.0).targets
     assert back.engines == sample.engines
     assert sample.engines[0].storage_unfulfilled_tokens["host_capacity"] > 0
+
+
+RANKS = FOLDER / "ranks"  # TP 2 x PP 2, served through SGLang's multiprocess registry
+
+
+def test_four_ranks_are_one_engine_with_logical_token_counts_and_the_pages_model(capsys) -> None:
+    """Every (tp, pp) rank repeats the logical token counts (SGLang: "All PP/TP ranks will get
+    the same min_completed_tokens"): read once, never multiplied by the rank count. The storage
+    and radix-cache series carry no model_name: they belong to the page's one model, with the
+    storage tier's served tokens from the tokenizer."""
+    truth = json.loads((RANKS / "truth.json").read_text())
+    t1, t2 = truth["dumps"]
+    assert (
+        main(["top", "--once", "--json", "--replay", str(RANKS / t1["file"]), str(RANKS / t2["file"])]) == 0
+    )
+    [row] = json.loads(capsys.readouterr().out)["targets"]
+    assert (row["model_name"], row["engine"]) == (truth["model"], "0")
+    before, after = t1["fed"], t2["fed"]
+    storage = row["tiers"]["storage"]
+    assert storage["load_tokens"] == after["prefetched_tokens"] - before["prefetched_tokens"]
+    assert storage["store_tokens"] == after["backuped_tokens"] - before["backuped_tokens"]
+    assert storage["tokens_saved"] == after["cached_storage"] - before["cached_storage"]
+    assert row["storage_unfulfilled_tokens"] == {
+        reason: after["unfulfilled"][reason] - before["unfulfilled"][reason]
+        for reason in after["unfulfilled"]
+    }
+    assert (
+        row["evicted_tokens_per_second"] == after["evicted_tokens"] - before["evicted_tokens"]
+    )  # 1 s replay
+    # per-op bandwidth: the lowest rank's own ops (tp 0, pp 0), not a blend of every shard's
+    for direction, name in (("load", "prefetch_bandwidth_gbps"), ("store", "backup_bandwidth_gbps")):
+        fed = after[name]["0,0"][len(before[name]["0,0"]) :]
+        lower, upper = _bucket(statistics.median_low(fed))
+        assert lower <= storage[f"{direction}_op_bandwidth_p50_bytes_per_second"] <= upper, direction

@@ -133,7 +133,7 @@ def test_rows_are_capped_and_what_was_cut_is_counted():
     board.update(fleet(0))
     board.update(fleet(1))
     assert len(board.rows) == MAX_ROWS and board.rows_cut == 25
-    assert len(board.doc["targets"]) == MAX_ROWS  # cut before the rates: bounded work too
+    assert len(board.interval.targets) == MAX_ROWS  # cut before the rates: bounded work too
     uncapped = Board(max_rows=None)  # --once is never cut
     uncapped.update(fleet(0))
     assert len(uncapped.rows) == MAX_ROWS + 25 and uncapped.rows_cut == 0

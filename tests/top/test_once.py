@@ -41,8 +41,8 @@ def test_once_text_shows_the_frame_in_readable_units(capsys):
     out = capsys.readouterr().out
     header, row = out.splitlines()[:2]
     assert header.split()[:3] == ["TARGET", "MODEL", "ENG"]
-    assert row.split() == ["replay", "meta-llama/Llama-3.1-8B-Instruct", "0", "98.4", "%", "58.2", "%",
-                           "18.2", "%", "30.33", "GB/s", "38.84", "GB/s", "0.19", "97", "3", "1",
+    assert row.split() == ["replay", "meta-llama/Llama-3.1-8B-Instruct", "0", "98.4", "%!", "58.2", "%",
+                           "18.2", "%!", "30.33", "GB/s", "38.84", "GB/s", "0.19", "97", "3", "1",
                            "456", "ms"]  # fmt: skip
 
 

@@ -164,6 +164,26 @@ async def test_kvbm_is_labelled_by_its_kind_with_its_tiers_hit_rates_and_blocks(
 
 
 @drive
+async def test_kvbm_object_tier_shows_its_failed_blocks_beside_what_moved():
+    """KVBM's object-storage failures (blocks) in the storage row of the detail view."""
+    folder = KVBM / "object-failures"
+    d1, d2 = _truth(KVBM)["failure_dumps"]
+    c1, c2 = d1["counters"], d2["counters"]
+    app = replay(folder)
+    async with app.run_test(size=(200, 40)) as pilot:
+        screen = await _detail(app, pilot)
+        storage = tier_line(screen, "storage")
+
+        def delta(name: str) -> str:
+            return f"{c2[name] - c1[name]}"
+
+        write_failed, read_failed = delta("object_write_failures"), delta("object_read_failures")
+        assert storage[5:9] == [delta("offload_blocks_d2o"), "blocks", f"({write_failed}", "failed)"]
+        assert storage[9:13] == [delta("onboard_blocks_o2d"), "blocks", f"({read_failed}", "failed)"]
+        assert "failed" not in " ".join(tier_line(screen, "host"))
+
+
+@drive
 async def test_narrow_terminal_leaves_the_extra_tier_columns_out_first():
     app = replay(KVBM)
     async with app.run_test(size=(80, 24)) as pilot:
