@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kvops.exposition.parser import Labels, ParseResult
 from kvops.snapshot import EngineSample, LMCacheSample
@@ -122,6 +123,35 @@ def lowest_rank(samples: Iterable[tuple[Labels, float]]) -> list[tuple[Labels, f
         return []
     low = min(rank_key(labels) for labels, _ in items)
     return [(labels, value) for labels, value in items if rank_key(labels) == low]
+
+
+def add_to_field(
+    samples: Iterable[tuple[Labels, float]], owner: Callable[[Labels], Any], field_name: str
+) -> None:
+    """Each sample's value added to `field_name` (None counts as 0) of owner(labels): the engine
+    or LMCache sample its labels name. For a family whose series sum into one figure."""
+    for labels, value in samples:
+        sample = owner(labels)
+        setattr(sample, field_name, (getattr(sample, field_name) or 0.0) + value)
+
+
+def label_value(name: str) -> Callable[[Labels], str]:
+    """The value of label `name` in a label set ("" without it): a key for add_by_label."""
+    return lambda labels: labels.get(name, "")
+
+
+def add_by_label(
+    samples: Iterable[tuple[Labels, float]],
+    owner: Callable[[Labels], Any],
+    field_name: str,
+    key: Callable[[Labels], str],
+) -> None:
+    """Each sample's value added under key(labels) in the dict `field_name` of owner(labels):
+    for a family whose series sum into one figure per label value (tier, outcome, ...)."""
+    for labels, value in samples:
+        by_key = getattr(owner(labels), field_name)
+        k = key(labels)
+        by_key[k] = by_key.get(k, 0.0) + value
 
 
 def summed(samples: Iterable[tuple[Labels, float]]) -> float | None:

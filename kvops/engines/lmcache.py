@@ -6,7 +6,7 @@ engines' tiers (kvops_lmcache_*), never added to them (snapshot.py says why).
 
 from __future__ import annotations
 
-from kvops.engines.common import Engine, Page
+from kvops.engines.common import Engine, Page, add_to_field
 from kvops.exposition.histograms import histograms, merged, sample_names
 from kvops.exposition.parser import Labels, ParseResult, families_of
 from kvops.snapshot import Histogram
@@ -61,9 +61,7 @@ def _item_key(labels: Labels) -> tuple[str, str]:
 def read(result: ParseResult, page: Page) -> None:
     """LMCache's own figures per (model, worker), in base units (HISTOGRAMS)."""
     for source_name, field_name in COUNTERS.items():
-        for labels, value in result.get(source_name):
-            sample = page.lmcache(*_item_key(labels))
-            setattr(sample, field_name, (getattr(sample, field_name) or 0.0) + value)
+        add_to_field(result.get(source_name), lambda labels: page.lmcache(*_item_key(labels)), field_name)
     for family, (field_name, factor) in HISTOGRAMS.items():
         for labels, hist in histograms(result, family):
             sample = page.lmcache(*_item_key(labels))

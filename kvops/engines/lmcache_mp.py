@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from kvops.engines.common import Engine, Page
-from kvops.exposition.parser import ParseResult
+from kvops.engines.common import Engine, Page, add_by_label, add_to_field, label_value
+from kvops.exposition.parser import Labels, ParseResult
+from kvops.snapshot import LMCacheSample
 
 # LMCache's multi-process mode, served through OpenTelemetry's Prometheus reader (LMCache
 # 0.5.x lmcache/v1/mp_observability/subscribers/metrics/): lookup series carry model_name,
@@ -41,15 +42,14 @@ def read(result: ParseResult, page: Page) -> None:
     models = {labels["model_name"] for name in WANTED for labels, _ in result.get(name)
               if "model_name" in labels}  # fmt: skip
     only_model = next(iter(models)) if len(models) == 1 else ""
+
+    def owner(labels: Labels) -> LMCacheSample:
+        return page.lmcache(labels.get("model_name", only_model), "0")
+
     for source_name, field_name in COUNTERS.items():
-        for labels, value in result.get(source_name):
-            sample = page.lmcache(labels.get("model_name", only_model), "0")
-            setattr(sample, field_name, (getattr(sample, field_name) or 0.0) + value)
+        add_to_field(result.get(source_name), owner, field_name)
     for field_name, (source_name, label) in BY_LABEL.items():
-        for labels, value in result.get(source_name):
-            by_label = getattr(page.lmcache(labels.get("model_name", only_model), "0"), field_name)
-            key = labels.get(label, "")
-            by_label[key] = by_label.get(key, 0.0) + value
+        add_by_label(result.get(source_name), owner, field_name, label_value(label))
 
 
 ENGINE = Engine(

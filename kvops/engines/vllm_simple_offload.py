@@ -11,8 +11,17 @@ bytes. backend=cpu is the host tier, disk the disk tier (docs/tiers.md).
 
 from __future__ import annotations
 
-from kvops.engines.common import Engine, Page, engine_on_page, vllm_key
-from kvops.exposition.parser import ParseResult
+from kvops.engines.common import (
+    Engine,
+    Page,
+    add_by_label,
+    add_to_field,
+    engine_on_page,
+    label_value,
+    vllm_key,
+)
+from kvops.exposition.parser import Labels, ParseResult
+from kvops.snapshot import EngineSample
 
 _OUTCOMES = "vllm:simple_kv_offload_save_outcomes_total"
 _SCALARS = {
@@ -26,14 +35,12 @@ WANTED: frozenset[str] = frozenset([_OUTCOMES, *_SCALARS.values(), _INFO])
 
 
 def read(result: ParseResult, page: Page) -> None:
-    for labels, value in result.get(_OUTCOMES):
-        outcomes = engine_on_page(page, vllm_key(labels), "vllm").save_outcomes
-        outcome = labels.get("outcome", "")
-        outcomes[outcome] = outcomes.get(outcome, 0.0) + value
+    def owner(labels: Labels) -> EngineSample:
+        return engine_on_page(page, vllm_key(labels), "vllm")
+
+    add_by_label(result.get(_OUTCOMES), owner, "save_outcomes", label_value("outcome"))
     for field_name, name in _SCALARS.items():
-        for labels, value in result.get(name):
-            sample = engine_on_page(page, vllm_key(labels), "vllm")
-            setattr(sample, field_name, (getattr(sample, field_name) or 0.0) + value)
+        add_to_field(result.get(name), owner, field_name)
     for labels, _ in result.get(_INFO):
         sample = engine_on_page(page, vllm_key(labels), "vllm")
         raw = labels.get("capacity_blocks", "")

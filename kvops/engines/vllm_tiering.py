@@ -12,9 +12,10 @@ failure (absent, not 0, until then). Figures of two tiers of one kind are added 
 
 from __future__ import annotations
 
-from kvops.engines.common import Engine, Page, engine_on_page, vllm_key
+from kvops.engines.common import Engine, Page, add_by_label, add_to_field, engine_on_page, vllm_key
 from kvops.exposition.histograms import histograms, merged, sample_names
-from kvops.exposition.parser import ParseResult
+from kvops.exposition.parser import Labels, ParseResult
+from kvops.snapshot import EngineSample
 
 _P = "vllm:kv_offload_tiering_"
 # EngineSample dict field -> counter/gauge sample, keyed by tier.
@@ -57,17 +58,15 @@ def tier_of(label: str) -> str:
 
 
 def read(result: ParseResult, page: Page) -> None:
+    def owner(labels: Labels) -> EngineSample:
+        return engine_on_page(page, vllm_key(labels), "vllm")
+
     for field_name, name in _BY_TIER.items():
-        for labels, value in result.get(name):
-            by_tier = getattr(engine_on_page(page, vllm_key(labels), "vllm"), field_name)
-            tier = tier_of(labels.get("tier", ""))
-            by_tier[tier] = by_tier.get(tier, 0.0) + value
-    for labels, value in result.get(_ALLOCATION_FAILURES):
-        sample = engine_on_page(page, vllm_key(labels), "vllm")
-        sample.promotion_allocation_failures = (sample.promotion_allocation_failures or 0.0) + value
+        add_by_label(result.get(name), owner, field_name, lambda labels: tier_of(labels.get("tier", "")))
+    add_to_field(result.get(_ALLOCATION_FAILURES), owner, "promotion_allocation_failures")
     for field_name, family in _HISTOGRAMS.items():
         for labels, hist in histograms(result, family):  # promotion latency: result= merged
-            by_tier = getattr(engine_on_page(page, vllm_key(labels), "vllm"), field_name)
+            by_tier = getattr(owner(labels), field_name)
             tier = tier_of(labels.get("tier", ""))
             by_tier[tier] = merged(by_tier.get(tier), hist)
 

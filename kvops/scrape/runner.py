@@ -96,6 +96,13 @@ class _Timed:
         self.seconds = time.monotonic() - start
 
 
+def _url_for(target: TargetScraper, probe: bool) -> str:
+    """What a pass fetches for the target: its probe's filtered page, or its page this round."""
+    if probe and target.probe_url is not None:
+        return target.probe_url
+    return target.fetch_url()
+
+
 class ScrapeRunner:
     def __init__(
         self,
@@ -205,20 +212,26 @@ class ScrapeRunner:
         """All targets fetched at once in this thread (kvops.transport.multi), each parsed as it
         arrives while the others go on; a large page is parsed in a worker, so that its parse
         does not hold up the other fetches. Every parse ends by the deadline (TargetScraper.
-        finish): a page that cannot be read in time is abandoned, its target shown down."""
+        finish): a page that cannot be read in time is abandoned, its target shown down.
+        A second pass fetches the whole page of a target whose filtered page came back empty,
+        and the filtered page of a target due a probe (kvops.scrape.page_filter): a target's
+        fetches in a round follow one another, never overlap."""
         samples: dict[int, TargetSample] = {}
         parsing: dict[int, Future[TargetSample]] = {}
+        probing: set[int] = set()  # this pass fetches their probe_url; its outcome is no sample
 
         def done(index: int, outcome: str | FetchError, seconds: float) -> None:
             target = targets[index]
-            if isinstance(outcome, str) and len(outcome) > PARSE_INLINE_CHARS:
+            if index in probing:
+                target.probed(outcome, deadline)
+            elif isinstance(outcome, str) and len(outcome) > PARSE_INLINE_CHARS:
                 parsing[index] = self._pool.submit(target.finish, outcome, seconds, deadline)
             else:
                 samples[index] = target.finish(outcome, seconds, deadline)
 
         indices = list(range(len(targets)))
-        for _ in range(2):  # the second pass: whole pages for filtered ones that came back empty
-            jobs = [(targets[i].client, targets[i].fetch_url()) for i in indices]
+        for _ in range(2):
+            jobs = [(targets[i].client, _url_for(targets[i], i in probing)) for i in indices]
 
             def arrived(n: int, outcome: str | FetchError, s: float, of: list[int] = indices) -> None:
                 done(of[n], outcome, s)
@@ -235,7 +248,10 @@ class ScrapeRunner:
                     else TargetSample(targets[index].target, up=False, error=PARSE_OUT_OF_TIME)
                 )
             parsing.clear()
-            indices = [i for i in indices if i in samples and targets[i].refetch_whole]
+            again = [i for i in indices if i in samples and i not in probing and targets[i].refetch_whole]
+            # A probe follows a whole page read this round (a down target is not probed).
+            probing = {i for i in indices if i in samples and samples[i].up and targets[i].probe_url}
+            indices = sorted({*again, *probing})
             if not indices:
                 break
         return [

@@ -56,15 +56,27 @@ class TargetScraper:
         """Fetch, parse and read the target in this thread (ScrapeRunner fetches many targets
         at once instead, and calls finish() with each body)."""
         start = time.monotonic()
-        sample = self.finish(self._fetch(deadline), time.monotonic() - start, deadline)
+        sample = self.finish(self._fetch(self.fetch_url(), deadline), time.monotonic() - start, deadline)
         if self.refetch_whole:  # the filtered page was empty: the whole one, in this round
             again = time.monotonic()
-            sample = self.finish(self._fetch(deadline), time.monotonic() - again, deadline)
+            sample = self.finish(self._fetch(self.fetch_url(), deadline), time.monotonic() - again, deadline)
+        probe = self.probe_url
+        if probe is not None and sample.up:  # after the whole page, never beside it (page_filter)
+            self.probed(self._fetch(probe, deadline), deadline)
         return sample
 
-    def _fetch(self, deadline: float) -> str | FetchError:
+    @property
+    def probe_url(self) -> str | None:
+        """The filtered page to fetch after this round's whole page, if it is time to probe."""
+        return self._filter.probe_url
+
+    def probed(self, outcome: str | FetchError, deadline: float | None = None) -> None:
+        """The probe's outcome: decides whether later rounds fetch the filtered page."""
+        self._filter.probed(outcome, deadline)
+
+    def _fetch(self, url: str, deadline: float) -> str | FetchError:
         try:
-            return self._client.fetch_text(self.fetch_url(), deadline)
+            return self._client.fetch_text(url, deadline)
         except FetchError as exc:
             return exc
         except Exception as exc:  # a bug here must cost this target only

@@ -5,7 +5,6 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,9 +71,14 @@ def test_remote_target_is_none() -> None:
     assert target_processes("not a url ::::") is None
 
 
+# The child says when its 64 MiB are written (bytearray() zero-fills, so they are resident) and
+# the server announces itself only then: the test reads a tree whose memory no longer grows.
+# (A 0.3 s sleep for it was too short under load: the child had not started its allocation.)
 _SERVER = """
 import http.server, socketserver, subprocess, sys, time
-child = subprocess.Popen([sys.executable, "-c", "import time; b = bytearray(64 << 20); time.sleep(60)"])
+hold = "import time; b = bytearray(64 << 20); print('ready', flush=True); time.sleep(60)"
+child = subprocess.Popen([sys.executable, "-c", hold], stdout=subprocess.PIPE, text=True)
+assert child.stdout.readline() == "ready\\n"
 srv = socketserver.TCPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
 print(srv.server_address[1], child.pid, flush=True)
 srv.handle_request()
@@ -86,8 +90,7 @@ def local_server() -> Iterator[tuple[int, int, int]]:
     """A process listening on loopback with one child: (port, server pid, child pid)."""
     proc = subprocess.Popen([sys.executable, "-c", _SERVER], stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None
-    port, child = (int(x) for x in proc.stdout.readline().split())
-    time.sleep(0.3)  # let the child touch its 64 MiB
+    port, child = (int(x) for x in proc.stdout.readline().split())  # its child's buffer is written
     yield port, proc.pid, child
     subprocess.run(["kill", str(child)], check=False)
     proc.kill()

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import time
 
+import psutil
 import requests
 
 from kvops.collectors.procs import ProcessTracker
@@ -27,14 +29,19 @@ def test_local_target_process_tree_memory(tmp_path):
     (tmp_path / "metrics").write_bytes((VLLM_FIXTURES / "0.33.0" / "offload-t2.prom").read_bytes())
     port = free_port()
     # a parent that serves /metrics and a child holding 64 MiB: the tree is summed
-    hold = "b = bytearray(64 << 20); import time; time.sleep(120)"
+    # The child says when its buffer is written (bytearray() zero-fills it: resident) and only
+    # then does the parent listen, so the tree's memory no longer grows once /metrics answers.
+    # (A 0.5 s sleep for it was too short under load: the child had not begun its allocation.)
+    hold = "b = bytearray(64 << 20); print('ready', flush=True); import time; time.sleep(120)"
     code = (
         "import subprocess, sys, http.server, functools\n"
-        f"child = subprocess.Popen([sys.executable, '-c', {hold!r}])\n"
+        f"child = subprocess.Popen([sys.executable, '-c', {hold!r}], stdout=subprocess.PIPE, text=True)\n"
+        "assert child.stdout.readline() == 'ready\\n'\n"
         f"h = functools.partial(http.server.SimpleHTTPRequestHandler, directory={str(tmp_path)!r})\n"
         f"http.server.ThreadingHTTPServer(('127.0.0.1', {port}), h).serve_forever()\n"
     )
     server = subprocess.Popen([sys.executable, "-c", code])
+    children: list[psutil.Process] = []
     url = f"http://127.0.0.1:{port}"
     runner = ScrapeRunner([TargetScraper(url)], [], timeout=3, process_tracker=ProcessTracker(ttl=0.5))
     try:
@@ -45,7 +52,7 @@ def test_local_target_process_tree_memory(tmp_path):
                     break
             except requests.RequestException:
                 time.sleep(0.1)
-        time.sleep(0.5)  # the child has allocated its buffer
+        children = psutil.Process(server.pid).children()
         snap = runner.snapshot()
         (pm,) = snap.processes
         assert pm.target == url
@@ -61,5 +68,9 @@ def test_local_target_process_tree_memory(tmp_path):
     finally:
         if server.poll() is None:
             server.kill()
-        subprocess.run(["pkill", "-f", "b = bytearray(64 << 20)"], check=False)
+        # By pid: a pkill -f by command line also killed the child of the same test running
+        # in another checkout on this machine.
+        for c in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                c.kill()
         runner.close()

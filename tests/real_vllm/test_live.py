@@ -58,7 +58,7 @@ def delta(a: Truth, b: Truth) -> Callable[..., float]:
 
 def whole_pages(proxy: RecordingProxy) -> list[Exchange]:
     """The pages kvops read: its whole pages. After its second page kvops may also probe the
-    filtered page (kvops/scrape/page_filter.py), off the scrape path; a real vLLM answers that
+    filtered page (kvops/scrape/page_filter.py), after the whole page of a round; a real vLLM answers that
     with the whole page too, and the probe's answer is never read as a sample."""
     pages = [e for e in proxy.pages() if "name[]" not in e.path]
     assert len(proxy.pages()) - len(pages) <= 1

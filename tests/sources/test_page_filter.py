@@ -206,37 +206,52 @@ def test_the_query_keeps_the_targets_own_query() -> None:
     )
 
 
-def test_many_targets_are_probed_a_few_at_a_time() -> None:
-    """An exporter with many targets: every one is probed, never more than PROBE_THREADS at
-    once (the upstream counts the filtered GETs in flight)."""
-    upstream = Upstream()
-    in_flight, peak = [0], [0]
+class OverlapCountingTarget:
+    """A loopback target that counts kvops's requests in flight at once, from a request's
+    arrival to the start of its answer (the next request of a round that waits for this one
+    cannot arrive before that). Its filtered page (the probe) is held until `release` is set
+    or `hold` seconds pass, and `probe_arrived` says when it came."""
 
-    def slow_probe(h: object) -> None:
-        if "name[]=" in h.path:  # type: ignore[attr-defined]
-            in_flight[0] += 1
-            peak[0] = max(peak[0], in_flight[0])
-            time.sleep(0.1)
-            in_flight[0] -= 1
+    def __init__(self, hold: float = 3.0) -> None:
+        self.hold = hold
+        self.lock = threading.Lock()
+        self.in_flight = 0
+        self.peak = 0
+        self.probe_arrived = threading.Event()
+        self.release = threading.Event()
+
+    def __call__(self, h: object) -> None:
+        with self.lock:
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+        try:
+            if "name[]=" in h.path:  # type: ignore[attr-defined]
+                self.probe_arrived.set()
+                self.release.wait(self.hold)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
         body(PAGE)(h)  # type: ignore[arg-type]
 
-    scrapers = [TargetScraper(upstream.route(f"t{i}", slow_probe)) for i in range(12)]
+
+def test_many_targets_are_probed_in_one_round_each_after_its_whole_page() -> None:
+    """An exporter with many targets: every one is probed by the round after its second whole
+    page, on the round's own fetches (no thread is left behind), and no target ever has two
+    kvops requests in flight."""
+    upstream = Upstream()
+    counters = [OverlapCountingTarget(hold=0.05) for _ in range(12)]
+    scrapers = [TargetScraper(upstream.route(f"t{i}", c)) for i, c in enumerate(counters)]
+    runner = ScrapeRunner(scrapers, [], timeout=5.0)
     try:
         for _ in range(2):
-            for scraper in scrapers:
-                assert scraper.scrape(time.monotonic() + 5).up
-        for scraper in scrapers:
-            wait_for_decision(scraper)
+            assert all(t.up for t in runner.snapshot().targets)
+        # The second round probed every target before it ended: nothing is left to wait for.
+        assert all(s._filter.decided_at is not None for s in scrapers)
         assert sum(upstream.filtered_hits.values()) == 12
-        assert 1 <= peak[0] <= page_filter.PROBE_THREADS
-        # Idle probe threads end: none is left between probes.
-        end = time.monotonic() + page_filter.PROBE_IDLE_SECONDS + 3
-        while any(t.name.startswith("kvops-page-filter-") for t in threading.enumerate()):
-            assert time.monotonic() < end, "probe threads outlived their work"
-            time.sleep(0.05)
+        assert [c.peak for c in counters] == [1] * 12
+        assert not [t.name for t in threading.enumerate() if t.name.startswith("kvops-page-filter")]
     finally:
-        for scraper in scrapers:
-            scraper.close()
+        runner.close()
         upstream.stop()
 
 
@@ -292,3 +307,30 @@ def test_an_empty_filtered_page_costs_no_down_sample_in_a_scrape_round() -> None
         runner.close()
         other.stop()
         server.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_round_never_fetches_a_target_while_its_probe_is_in_flight() -> None:
+    """The probe of a filtered page ran on a thread of its own after a round, so a round begun
+    while it was in flight fetched the same target beside it: two kvops requests at once
+    (test_exporter_load's max_in_flight 2 under load). The probe is held open by the target
+    here and a new round asked for meanwhile: it must not reach the target until the probe
+    has been answered."""
+    upstream = Upstream()
+    target = OverlapCountingTarget()
+    runner = ScrapeRunner([TargetScraper(upstream.route("t", target))], [], timeout=5.0)
+    second: list[object] = []
+    try:
+        assert runner.snapshot().targets[0].up  # the first whole page
+        round_two = threading.Thread(target=lambda: second.append(runner.snapshot()))
+        round_two.start()  # the second whole page: the probe follows it
+        assert target.probe_arrived.wait(10), "no probe after two whole pages"
+        third = runner.snapshot()  # asked for while the probe is held open
+        target.release.set()
+        round_two.join(10)
+        assert third.targets[0].up and second and second[0].targets[0].up  # type: ignore[attr-defined]
+        assert target.peak == 1, f"{target.peak} kvops requests at once"
+        assert upstream.filtered_hits.get("/t/metrics") == 1
+    finally:
+        target.release.set()
+        runner.close()
+        upstream.stop()

@@ -118,17 +118,24 @@ def _check_aiter_mla_heads(ctx: Context) -> Verdict:
     return Verdict(per_rank not in (16, 128), evidence=[ev + " (AITER MLA supports 16 or 128)"])
 
 
-def _offload_gib(cmd: ServeCommand) -> float | None:
-    return cmd.offloading_size_gib()
-
-
-def _check_shm_too_small(ctx: Context) -> Verdict:
+def _cmd_and_offload_gib(ctx: Context) -> tuple[ServeCommand, float] | Verdict:
+    """The command and its --kv-offloading-size in GiB, which the shm and host-RAM checks
+    compare with a size; or their verdict without one: no command (the check does not apply),
+    no size in it (unknown)."""
     cmd = ctx.cmd
     if cmd is None:
         return Verdict(None, applies=False)
-    size = _offload_gib(cmd)
+    size = cmd.offloading_size_gib()
     if size is None:
         return Verdict(None, unknown=["offload size not in the command"])
+    return cmd, size
+
+
+def _check_shm_too_small(ctx: Context) -> Verdict:
+    offloading = _cmd_and_offload_gib(ctx)
+    if isinstance(offloading, Verdict):
+        return offloading
+    cmd, size = offloading
     need = size * GIB
     if cmd.launcher == "docker" and (cmd.docker_opt("--ipc") or cmd.docker_opt("--shm-size")):
         if cmd.docker_opt("--ipc") == "host":
@@ -251,12 +258,10 @@ def _config_estimate(path: str) -> tuple[int, str] | None:
 
 
 def _check_host_ram(ctx: Context) -> Verdict:
-    cmd = ctx.cmd
-    if cmd is None:
-        return Verdict(None, applies=False)
-    size = _offload_gib(cmd)
-    if size is None:
-        return Verdict(None, unknown=["offload size not in the command"])
+    offloading = _cmd_and_offload_gib(ctx)
+    if isinstance(offloading, Verdict):
+        return offloading
+    cmd, size = offloading
     footprint = size * GIB * MEASURED_FOOTPRINT_FACTOR
     limit_raw = cmd.docker_opt("-m", "--memory") if cmd.launcher == "docker" else None
     if limit_raw:
