@@ -20,7 +20,7 @@ from typing import Any
 from kvops.snapshot import EngineSample, GpuSample, Histogram, LMCacheSample, Snapshot
 from kvops.units import GIB
 
-# `kvops top --once --json`'s shape (docs/DESIGN.md), raised on every change of shape:
+# `kvops top --once --json`'s shape (docs/DESIGN.md), raised when a field goes, is renamed or changes:
 # 1 (no field): the first release; 2: schema_version itself, per-tier figures and derived signals,
 # `groups` with --group-by, every engine from --prometheus (two branches that each said 2);
 # 3: both of those together. Fields added beside existing ones (the TTFT and queue-time
