@@ -12,6 +12,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -70,16 +71,26 @@ def ports() -> dict[str, str]:
 def background(ports: dict[str, str]) -> Iterator[Callable[[str], None]]:
     """Starts a README command that keeps running (sim, exporter); all stopped at the end."""
     procs: list[subprocess.Popen[bytes]] = []
+    # stderr to a file, not a pipe read only at the end: a pipe's 64 KB fill and block the writer.
+    with tempfile.TemporaryFile() as logs:
 
-    def start(command: str) -> None:
-        procs.append(
-            subprocess.Popen(argv(command, ports), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        )
+        def start(command: str) -> None:
+            procs.append(subprocess.Popen(argv(command, ports), stdout=subprocess.DEVNULL, stderr=logs))
 
-    yield start
-    for proc in procs:
-        proc.terminate()
-        proc.wait(timeout=20)
+        yield start
+        for proc in procs:
+            proc.terminate()
+        try:
+            for proc in procs:
+                proc.wait(timeout=20)
+        finally:
+            logs.seek(0)
+            shown = logs.read()[-4000:].decode(errors="replace")
+            for proc in procs:
+                if proc.poll() is None:
+                    proc.kill()
+                    proc.wait()
+                    pytest.fail(f"{proc.args} did not stop on SIGTERM; its stderr ends:\n{shown}")
 
 
 def run(command: str, ports: dict[str, str], timeout: float = 120) -> subprocess.CompletedProcess[str]:

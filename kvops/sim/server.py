@@ -8,7 +8,9 @@ counters do not jump, they just did not grow while nobody looked).
 
 from __future__ import annotations
 
+import logging
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +21,7 @@ from urllib.parse import parse_qs
 
 from prometheus_client import CONTENT_TYPE_LATEST
 
-from kvops.errors import UsageError
+from kvops.errors import UsageError, one_line
 from kvops.sim.engine import Engine, SimConfig
 from kvops.sim.render import Renderer, VllmVersion, histogram_bounds, parse_version
 from kvops.sim.workload import PRESETS, Workload, scaled
@@ -128,9 +130,22 @@ class _Handler(BaseHTTPRequestHandler):
         pass  # a scrape every second would drown stderr
 
 
+log = logging.getLogger(__name__)
+
+
 class _SimHTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     sim: Sim
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """socketserver prints a traceback to stderr for every failed request. A scraper that
+        gave up mid-answer (its timeout) is routine: ~1.5 KB of traceback each, enough to fill a
+        stderr pipe nobody reads and block the sim (a CI run's sim did not stop on SIGTERM)."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, ConnectionError | TimeoutError):
+            log.debug("a client went away: %s", exc)
+            return
+        log.warning("request from %s failed: %s", client_address[0], one_line(exc, typed=True))
 
 
 class _SimHTTPServer6(_SimHTTPServer):
