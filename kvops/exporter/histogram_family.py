@@ -4,15 +4,15 @@ Issue 28 passes vLLM's TTFT, queue and offload histograms through: three quarter
 exporter's engine lines are now buckets. Built as prometheus_client Samples, every bucket
 cost a label dict, a Sample and, in the encoder, a tuple of its labels to find its text; a
 series' bucket bounds and labels are the same from one scrape to the next, so here each
-series is kept as (labels, Histogram) and its lines' text before the value is made once per
-(name, labels, bounds) and reused. `samples` still gives prometheus_client's Samples, in
-its order, for generate_latest and for anything else that reads a family
+series is kept as (labels, Histogram), and kvops.exporter.encode makes its lines' text before
+the value once per (name, labels, bounds). `samples` still gives prometheus_client's Samples,
+in its order, for generate_latest and anything else that reads a family
 (tests/exporter/test_encode.py pins the two encodings byte-equal).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client.core import HistogramMetricFamily
 from prometheus_client.samples import Sample
@@ -21,12 +21,6 @@ from prometheus_client.utils import floatToGoString
 from kvops.snapshot import Histogram
 
 _LE_TEXT: dict[float, str] = {}  # bucket bound -> its exposition text (a few dozen bounds)
-# (family, label items, bounds) -> (each bucket's text before its value, _count's, _sum's).
-# Bounded: churning label values (pods, say) start it over rather than grow it.
-_SERIES_TEXT: dict[
-    tuple[str, tuple[tuple[str, str], ...], tuple[float, ...]], tuple[list[str], str, str]
-] = {}
-_SERIES_TEXT_MAX = 16384
 
 
 def le_text(bound: float) -> str:
@@ -36,17 +30,6 @@ def le_text(bound: float) -> str:
         if len(_LE_TEXT) < 4096:
             _LE_TEXT[bound] = text
     return text
-
-
-def _escape(value: str) -> str:
-    if "\\" in value or "\n" in value or '"' in value:
-        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
-    return value
-
-
-def _head(name: str, labels: dict[str, str]) -> str:
-    text = ",".join(f'{k}="{_escape(v)}"' for k, v in sorted(labels.items()))
-    return f"{name}{{{text}}} "
 
 
 class HistogramSeriesFamily(HistogramMetricFamily):
@@ -74,42 +57,17 @@ class HistogramSeriesFamily(HistogramMetricFamily):
         if value.buckets:
             self.series.append((dict(zip(self._labelnames, labels, strict=False)), value))
 
-    def lines(self, fmt: Callable[[float], str]) -> Iterator[str]:
-        """The series' exposition lines, values written by `fmt` (the encoder's)."""
-        name = self.name
-        for labels, value in self.series:
-            key = (name, tuple(labels.items()), tuple(le for le, _ in value.buckets))
-            text = _SERIES_TEXT.get(key)
-            if text is None:
-                text = _series_text(name, labels, value)
-                if len(_SERIES_TEXT) >= _SERIES_TEXT_MAX:
-                    _SERIES_TEXT.clear()
-                _SERIES_TEXT[key] = text
-            buckets, count, total = text
-            for head, (_, n) in zip(buckets, value.buckets, strict=True):
-                yield f"{head}{fmt(n)}\n"
-            if count:
-                yield f"{count}{fmt(value.buckets[-1][1])}\n"
-                yield f"{total}{fmt(value.sum)}\n"
 
-
-def _has_count_and_sum(value: Histogram) -> bool:
+def has_count_and_sum(value: Histogram) -> bool:
     # prometheus_client's add_metric: no _count and _sum where a bucket bound is negative;
     # _count is the +Inf bucket's.
     return value.buckets[0][0] >= 0 and value.sum is not None
-
-
-def _series_text(name: str, labels: dict[str, str], value: Histogram) -> tuple[list[str], str, str]:
-    buckets = [_head(name + "_bucket", {**labels, "le": le_text(le)}) for le, _ in value.buckets]
-    if not _has_count_and_sum(value):
-        return buckets, "", ""
-    return buckets, _head(name + "_count", labels), _head(name + "_sum", labels)
 
 
 def _samples(name: str, labels: dict[str, str], value: Histogram) -> Iterator[Sample]:
     bucket = name + "_bucket"
     for le, count in value.buckets:
         yield Sample(bucket, {**labels, "le": le_text(le)}, count)
-    if _has_count_and_sum(value):
+    if has_count_and_sum(value):
         yield Sample(name + "_count", dict(labels), value.buckets[-1][1])
         yield Sample(name + "_sum", dict(labels), value.sum)
