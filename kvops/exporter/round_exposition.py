@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from kvops.exporter.encode import Exposition, encode
 from kvops.exporter.snapshot_families import render
-from kvops.snapshot import Snapshot
+from kvops.snapshot import Snapshot, TargetSample
 
 
 class RoundExpositions:
@@ -31,7 +31,7 @@ class RoundExpositions:
     def __init__(self, snapshot: Callable[[float | None], Snapshot]) -> None:
         self._snapshot = snapshot
         self._lock = threading.Lock()
-        self._round: list[object] | None = None
+        self._round: list[TargetSample] | None = None
         self._exposition: Exposition | None = None
         self.encoded = 0  # expositions encoded (rounds, plus timed-out scrapes): for tests
 
@@ -43,5 +43,5 @@ class RoundExpositions:
         exposition = Exposition(encode(render(snap)))
         with self._lock:
             self.encoded += 1
-            self._round, self._exposition = snap.targets, exposition  # type: ignore[assignment]
+            self._round, self._exposition = snap.targets, exposition
         return exposition
