@@ -51,6 +51,7 @@ from pathlib import Path
 from typing import Any
 
 from kvops.doctor.reading import release_stand_ins
+from kvops.termsafe import visible
 
 # Every release kvops supports: each minor's patches from 0.10.0 to 0.33.0 (PyPI's list).
 _RELEASE_LIST = (
@@ -274,6 +275,9 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     base = Path(args.download or args.sources)
+    if args.sources and not base.is_dir():  # one line, not one "skipped" per release
+        print(f"gen_cli_schema: --sources {visible(args.sources)}: not a directory", file=sys.stderr)
+        return 2
     per_release: dict[str, dict[str, Any]] = {}
     for version in args.releases:
         root = _download(version, base) if args.download else base / version

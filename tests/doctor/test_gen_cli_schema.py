@@ -118,6 +118,16 @@ def test_a_missing_schema_gen_library_is_one_line_before_anything_is_recorded(
     )
 
 
+def test_sources_that_are_not_a_directory_are_one_line_and_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(gen_cli_schema, "SCHEMA_GEN_MODULES", ("json",))  # past the library check
+    absent = tmp_path / "absent"
+    assert gen_cli_schema.main(["--sources", str(absent)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == f"gen_cli_schema: --sources {absent}: not a directory\n"
+
+
 def _as_of(table: dict[str, Any], version: str) -> dict[str, Any]:
     """What a table says about one of its releases: each flag's variant holding in it, and its rewrites."""
     order = table["releases"]
