@@ -20,7 +20,12 @@ quote, newline): expfmt rejects any other there, and a name is an identity.
 With a set of wanted names, one regular expression (a trie of the names, run by re's C
 engine) finds the wanted lines and their families' # TYPE lines, and no other line is
 looked at from Python: per-line Python work was most of what `kvops top` spent on 16
-targets. Without one (or on a page with indented lines), every line is read in turn.
+targets. On a page of the usual shape up to 256 KiB, one findall hands Python the wanted
+lines already split into name and labels, value, with no match object each (_read_found,
+half the time of a match-by-match read of a vLLM 0.33 page: benchmarks/parse_bench.py);
+anything else there (a line to report, a quoted name first, the sample cap) and longer pages
+are read match by match, with line numbers and looks at the clock (_read_matches).
+Without a wanted set (or on a page with indented lines), every line is read in turn.
 
 A malformed line is recorded with its 1-based line number and skipped: the rest survives.
 Lines are malformed only if they are read: with a wanted set, a broken line of a family
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -103,6 +109,9 @@ class ParseResult:
     read: int = 0  # sample lines of wanted names read (kept, or reported broken)
     over_limit: bool = False  # more than max_samples of them: reading stopped there
     out_of_time: bool = False  # the deadline passed while reading: reading stopped there
+    # False when every value read started with a digit or "." (so none is NaN, ±Inf or -0):
+    # known_only() then has nothing to look at. Set by the whole-page reader only.
+    maybe_unknown: bool = True
 
     def get(self, name: str) -> list[tuple[Labels, float]]:
         return self.samples.get(name, [])
@@ -110,6 +119,8 @@ class ParseResult:
     def known_only(self) -> ParseResult:
         """Drops NaN and ±Inf samples (here they mean "unknown", and a store can hold them) and
         makes -0 a 0, in place: what every decoder of a page into figures reads."""
+        if not self.maybe_unknown:
+            return self
         for name, samples in self.samples.items():
             if any(not math.isfinite(v) or (v == 0 and math.copysign(1.0, v) < 0) for _, v in samples):
                 self.samples[name] = [(labels, v + 0.0) for labels, v in samples if math.isfinite(v)]
@@ -451,7 +462,11 @@ def _parse_wanted(
 ) -> ParseResult | None:
     """The fast path; None where it cannot give what reading every line would (indented lines)."""
     body = "\n" + text
-    result = _read_matches(body, _wanted_lines(wanted), wanted, count_prefixes, limit, clock)
+    result = None
+    if len(text) <= _FOUND_MAX_CHARS:
+        result = _read_found(body, wanted, count_prefixes, limit, clock)
+    if result is None:
+        result = _read_matches(body, _wanted_lines(wanted), wanted, count_prefixes, limit, clock)
     if result is None:
         return None
     if count_prefixes and not result.has_prefixed_sample and not result.over_limit and not result.out_of_time:
@@ -481,6 +496,102 @@ def _parse_wanted(
                 continue
             result.has_prefixed_sample = True
             break
+    return result
+
+
+# Pages up to this size are read by _read_found (a real vLLM page is 60-80 kB); longer ones
+# match by match, which can stop at the deadline part-way through the scan.
+_FOUND_MAX_CHARS = 256 * 1024
+_FOUND_PATTERNS: dict[frozenset[str], re.Pattern[str]] = {}
+_NOT_DIGIT_START = frozenset("+-iInN")  # how a NaN, an ±Inf or a -0 token starts
+_FLOAT_MAX = sys.float_info.max
+
+
+def _found_lines(wanted: frozenset[str]) -> re.Pattern[str]:
+    """_wanted_lines's lines, as groups findall returns without a match object each:
+    (name and label set, name, value) for the usual sample line; the rest of a wanted
+    line that is not the usual form; a wanted family's # TYPE line; a line that starts with
+    "{" or a blank (those are left to _read_matches)."""
+    pattern = _FOUND_PATTERNS.get(wanted)
+    if pattern is None:
+        families = families_of(wanted)
+        pattern = re.compile(
+            rf"\n(?:(?P<key>(?P<sample>{_trie(wanted)})(?:\{{[^\n]*\}})?+)"
+            rf"(?: (?P<value>{_VALUE})(?=\n|\Z)|(?P<rest>(?<=\}})[^\n]*+|[{{ \t][^\n]*+))"
+            rf'|(?P<type>#[ \t]*TYPE[ \t]+"?{_trie(families)}"?[ \t][^\n]*+)'
+            rf"|(?P<other>[{{ \t\r]))"
+            if wanted
+            else r"\n(?P<key>(?!))?(?P<sample>)(?P<value>)(?P<rest>)(?P<type>)(?P<other>[{ \t\r])"
+        )
+        if len(_FOUND_PATTERNS) < 64:
+            _FOUND_PATTERNS[wanted] = pattern
+    return pattern
+
+
+def _read_found(
+    body: str, wanted: frozenset[str], count_prefixes: tuple[str, ...], limit: int, clock: _Clock | None
+) -> ParseResult | None:
+    """_read_matches for a page of the usual shape, from one findall: the regular expression
+    engine splits every wanted line, and Python touches each once, with no match object.
+    None, for _read_matches to read the page instead (numbering lines, stopping on time), on
+    anything else: a line it reports, one that starts with "{" or a blank, the sample cap,
+    more lines than a parse reads between looks at the clock.
+
+    What it keeps is what _read_matches keeps (tests/sources/test_exposition.py checks both
+    on every page of the suite): the same _HEADS, the same checks, in the same order."""
+    found = _found_lines(wanted).findall(body)
+    if clock is not None and len(found) > _CHECK_EVERY:
+        return None
+    result = ParseResult()
+    samples, types, heads = result.samples, result.types, _HEADS
+    read, up, unknown = 0, False, False
+    for key, name, token, rest, type_line, other in found:
+        if token:
+            if read == limit:
+                return None
+            read += 1
+            known = heads.get(key)
+            if known is None:
+                if key is name or len(key) == len(name):
+                    labels: Labels = {}
+                else:
+                    try:
+                        labels, quoted = parse_label_set(key[len(name) + 1 : -1])
+                    except ParseError:
+                        return None
+                    if quoted is not None or (types and _typed_label_problem(types, name, labels)):
+                        return None
+                    if _numeric_bounds(labels):
+                        if len(heads) >= _HEADS_MAX:
+                            heads.clear()
+                        heads[key] = (name, labels.copy())
+            else:
+                labels = known[1].copy()
+            value = float(token)
+            if token[0] in _NOT_DIGIT_START or value > _FLOAT_MAX:  # NaN, ±Inf, -0 or 1e309
+                if value in _INFINITIES and token[-1] not in "fFyY":
+                    return None
+                unknown = True
+            if not up and count_prefixes and name.startswith(count_prefixes):
+                up = True
+            bucket = samples.get(name)
+            if bucket is None:
+                samples[name] = [(labels, value)]
+            else:
+                bucket.append((labels, value))
+        elif type_line:
+            if _read_meta(type_line, types) is not None:
+                return None
+        elif other or not rest:
+            return None
+        else:  # a wanted line in another form (a timestamp, tabs): read as _read_matches reads it
+            if read == limit:
+                return None
+            result.read, result.has_prefixed_sample = read, up
+            if _add_sample(result, key + rest, count_prefixes, limit) is not None:
+                return None
+            read, up = result.read, result.has_prefixed_sample
+    result.read, result.has_prefixed_sample, result.maybe_unknown = read, up, unknown
     return result
 
 

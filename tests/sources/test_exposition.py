@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from reliability.fuzzing import FUZZ
 
 from kvops.engines.registry import WANTED, detect_format
+from kvops.exposition import parser as exposition_parser
 from kvops.exposition.parser import ParseResult, parse
 from support.paths import VLLM_FIXTURES as ROOT_FIXTURES
 
@@ -142,10 +143,32 @@ def _every_line(text: str) -> ParseResult:
     return parse(text, WANTED.__contains__)  # a predicate: the line-by-line reader
 
 
+def _match_by_match(text: str) -> ParseResult:
+    """The wanted-set reader that numbers lines and watches the clock (_read_matches), which
+    parse() uses where the one-findall reader (_read_found) gives up or the page is long."""
+    before = exposition_parser._FOUND_MAX_CHARS
+    exposition_parser._FOUND_MAX_CHARS = -1
+    try:
+        return parse(text, WANTED)
+    finally:
+        exposition_parser._FOUND_MAX_CHARS = before
+
+
+def _comparable(result: ParseResult) -> dict[str, list[tuple[dict[str, str], str]]]:
+    """Samples with values as repr: NaN equals NaN, -0.0 differs from 0.0."""
+    return {name: [(labels, repr(v)) for labels, v in samples] for name, samples in result.samples.items()}
+
+
 def _same_as_every_line(text: str) -> None:
-    fast, slow = parse(text, WANTED), _every_line(text)
-    assert fast.samples == slow.samples
+    fast, slow, by_matches = parse(text, WANTED), _every_line(text), _match_by_match(text)
+    assert _comparable(fast) == _comparable(by_matches)
+    assert (fast.types, fast.errors, fast.read, fast.has_prefixed_sample) == (
+        by_matches.types, by_matches.errors, by_matches.read, by_matches.has_prefixed_sample,
+    )  # fmt: skip
+    assert _comparable(fast) == _comparable(slow)
     assert fast.has_prefixed_sample == slow.has_prefixed_sample
+    known = [_comparable(result.known_only()) for result in (fast, by_matches, slow)]
+    assert known[0] == known[1] == known[2]
     assert set(fast.errors) <= set(slow.errors)  # unread families' broken lines go unreported
     assert fast.types.items() <= slow.types.items()
     assert detect_format(fast) == detect_format(slow)
@@ -194,6 +217,11 @@ _LINE_SHAPES = [
     'vllm:other_metric{a="b",a="c"} 22',
     'vllm:other_metric{a="b"} 23',
     # values and timestamps Python's float() or int() would take and the format does not
+    "vllm:num_requests_running -0",
+    'vllm:kv_cache_usage_perc{engine="0"} NaN',
+    'vllm:kv_cache_usage_perc{engine="1"} -Inf',
+    'vllm:e2e_request_latency_seconds_bucket{le="+Inf"} +Inf',
+    "vllm:num_requests_running .5",
     "vllm:num_requests_running 1_000",
     "vllm:num_requests_running \uff11",
     "vllm:num_requests_running 1e309",
@@ -210,6 +238,24 @@ _LINE_SHAPES = [
 @given(st.lists(st.sampled_from(_LINE_SHAPES), max_size=20), st.booleans())
 def test_fast_path_equals_reading_every_line(lines, final_newline):
     _same_as_every_line("\n".join(lines) + ("\n" if final_newline else ""))
+
+
+# Lines every reader reads without a complaint and that _read_found does not leave to
+# _read_matches (indented ones, a quoted name first): pages of them are read by _read_found.
+_CLEAN_SHAPES = [
+    line
+    for line in _LINE_SHAPES
+    if not parse(line + "\n").errors and not line.startswith((" ", "\t", "{")) and "\r" not in line
+]
+
+
+@FUZZ
+@given(st.lists(st.sampled_from(_CLEAN_SHAPES), max_size=20), st.booleans())
+def test_one_findall_reader_reads_clean_pages_as_the_others_do(lines, final_newline):
+    text = "\n".join(lines) + ("\n" if final_newline else "")
+    read = exposition_parser._read_found("\n" + text, frozenset(WANTED), ("vllm:", "lmcache:"), -1, None)
+    assert read is not None  # the page was this reader's, not handed on
+    _same_as_every_line(text)
 
 
 # --- the format, where Python's own parsing would read something else (issue 18) ----------
