@@ -26,6 +26,14 @@ def owner_label_values(owner: Owner, sample: Any) -> list[str]:
     return []
 
 
+def plain_field(spec: MetricSpec) -> str | None:
+    """The field values() reads for `spec` when it is one plain field (most specs): the
+    exporter then reads it with getattr, without a generator per sample."""
+    if spec.split or spec.info or spec.open_split:
+        return None
+    return spec.field
+
+
 def values(spec: MetricSpec, sample: Any) -> Iterator[tuple[str | None, Any]]:
     """(split label value or None, value) for every present value of `spec` in `sample`.
     None values (absent) and empty dicts yield nothing: absent stays absent."""

@@ -39,12 +39,19 @@ def _add_histogram(metric: Metric, labels: Iterable[str], value: Histogram) -> N
 def bound_families(owner: Owner, samples: Sequence[Any]) -> list[Metric]:
     """One family per spec bound to `owner`, with every present value of every sample."""
     out: list[Metric] = []
+    bases = [binding.owner_label_values(owner, sample) for sample in samples]
     for spec in names.bound(owner):
         metric = family(spec)
-        for sample in samples:
-            base = binding.owner_label_values(owner, sample)
-            for split_value, value in binding.values(spec, sample):
-                add(metric, base if split_value is None else [*base, split_value], value)
+        field = binding.plain_field(spec)
+        if field is not None:
+            for sample, base in zip(samples, bases, strict=True):
+                value = getattr(sample, field)
+                if value is not None:
+                    add(metric, base, value)
+        else:
+            for sample, base in zip(samples, bases, strict=True):
+                for split_value, value in binding.values(spec, sample):
+                    add(metric, base if split_value is None else [*base, split_value], value)
         out.append(metric)
     return out
 
