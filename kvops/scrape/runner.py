@@ -12,7 +12,9 @@ running joins it (waiting within its own deadline) and serves its result, so two
 servers of an HA pair see the same data and neither sees a live target down; a round that
 ended less than `min_interval` ago is served again, so upstream fetches per second stay
 bounded whatever the number of scrapers. A hardware call that outlives its round (a hung
-driver) is joined by the next round in the same way instead of being called again.
+driver) is joined by the next round in the same way instead of being called again, and a
+large page's parse that outlives its round keeps its target out of later rounds (down, with
+the reason) until it ends.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from kvops.errors import UsageError, one_line
-from kvops.scrape.target import PARSE_OUT_OF_TIME, TargetScraper
+from kvops.scrape.target import PARSE_OUT_OF_TIME, PARSE_STILL_RUNNING, TargetScraper
 from kvops.snapshot import (
     Collector,
     CollectorStatus,
@@ -127,6 +129,9 @@ class ScrapeRunner:
         self.process_tracker = process_tracker
         self._source_errors: dict[str, str | None] = {}
         self._in_flight: dict[str, Future[_Timed]] = {}  # hardware calls, by source
+        # Large-page parses that outlived their round, by target: a target is not fetched again
+        # until its parse ends (two rounds must never read into one TargetScraper at once).
+        self._late_parses: dict[str, Future[TargetSample]] = {}
         self._round_lock = threading.Lock()
         self._round: _Round | None = None
         self.rounds = 0  # rounds run (each fetches every target once)
@@ -219,6 +224,13 @@ class ScrapeRunner:
         samples: dict[int, TargetSample] = {}
         parsing: dict[int, Future[TargetSample]] = {}
         probing: set[int] = set()  # this pass fetches their probe_url; its outcome is no sample
+        late = self._late_parses
+        for name, future in list(late.items()):
+            if future.done():
+                del late[name]
+        for index, scraper in enumerate(targets):
+            if scraper.target in late:
+                samples[index] = TargetSample(scraper.target, up=False, error=PARSE_STILL_RUNNING)
 
         def done(index: int, outcome: str | FetchError, seconds: float) -> None:
             target = targets[index]
@@ -229,7 +241,7 @@ class ScrapeRunner:
             else:
                 samples[index] = target.finish(outcome, seconds, deadline)
 
-        indices = list(range(len(targets)))
+        indices = [i for i in range(len(targets)) if i not in samples]
         for _ in range(2):
             jobs = [(targets[i].client, _url_for(targets[i], i in probing)) for i in indices]
 
@@ -242,13 +254,14 @@ class ScrapeRunner:
                 log.exception("fetching the targets failed")
             wait_futures(list(parsing.values()), timeout=max(0.0, deadline - time.monotonic()) + _PARSE_GRACE)
             for index, future in parsing.items():
-                samples[index] = (
-                    future.result()
-                    if future.done()
-                    else TargetSample(targets[index].target, up=False, error=PARSE_OUT_OF_TIME)
-                )
+                if future.done():
+                    samples[index] = future.result()
+                else:  # its parse stops at its next look at the clock; until then, not fetched
+                    samples[index] = TargetSample(targets[index].target, up=False, error=PARSE_OUT_OF_TIME)
+                    late[targets[index].target] = future
             parsing.clear()
-            again = [i for i in indices if i in samples and i not in probing and targets[i].refetch_whole]
+            read = [i for i in indices if i in samples and targets[i].target not in late]  # parses ended
+            again = [i for i in read if i not in probing and targets[i].refetch_whole]
             # A probe follows a whole page read this round (a down target is not probed).
             probing = {i for i in indices if i in samples and samples[i].up and targets[i].probe_url}
             indices = sorted({*again, *probing})

@@ -15,6 +15,8 @@ from kvops.transport.http import FetchError, FetchOptions, HttpClient, metrics_u
 log = logging.getLogger(__name__)
 
 PARSE_OUT_OF_TIME = "parse exceeded the scrape deadline"
+# A large page's parse that outlived its round (kvops.scrape.runner) holds its target back.
+PARSE_STILL_RUNNING = "an earlier round's page is still being parsed"
 
 
 class TargetScraper:

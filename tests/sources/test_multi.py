@@ -229,3 +229,50 @@ def test_a_hung_hardware_call_is_joined_by_later_rounds_not_called_again(upstrea
         assert status.success and hung.calls == 2  # the hung call ended: the next round calls again
     finally:
         runner.close()
+
+
+class StuckParse(TargetScraper):
+    """A target whose large page's parse does not stop at the deadline until released (a parse
+    between two looks at the clock on a machine that stalls): counts parses at once."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(url)
+        self.release = threading.Event()
+        self.calls = self.running = self.most = 0
+
+    def finish(self, outcome, seconds, deadline):  # type: ignore[no-untyped-def]
+        self.calls += 1
+        self.running += 1
+        self.most = max(self.most, self.running)
+        try:
+            self.release.wait(10)
+            return super().finish(outcome, seconds, time.monotonic() + 5)
+        finally:
+            self.running -= 1
+
+
+def test_a_large_page_parse_that_outlives_its_round_holds_its_target_back(upstream: Upstream):
+    """A page over PARSE_INLINE_CHARS is parsed in a worker; past the deadline the round shows
+    the target down and goes on. Later rounds must not fetch and parse that target again
+    while the first parse runs: two parses would write one TargetScraper's state at once."""
+    from kvops.scrape.runner import PARSE_INLINE_CHARS
+    from kvops.scrape.target import PARSE_OUT_OF_TIME, PARSE_STILL_RUNNING
+
+    big = b"# padding\n" * (PARSE_INLINE_CHARS // 10 + 1) + PAGE
+    stuck = StuckParse(upstream.route("big", body(big)))
+    other = TargetScraper(upstream.route("small", body(PAGE)))
+    runner = ScrapeRunner([stuck, other], [], timeout=0.3)
+    try:
+        first = runner.snapshot()
+        assert [t.error for t in first.targets] == [PARSE_OUT_OF_TIME, None]
+        for _ in range(2):
+            snap = runner.snapshot()
+            assert [t.error for t in snap.targets] == [PARSE_STILL_RUNNING, None]
+        assert stuck.calls == 1 and stuck.most == 1
+        stuck.release.set()
+        time.sleep(0.2)  # the first parse ends
+        snap = runner.snapshot()
+        assert snap.targets[0].up and stuck.calls == 2 and stuck.most == 1
+    finally:
+        stuck.release.set()
+        runner.close()
