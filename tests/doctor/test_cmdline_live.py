@@ -6,50 +6,37 @@ recorder, the child process and the cache are the real ones."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from kvops.doctor.reading import cli_schema, cmdline
+from support.fake_vllm_release import write_release
 
-FILES = {
-    "vllm/__init__.py": "",
-    "vllm/platforms/__init__.py": "def resolve_current_platform_cls_qualname():\n    return 'none'\n",
-    "vllm/entrypoints/__init__.py": "",
-    "vllm/entrypoints/cli/__init__.py": "",
-    "vllm/entrypoints/cli/serve.py": "from vllm.entrypoints.openai.cli_args import make_arg_parser\n",
-    "vllm/entrypoints/openai/__init__.py": "",
-    "vllm/entrypoints/openai/cli_args.py": textwrap.dedent(
-        """
-        import argparse, json
+CLI_ARGS = """\
+import argparse, json
 
 
-        class FlexibleArgumentParser(argparse.ArgumentParser):
-            def parse_args(self, args=None, namespace=None):
-                # Convert underscores to dashes: arg.replace("_", "-"); -O3 -> --optimization-level
-                return super().parse_args(args, namespace)
+class FlexibleArgumentParser(argparse.ArgumentParser):
+    def parse_args(self, args=None, namespace=None):
+        # Convert underscores to dashes: arg.replace("_", "-"); -O3 -> --optimization-level
+        return super().parse_args(args, namespace)
 
 
-        def make_arg_parser(parser):
-            parser.add_argument("model_tag", nargs="?")
-            parser.add_argument("--fork-only-flag", type=int)
-            parser.add_argument("--kv-transfer-config", type=json.loads)
-            parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction)
-            parser.add_argument("--api-key", nargs="+")
-            return parser
-        """
-    ),
-}
+def make_arg_parser(parser):
+    parser.add_argument("model_tag", nargs="?")
+    parser.add_argument("--fork-only-flag", type=int)
+    parser.add_argument("--kv-transfer-config", type=json.loads)
+    parser.add_argument("--enforce-eager", action=argparse.BooleanOptionalAction)
+    parser.add_argument("--api-key", nargs="+")
+    return parser
+"""
 
 
 @pytest.fixture
 def fork_vllm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for rel, text in FILES.items():
-        (tmp_path / "site" / rel).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / "site" / rel).write_text(text)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    return tmp_path / "site"
+    return write_release(tmp_path / "site", CLI_ARGS)
 
 
 def test_the_installed_builds_own_parser_is_recorded_and_cached(fork_vllm: Path, tmp_path: Path) -> None:

@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -17,55 +16,42 @@ import pytest
 
 from kvops.doctor import gen_cli_schema
 from kvops.doctor.reading import vllm_release
+from support.fake_vllm_release import write_release
 
 SHIPPED = Path(gen_cli_schema.__file__).parent / "reading" / "vllm_cli.json"
 
 # A release whose parser module imports what cannot load here: a compiled extension with no file
 # in the tree and a library that is not installed, used as a base class with class keywords, as a
 # decorator and as a value type.
-FILES = {
-    "vllm/__init__.py": "",
-    "vllm/platforms/__init__.py": "def resolve_current_platform_cls_qualname():\n    return 'none'\n",
-    "vllm/entrypoints/__init__.py": "",
-    "vllm/entrypoints/cli/__init__.py": "",
-    "vllm/entrypoints/cli/serve.py": "from vllm.entrypoints.openai.cli_args import make_arg_parser\n",
-    "vllm/entrypoints/openai/__init__.py": "",
-    "vllm/entrypoints/openai/cli_args.py": textwrap.dedent(
-        """
-        import argparse
+CLI_ARGS = """\
+import argparse
 
-        import kvops_absent_library as absent
-        from vllm._C import ops
+import kvops_absent_library as absent
+from vllm._C import ops
 
 
-        class Params(absent.Struct, omit_defaults=True):
-            pass
+class Params(absent.Struct, omit_defaults=True):
+    pass
 
 
-        @absent.cache
-        def positive(text):
-            return int(text)
+@absent.cache
+def positive(text):
+    return int(text)
 
 
-        class FlexibleArgumentParser(argparse.ArgumentParser):
-            pass
+class FlexibleArgumentParser(argparse.ArgumentParser):
+    pass
 
 
-        def make_arg_parser(parser):
-            parser.add_argument("--block-size", type=positive, default=16)
-            parser.add_argument("--kernel", choices=["a", "b"], default="a")
-            return parser
-        """
-    ),
-}
+def make_arg_parser(parser):
+    parser.add_argument("--block-size", type=positive, default=16)
+    parser.add_argument("--kernel", choices=["a", "b"], default="a")
+    return parser
+"""
 
 
 def _release(parent: Path, version: str) -> Path:
-    for rel, text in FILES.items():
-        path = parent / version / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return parent / version
+    return write_release(parent / version, CLI_ARGS)
 
 
 def _run(*args: str) -> subprocess.CompletedProcess[str]:
