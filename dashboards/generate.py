@@ -652,13 +652,18 @@ def offload_overview() -> dict[str, Any]:
                 Panel(
                     "Blocks moved between tiers (KVBM)",
                     "KV blocks per second by edge (<from>_to_<to>), where the engine counts blocks only "
-                    "(Dynamo KVBM; no block size on its page, so no bytes). "
-                    "Metric: `kvops_offload_transfer_blocks_total`.",
+                    "(Dynamo KVBM; no block size on its page, so no bytes), and the blocks whose move "
+                    "failed (its object storage reads and writes; KvopsOffloadTransferFailures). Metrics: "
+                    "`kvops_offload_transfer_blocks_total`, `kvops_offload_edge_failed_blocks_total`.",
                     [
                         Target(
                             f"sum by ({BY_ENGINE}, edge) ({rate('kvops_offload_transfer_blocks_total')})",
                             "{{edge}} · " + LEGEND_ENGINE,
-                        )
+                        ),
+                        Target(
+                            f"sum by ({BY_ENGINE}, edge) ({rate('kvops_offload_edge_failed_blocks_total')})",
+                            "failed {{edge}} · " + LEGEND_ENGINE,
+                        ),
                     ],
                     "short",
                     min=0,

@@ -39,6 +39,7 @@ NOT_FROM_THE_SIM = {
     ("Tier pressure: failed and skipped stores", "B"),  # stores skipped: no store threshold
     ("Tier pressure: failed and skipped stores", "C"),  # dropped tokens: SGLang
     ("Blocks moved between tiers (KVBM)", "A"),
+    ("Blocks moved between tiers (KVBM)", "B"),  # failed moves: KVBM's object storage
     ("Tier fill", "A"),  # SGLang host pool
     ("Tier fill", "B"),  # TensorRT-LLM host pool
 }
