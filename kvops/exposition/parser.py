@@ -21,8 +21,8 @@ With a set of wanted names, one regular expression (a trie of the names, run by 
 engine) finds the wanted lines and their families' # TYPE lines, and no other line is
 looked at from Python: per-line Python work was most of what `kvops top` spent on 16
 targets. On a page of the usual shape up to 256 KiB, one findall hands Python the wanted
-lines already split into name and labels, value, with no match object each (_read_found,
-half the time of a match-by-match read of a vLLM 0.33 page: benchmarks/parse_bench.py);
+lines already split into name and labels, value, with no match object each (_read_found:
+a vLLM 0.33 page in 0.42-0.75 against 0.57-1.12 ms, benchmarks/parse_bench.py, two runs);
 anything else there (a line to report, a quoted name first, the sample cap) and longer pages
 are read match by match, with line numbers and looks at the clock (_read_matches).
 Without a wanted set (or on a page with indented lines), every line is read in turn.
@@ -552,7 +552,7 @@ def _read_found(
             read += 1
             known = heads.get(key)
             if known is None:
-                if key is name or len(key) == len(name):
+                if len(key) == len(name):  # no label set
                     labels: Labels = {}
                 else:
                     try:
@@ -561,10 +561,7 @@ def _read_found(
                         return None
                     if quoted is not None or (types and _typed_label_problem(types, name, labels)):
                         return None
-                    if _numeric_bounds(labels):
-                        if len(heads) >= _HEADS_MAX:
-                            heads.clear()
-                        heads[key] = (name, labels.copy())
+                    _remember_head(key, name, labels)
             else:
                 labels = known[1].copy()
             value = float(token)
@@ -657,6 +654,16 @@ _HEADS: dict[str, tuple[str, Labels]] = {}
 _HEADS_MAX = 8192
 
 
+def _remember_head(text: str, name: str, labels: Labels) -> None:
+    """Keeps a parsed line's text up to its "}" -> (name, labels) in _HEADS, where no family's
+    TYPE can make its labels wrong (numeric `le`/`quantile`); bounded: churning label values
+    start it over."""
+    if _numeric_bounds(labels):
+        if len(_HEADS) >= _HEADS_MAX:
+            _HEADS.clear()
+        _HEADS[text] = (name, labels.copy())
+
+
 def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...], limit: int) -> str | None:
     """Parse one wanted sample line into result; what is wrong with it, if anything."""
     if result.read == limit:
@@ -688,10 +695,8 @@ def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...],
             result.has_prefixed_sample = True  # "up" is the line's syntax, as for unwanted lines
         if labels and result.types and (problem := _typed_label_problem(result.types, name, labels)):
             return problem
-        if close != -1 and labels and _numeric_bounds(labels):
-            if len(_HEADS) >= _HEADS_MAX:  # churning label values: start over
-                _HEADS.clear()
-            _HEADS[line[: close + 1]] = (name, labels.copy())
+        if close != -1 and labels:
+            _remember_head(line[: close + 1], name, labels)
     bucket = result.samples.get(name)  # _keep, inline: this runs for every wanted line
     if bucket is None:
         result.samples[name] = [(labels, value)]
@@ -730,10 +735,7 @@ def _add_split(
     if known is None and labels:
         if result.types and (problem := _typed_label_problem(result.types, name, labels)):
             return problem
-        if _numeric_bounds(labels):
-            if len(_HEADS) >= _HEADS_MAX:
-                _HEADS.clear()
-            _HEADS[name + head] = (name, labels.copy())  # type: ignore[operator]
+        _remember_head(name + head, name, labels)  # type: ignore[operator]
     bucket = result.samples.get(name)
     if bucket is None:
         result.samples[name] = [(labels, value)]
