@@ -35,6 +35,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from cli_args import positive  # noqa: E402  (benchmarks/cli_args.py)
 from collectors import nvml_stub  # noqa: E402  (tests/collectors/nvml_stub.py)
 from sim_targets import start_targets  # noqa: E402  (benchmarks/sim_targets.py)
 
@@ -53,6 +54,20 @@ def wait_http(url: str, timeout: float = 30) -> None:
     raise SystemExit(f"{url} did not answer")
 
 
+def stub_gpu_env(gpus: int) -> dict[str, str]:
+    """This process's environment plus the stub NVML library playing `gpus` GPUs."""
+    work = Path(tempfile.mkdtemp(prefix="kvops-bench-"))
+    libdir = nvml_stub.build(work / "nvml")
+    config = nvml_stub.write_config(work / "nvml.json", nvml_stub.gpus(gpus))
+    return dict(os.environ, LD_LIBRARY_PATH=str(libdir), **{nvml_stub.CONFIG_ENV: str(config)})
+
+
+def exporter_command(urls: list[str], port: int) -> list[str]:
+    target_args = [a for u in urls for a in ("--target", u)]
+    return [sys.executable, "-m", "kvops.cli", "exporter", *target_args,
+            "--listen", f"127.0.0.1:{port}", "--log-level", "error"]  # fmt: skip
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -60,9 +75,9 @@ def percentile(values: list[float], q: float) -> float:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--targets", type=int, default=16)
-    ap.add_argument("--gpus", type=int, default=8)
-    ap.add_argument("--scrapes", type=int, default=300)
+    ap.add_argument("--targets", type=positive(int), default=16)
+    ap.add_argument("--gpus", type=positive(int), default=8)
+    ap.add_argument("--scrapes", type=positive(int), default=300)
     ap.add_argument("--profile", metavar="FILE", help="record the kvops exporter with py-spy during the "
                     "measured scrapes, as speedscope JSON (pip install py-spy)")  # fmt: skip
     ap.add_argument("--before", metavar="DIR", help="also run `kvops exporter` from this checkout of kvops")
@@ -71,10 +86,7 @@ def main() -> int:
                     "(docs/real-vllm.md); default: whole pages")  # fmt: skip
     args = ap.parse_args()
 
-    work = Path(tempfile.mkdtemp(prefix="kvops-bench-"))
-    libdir = nvml_stub.build(work / "nvml")
-    config = nvml_stub.write_config(work / "nvml.json", nvml_stub.gpus(args.gpus))
-    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir), **{nvml_stub.CONFIG_ENV: str(config)})
+    env = stub_gpu_env(args.gpus)
 
     targets = start_targets(args.targets, honour_filter=args.honour_name_filter)
     urls = targets.urls
@@ -82,12 +94,10 @@ def main() -> int:
     ports = {"kvops": free_port(), "naive": free_port()}
     if args.before:
         ports["before"] = free_port()
-    target_args = [a for u in urls for a in ("--target", u)]
     for name, code in (("kvops", str(ROOT)), ("before", args.before)):
         if name not in ports:
             continue
-        command = [sys.executable, "-m", "kvops.cli", "exporter", *target_args,
-                   "--listen", f"127.0.0.1:{ports[name]}", "--log-level", "error"]  # fmt: skip
+        command = exporter_command(urls, ports[name])
         # cwd too: `python -m` puts the working directory first on sys.path.
         code = str(Path(code).resolve())
         procs[name] = subprocess.Popen(command, env=dict(env, PYTHONPATH=code), cwd=code)

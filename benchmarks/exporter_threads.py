@@ -14,10 +14,8 @@ runner's pool. `--pause 0` shows the other end: scrapes within 0.5 s share a rou
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -27,8 +25,8 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from collectors import nvml_stub  # noqa: E402  (tests/collectors/nvml_stub.py)
-from exporter_scrape import wait_http  # noqa: E402  (benchmarks/exporter_scrape.py)
+from cli_args import positive  # noqa: E402  (benchmarks/cli_args.py)
+from exporter_scrape import exporter_command, stub_gpu_env, wait_http  # noqa: E402  (benchmarks/exporter_scrape.py)
 from sim_targets import start_targets  # noqa: E402  (benchmarks/sim_targets.py)
 
 from support.prom import free_port  # noqa: E402
@@ -51,22 +49,18 @@ def thread_names(pid: int) -> dict[int, str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--targets", type=int, default=16)
-    ap.add_argument("--gpus", type=int, default=8)
-    ap.add_argument("--scrapes", type=int, default=60)
-    ap.add_argument("--pause", type=float, default=0.6)
+    ap.add_argument("--targets", type=positive(int), default=16)
+    ap.add_argument("--gpus", type=positive(int), default=8)
+    ap.add_argument("--scrapes", type=positive(int), default=60)
+    ap.add_argument("--pause", type=float, default=0.6, help="seconds between scrapes (0 or more)")
     args = ap.parse_args()
+    if not 0 <= args.pause < float("inf"):
+        ap.error(f"--pause: expected a finite number of seconds, 0 or more, got {args.pause}")
 
-    work = Path(tempfile.mkdtemp(prefix="kvops-bench-"))
-    libdir = nvml_stub.build(work / "nvml")
-    config = nvml_stub.write_config(work / "nvml.json", nvml_stub.gpus(args.gpus))
-    env = dict(os.environ, LD_LIBRARY_PATH=str(libdir), PYTHONPATH=str(ROOT))
-    env[nvml_stub.CONFIG_ENV] = str(config)
+    env = dict(stub_gpu_env(args.gpus), PYTHONPATH=str(ROOT))
     targets = start_targets(args.targets)
     port = free_port()
-    target_args = [a for u in targets.urls for a in ("--target", u)]
-    command = [sys.executable, "-m", "kvops.cli", "exporter", *target_args,
-               "--listen", f"127.0.0.1:{port}", "--log-level", "error"]  # fmt: skip
+    command = exporter_command(targets.urls, port)
     proc = subprocess.Popen(command, env=env, cwd=str(ROOT))
     try:
         url = f"http://127.0.0.1:{port}/metrics"

@@ -28,10 +28,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+from cli_args import positive  # benchmarks/cli_args.py
 from sim_targets import start_targets  # benchmarks/sim_targets.py
 
 
@@ -78,21 +78,6 @@ class Top:
 
     def stop(self) -> None:
         subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
-
-
-def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
-    """An argparse type: a number above 0 (argparse's one-line error and exit 2 otherwise)."""
-
-    def read(text: str) -> float:
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not value > 0 or value != value or value == float("inf"):
-            raise argparse.ArgumentTypeError(f"expected a finite number above 0, got {text!r}")
-        return value
-
-    return read
 
 
 def main() -> int:
