@@ -12,7 +12,10 @@ and the same stub GPUs:
 Each is scraped alternately; latency is measured by the client, CPU seconds per scrape from
 the exporter process's own CPU time (psutil) over the run.
 
-`--before DIR` adds a third exporter, `kvops exporter` imported from another checkout of
+`--floor` adds benchmarks/floor_exporter.py: the same kvops exporter with the work per wanted
+line taken out (the scan that finds the lines is kept), a floor for the ratio to the naive one.
+
+`--before DIR` adds another exporter, `kvops exporter` imported from another checkout of
 kvops (say `git archive <commit> | tar -x -C DIR`), scraped in the same rounds: a change's
 before and after measured in one run on the same busy machine.
 """
@@ -62,10 +65,14 @@ def stub_gpu_env(gpus: int) -> dict[str, str]:
     return dict(os.environ, LD_LIBRARY_PATH=str(libdir), **{nvml_stub.CONFIG_ENV: str(config)})
 
 
-def exporter_command(urls: list[str], port: int) -> list[str]:
+def exporter_args(urls: list[str], port: int) -> list[str]:
+    """`kvops exporter`'s options for these targets, listening on loopback at `port`."""
     target_args = [a for u in urls for a in ("--target", u)]
-    return [sys.executable, "-m", "kvops.cli", "exporter", *target_args,
-            "--listen", f"127.0.0.1:{port}", "--log-level", "error"]  # fmt: skip
+    return [*target_args, "--listen", f"127.0.0.1:{port}", "--log-level", "error"]
+
+
+def exporter_command(urls: list[str], port: int) -> list[str]:
+    return [sys.executable, "-m", "kvops.cli", "exporter", *exporter_args(urls, port)]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -81,6 +88,9 @@ def main() -> int:
     ap.add_argument("--profile", metavar="FILE", help="record the kvops exporter with py-spy during the "
                     "measured scrapes, as speedscope JSON (pip install py-spy)")  # fmt: skip
     ap.add_argument("--before", metavar="DIR", help="also run `kvops exporter` from this checkout of kvops")
+    ap.add_argument("--floor", action="store_true",
+                    help="also run benchmarks/floor_exporter.py: kvops that finds each page's wanted "
+                    "lines and does nothing with them (what no per-line work can go below)")  # fmt: skip
     ap.add_argument("--honour-name-filter", action="store_true",
                     help="targets answer `?name[]=` with the families asked for, as no vLLM release does "
                     "(docs/real-vllm.md); default: whole pages")  # fmt: skip
@@ -94,6 +104,8 @@ def main() -> int:
     ports = {"kvops": free_port(), "naive": free_port()}
     if args.before:
         ports["before"] = free_port()
+    if args.floor:
+        ports["floor"] = free_port()
     for name, code in (("kvops", str(ROOT)), ("before", args.before)):
         if name not in ports:
             continue
@@ -101,6 +113,10 @@ def main() -> int:
         # cwd too: `python -m` puts the working directory first on sys.path.
         code = str(Path(code).resolve())
         procs[name] = subprocess.Popen(command, env=dict(env, PYTHONPATH=code), cwd=code)
+    if args.floor:
+        floor = [sys.executable, str(ROOT / "benchmarks" / "floor_exporter.py")]
+        floor += exporter_args(urls, ports["floor"])
+        procs["floor"] = subprocess.Popen(floor, env=dict(env, PYTHONPATH=str(ROOT)), cwd=str(ROOT))
     procs["naive"] = subprocess.Popen(
         [sys.executable, str(ROOT / "benchmarks" / "naive_exporter.py"), str(ports["naive"]), *urls], env=env
     )
@@ -156,6 +172,12 @@ def main() -> int:
         print(
             f"{other}/kvops: p50 {statistics.median(o) / statistics.median(k):.1f}x, "
             f"p99 {percentile(o, 0.99) / percentile(k, 0.99):.1f}x, CPU {cpu[other] / cpu['kvops']:.2f}x"
+        )
+    if "floor" in ports:  # the ratio kvops would reach if its work per wanted line cost nothing
+        f, n = latency["floor"], latency["naive"]
+        print(
+            f"naive/floor: p99 {percentile(n, 0.99) / percentile(f, 0.99):.1f}x, "
+            f"CPU {cpu['naive'] / cpu['floor']:.2f}x"
         )
     return 0
 
