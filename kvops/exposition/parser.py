@@ -319,7 +319,12 @@ def parse(
     clock = _Clock(deadline, work_after, len(text)) if deadline is not None else None
     if wanted is not None and not callable(wanted):
         wanted = frozenset(wanted)
-        if 0 <= limit < text.count("\n") and _count_wanted_lines(text, wanted, limit) > limit:
+        if (
+            0 <= limit
+            and _may_hold_more_wanted_lines(text, wanted, limit)
+            and limit < text.count("\n")
+            and _count_wanted_lines(text, wanted, limit) > limit
+        ):
             return ParseResult(read=limit, over_limit=True)
         result = _parse_wanted(text, wanted, count_prefixes, limit, clock)
     if result is None:
@@ -353,6 +358,25 @@ _COUNT_PATTERNS: dict[frozenset[str], re.Pattern[str]] = {}
 # Lines of unwanted counted families tried for "up" before giving up: a real page's first
 # one parses; a page of broken ones must not cost a parse per line (both readers stop here).
 _UP_TRIES = 1000
+
+
+_SHORTEST_NAME: dict[frozenset[str], int] = {}
+
+
+def _may_hold_more_wanted_lines(text: str, wanted: frozenset[str], limit: int) -> bool:
+    """False where the page is too short to hold limit + 1 lines _count_wanted_lines counts
+    and limit + 1 newlines, which the count also asks for: each such line is a wanted name
+    and a separator. Then neither the count nor the page's newlines need be looked at: under
+    the default cap, any page below ~600 kB (16 pages of 77 kB: 0.5 ms a round counting
+    newlines). The cap holds either way; the count is what stops an explosion early."""
+    if not wanted:
+        return False
+    shortest = _SHORTEST_NAME.get(wanted)
+    if shortest is None:
+        shortest = min(len(name) for name in wanted)
+        if len(_SHORTEST_NAME) < 64:
+            _SHORTEST_NAME[wanted] = shortest
+    return len(text) >= (limit + 1) * (shortest + 2)
 
 
 def _count_wanted_lines(text: str, wanted: frozenset[str], limit: int) -> int:

@@ -49,6 +49,19 @@ def test_broken_wanted_lines_count_toward_the_cap():
     assert not parse(page, WANTED, max_samples=6).over_limit
 
 
+@pytest.mark.parametrize("separator", [" ", "{", "\t"])
+def test_a_page_of_the_shortest_counted_lines_is_counted_not_skipped_by_its_length(separator: str):
+    # The shortest line the cap's count sees: the shortest wanted name and a separator, and a
+    # newline for each (the count asks for more newlines than the cap). A page of limit + 1 of
+    # them is exactly as long as the length bound lets through.
+    wanted = {"ab", "abcdef"}
+    page = ("ab" + separator + "\n") * 6
+    over = parse(page, wanted, max_samples=5)
+    assert over.over_limit and over.errors == [] and over.read == 5  # the count's answer, before any read
+    read = parse(page, wanted, max_samples=6)
+    assert not read.over_limit and len(read.errors) == 6
+
+
 def test_default_cap_is_far_above_real_pages():
     for path in sorted(VLLM_FIXTURES.glob("*/*.prom")):
         assert parse(path.read_text(), WANTED).read * 100 < DEFAULT_MAX_SAMPLES, path
