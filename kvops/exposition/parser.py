@@ -320,7 +320,7 @@ def parse(
     if wanted is not None and not callable(wanted):
         wanted = frozenset(wanted)
         if (
-            0 <= limit
+            limit >= 0
             and _may_hold_more_wanted_lines(text, wanted, limit)
             and limit < text.count("\n")
             and _count_wanted_lines(text, wanted, limit) > limit
