@@ -5,8 +5,9 @@
 For benchmarks/exporter_scrape.py's `--floor`. Everything a scrape does that does not grow
 with the wanted lines is kept as shipped: the fetch of every target on one libcurl multi
 handle, the pages' decoding, the one regular-expression scan that finds the wanted lines
-(kvops.exposition.parser._found_lines, run over the whole page as parse() runs it), the
-hardware collectors, the HTTP server and the encoding of what is left. What is removed is
+(kvops.exposition.parser._found_lines over the page, as _read_found runs it but for the
+first line, which _read_found reads on its own), the hardware collectors, the HTTP server
+and the encoding of what is left. What is removed is
 the work per wanted line: splitting and checking it, normalising the samples into engines,
 and rendering and encoding them (each page reads as an "up" target with no engine). The CPU
 this exporter spends per scrape is what any kvops built this way spends before it has read
