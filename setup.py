@@ -1,14 +1,19 @@
-"""Build hook: ship the top-level playbooks/ inside the package as kvops/_playbooks.
+"""Build hooks: ship the top-level playbooks/ inside the package as kvops/_playbooks, and
+build the C line finder where a compiler is at hand.
 
 playbooks/ stays at the repository's top level (people read and edit it there, alerts link
 to it); an installed kvops needs the same files, so the build copies them in. An editable
 install finds the top-level folder directly (kvops/playbooks_path.py).
+
+kvops.exposition._linescan finds a page's wanted lines in C (kvops/exposition/parser.py);
+it is optional: without a C compiler or Python's headers the build goes on without it and the
+parser's regular expression does the same work (docs/performance.md measures both).
 """
 
 import shutil
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 
@@ -23,4 +28,9 @@ class BuildPyWithPlaybooks(build_py):
                 shutil.copy2(md, dst / md.name)
 
 
-setup(cmdclass={"build_py": BuildPyWithPlaybooks})
+setup(
+    cmdclass={"build_py": BuildPyWithPlaybooks},
+    ext_modules=[
+        Extension("kvops.exposition._linescan", ["kvops/exposition/_linescan.c"], optional=True),
+    ],
+)

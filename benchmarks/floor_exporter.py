@@ -4,10 +4,9 @@
 
 For benchmarks/exporter_scrape.py's `--floor`. Everything a scrape does that does not grow
 with the wanted lines is kept as shipped: the fetch of every target on one libcurl multi
-handle, the pages' decoding, the one regular-expression scan that finds the wanted lines
-(kvops.exposition.parser._found_lines over the page, as _read_found runs it but for the
-first line, which _read_found reads on its own), the hardware collectors, the HTTP server
-and the encoding of what is left. What is removed is
+handle, the pages' decoding, the scan that finds the wanted lines (kvops.exposition.parser._find_lines,
+as _read_found runs it: the C finder where it was built, else the regular expression), the
+hardware collectors, the HTTP server and the encoding of what is left. What is removed is
 the work per wanted line: splitting and checking it, normalising the samples into engines,
 and rendering and encoding them (each page reads as an "up" target with no engine). The CPU
 this exporter spends per scrape is what any kvops built this way spends before it has read
@@ -25,7 +24,7 @@ from kvops.exposition import parser
 
 
 def _scan_only(text: str, wanted: frozenset[str], *args: object) -> parser.ParseResult:
-    parser._found_lines(wanted).findall(text)
+    parser._find_lines(text, wanted)
     return parser.ParseResult(has_prefixed_sample=True)
 
 

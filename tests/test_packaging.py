@@ -5,6 +5,7 @@ dependencies from the package index) and runs `kvops demo --once`.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -48,7 +49,10 @@ def fresh_venv(path: Path) -> Path:
 
 def test_build_makes_one_wheel_and_one_sdist_named_by_the_one_version(dist):
     names = sorted(p.name for p in dist.iterdir())
-    assert names == [f"kvops-{__version__}-py3-none-any.whl", f"kvops-{__version__}.tar.gz"], names
+    # The wheel carries the C line finder (setup.py), so it is tagged for this interpreter.
+    tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
+    assert len(names) == 2 and names[1] == f"kvops-{__version__}.tar.gz", names
+    assert names[0].startswith(f"kvops-{__version__}-{tag}-{tag}-") and names[0].endswith(".whl"), names
 
 
 @pytest.mark.parametrize("kind", ["whl", "tar.gz"])
@@ -60,9 +64,12 @@ def test_each_installs_into_a_fresh_venv_and_runs_the_demo(dist, tmp_path, kind)
     assert run(kvops, "--version", cwd=tmp_path).stdout.strip() == f"kvops {__version__}"
     demo = run(kvops, "demo", "--once", cwd=tmp_path, timeout=120)
     assert "Llama-3.1-8B-Instruct" in demo.stdout and "Simulated GPU 0" in demo.stdout
-    # The installed copy is the one that ran (not this checkout), and it carries the playbooks.
+    # The installed copy is the one that ran (not this checkout), and it carries the playbooks
+    # and the C line finder.
     where = run(bin_dir / "python", "-c", "import kvops; print(kvops.__file__)", cwd=tmp_path).stdout
     assert where.startswith(str(tmp_path / "venv"))
+    finder = "from kvops.exposition import parser; print(parser.Finder is not None)"
+    assert run(bin_dir / "python", "-c", finder, cwd=tmp_path).stdout.strip() == "True"
     checks = run(kvops, "doctor", "--list-checks", cwd=tmp_path).stdout
     assert "mla-indexer-keyerror" in checks and "KvopsTargetDown" in checks
     # doctor's package data (kvops/doctor/reading/): each release's flag table, the shipped model configs
@@ -82,3 +89,25 @@ def test_each_installs_into_a_fresh_venv_and_runs_the_demo(dist, tmp_path, kind)
         .stdout.strip()
         .endswith(" -m pip install nvidia-ml-py")
     )
+
+
+def test_the_sdist_installs_without_a_c_compiler_and_reads_pages_without_the_finder(dist, tmp_path):
+    """A machine with no compiler (or no Python headers) still installs kvops from the sdist:
+    the C line finder is optional, and the parser's regular expression finds the same lines."""
+    [sdist] = dist.glob("*.tar.gz")
+    bin_dir = fresh_venv(tmp_path / "venv")
+    env = dict(os.environ, CC="false", PIP_NO_CACHE_DIR="1")  # every compile fails
+    proc = subprocess.run(
+        [str(bin_dir / "pip"), "install", "--disable-pip-version-check", "-q", "--no-binary", "kvops", sdist],
+        capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    check = (
+        "from kvops.exposition import parser; from kvops.engines.registry import WANTED; "
+        "r = parser.parse('vllm:num_requests_running{model_name=\"m\"} 3\\n', WANTED); "
+        "print(parser.Finder, r.get('vllm:num_requests_running'))"
+    )
+    out = run(bin_dir / "python", "-c", check, cwd=tmp_path).stdout.strip()
+    assert out == "None [({'model_name': 'm'}, 3.0)]", out
+    demo = run(bin_dir / "kvops", "demo", "--once", cwd=tmp_path, timeout=120)
+    assert "Llama-3.1-8B-Instruct" in demo.stdout

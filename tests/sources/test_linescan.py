@@ -1,0 +1,197 @@
+"""The C line finder (kvops/exposition/_linescan.c) finds what the parser's regular expression
+finds, group for group, on every page of the suite and on generated ones; the parser reads
+alike with and without it.
+
+The regular expression (parser._found_lines) is the reference: findall over "\\n" + page,
+one 6-tuple a found line. The finder replaces it only for speed (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from reliability.fuzzing import FUZZ
+
+from kvops.engines.registry import WANTED
+from kvops.exposition import parser as exposition_parser
+from kvops.exposition.parser import families_of, parse
+from support.paths import FIXTURES
+
+CONFORMANCE = Path(__file__).parent / "conformance"
+
+
+def _pages() -> list[tuple[str, str, frozenset[str]]]:
+    """(id, page, wanted): every engine's fixture pages with the registry's names, and every
+    conformance case with the names its samples carry."""
+    pages = [
+        (str(path.relative_to(FIXTURES)), path.read_text(encoding="utf-8"), frozenset(WANTED))
+        for path in sorted(FIXTURES.rglob("*"))
+        if path.suffix in (".prom", ".txt")
+    ]
+    for suite in ("expfmt", "promparse", "client_python", "names_and_decoder"):
+        cases = json.loads((CONFORMANCE / f"{suite}.json").read_text(encoding="utf-8"))["cases"]
+        for number, case in enumerate(cases):
+            if "input_file" in case:
+                text = (CONFORMANCE / case["input_file"]).read_text(encoding="utf-8")
+            elif case.get("input") is not None:
+                text = case["input"]
+            else:
+                continue
+            names = {name for name, _, _ in case.get("samples") or []} | set(case.get("wanted", []))
+            pages.append((f"{suite}#{number}", text, frozenset(names | {"vllm:num_requests_running"})))
+    return pages
+
+
+PAGES = _pages()
+
+
+def _finder(wanted: frozenset[str]):
+    from kvops.exposition._linescan import Finder
+
+    return Finder(wanted, families_of(wanted))
+
+
+def _reference(text: str, wanted: frozenset[str]) -> list[tuple[str, ...]]:
+    pattern, _ = exposition_parser._found_lines(wanted)
+    return pattern.findall("\n" + text)
+
+
+@contextlib.contextmanager
+def _regex_only() -> Iterator[None]:
+    """The parser as it runs where the finder was not built."""
+    saved = exposition_parser.Finder, exposition_parser._FOUND_PATTERNS
+    exposition_parser.Finder, exposition_parser._FOUND_PATTERNS = None, {}
+    try:
+        yield
+    finally:
+        exposition_parser.Finder, exposition_parser._FOUND_PATTERNS = saved
+
+
+def test_the_finder_is_built():
+    """setup.py builds it where a compiler is at hand, as the README's test command installs one;
+    a silent fallback here would leave every other test of it comparing the expression with itself."""
+    try:
+        import kvops.exposition._linescan  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - the message is the point
+        pytest.fail(f"the C line finder is not built ({exc}): install gcc and run `pip install -e .` again")
+    assert exposition_parser.Finder is not None
+    assert exposition_parser._found_lines(frozenset(WANTED))[1] is not None
+
+
+def test_the_suite_has_pages_of_every_kind():
+    names = {name.split("/")[0] for name, _, _ in PAGES}
+    assert {"vllm", "vllm-real", "sglang", "lmcache", "trtllm", "dynamo-kvbm", "expfmt#0"} <= names | {
+        name for name, _, _ in PAGES
+    }
+
+
+@pytest.mark.parametrize(("name", "text", "wanted"), PAGES, ids=[name for name, _, _ in PAGES])
+def test_the_finder_finds_what_the_expression_finds(name, text, wanted):
+    # It refuses an empty name and one that holds a character ending a name (a name past
+    # Latin-1 it leaves out: no page it reads can hold one).
+    if any(not n or (max(n) <= "\xff" and set(n) & set('{} \t\n"')) for n in families_of(wanted)):
+        with pytest.raises(ValueError):
+            _finder(wanted)
+        return
+    found = _finder(wanted).findall(text)
+    if found is None:  # a character past U+00FF: the parser uses the expression
+        assert max(text) > "\xff"
+        return
+    assert found == _reference(text, wanted)
+
+
+@pytest.mark.parametrize(("name", "text", "wanted"), PAGES, ids=[name for name, _, _ in PAGES])
+def test_the_parser_reads_alike_with_and_without_the_finder(name, text, wanted):
+    with_finder = parse(text, wanted)
+    with _regex_only():
+        without = parse(text, wanted)
+    assert repr(with_finder) == repr(without)  # repr: NaN equals NaN, -0.0 differs from 0.0
+
+
+# Generated lines: names from a small alphabet so that wanted and unwanted ones share
+# prefixes; every character the finder decides on (braces, quotes, blanks, tabs, "\r", "#").
+_NAMES = st.text(alphabet="ab:_", min_size=1, max_size=3)
+_LABELS = st.sampled_from(
+    ["", "{}", '{a="1"}', '{le="+Inf"}', "{", '{a="}"', '{a="}"} x}', "{ }", '{a="\\""}', "}", "{\n}"]
+)
+_SEPARATORS = st.sampled_from([" ", "  ", "\t", "", " \t", "\r "])
+_VALUES = st.one_of(
+    st.sampled_from(
+        ["1", "-0", "+1.5e3", ".5", "1.", "1e", "1e+", "NaN", "+nan", "nan", "-Inf", "infinity", "Infinit",
+         "inf ", "1 2", "1\r", "", "0x1", "1_0", "\uff11", "\xe9"]
+    ),
+    st.text(alphabet="0123456789.eE+-infaINFAty ", max_size=6),
+)  # fmt: skip
+_SAMPLE_LINES = st.builds(lambda *parts: "".join(parts), _NAMES, _LABELS, _SEPARATORS, _VALUES)
+_TYPE_LINES = st.builds(
+    lambda head, quote, n, tail: head + quote + n + tail,
+    st.sampled_from(["# TYPE ", "#TYPE\t", "#  TYPE  ", "# TYPE", "# HELP ", "# type ", "#"]),
+    st.sampled_from(["", '"']),
+    _NAMES,
+    st.sampled_from([" counter", '" gauge', "\thistogram", "", '""  x', " ", '"']),
+)
+_OTHER_LINES = st.text(alphabet='ab:_{} \t\r#"=,0.\xe9', max_size=12)
+_LINES = st.lists(st.one_of(_SAMPLE_LINES, _TYPE_LINES, _OTHER_LINES), max_size=15)
+
+
+@FUZZ
+@given(_LINES, st.sets(_NAMES, min_size=1, max_size=6), st.booleans())
+def test_the_finder_finds_what_the_expression_finds_on_generated_pages(lines, names, final_newline):
+    text = "\n".join(lines) + ("\n" if final_newline else "")
+    wanted = frozenset(names)
+    found = _finder(wanted).findall(text)
+    if found is None:
+        assert max(text) > "\xff"
+    else:
+        assert found == _reference(text, wanted)
+
+
+@FUZZ
+@given(_LINES, st.sets(_NAMES, min_size=1, max_size=6))
+def test_the_parser_reads_generated_pages_alike_with_and_without_the_finder(lines, names):
+    text = "\n".join(lines)
+    with_finder = parse(text, names)
+    with _regex_only():
+        without = parse(text, names)
+    assert repr(with_finder) == repr(without)
+
+
+def test_a_page_past_latin_1_is_left_to_the_expression():
+    wanted = frozenset(WANTED)
+    text = 'vllm:num_requests_running{model_name="\u4e2d"} 3\n'
+    assert _finder(wanted).findall(text) is None
+    assert parse(text, wanted).get("vllm:num_requests_running") == [({"model_name": "\u4e2d"}, 3.0)]
+
+
+def test_latin_1_names_and_values_are_found_as_the_expression_finds_them():
+    wanted = frozenset({"caf\xe9", "b"})
+    text = 'caf\xe9{x="\xe9"} 1\ncaf\xe9 2\n# TYPE caf\xe9 gauge\nb\xe9 3\n'
+    assert _finder(wanted).findall(text) == _reference(text, wanted)
+    assert len(_reference(text, wanted)) == 3
+
+
+@pytest.mark.parametrize("name", ["a{b", "a}", "a b", "a\tb", "a\nb", ""])
+def test_a_name_the_finder_cannot_hold_is_refused_and_the_expression_reads_it(name):
+    with pytest.raises(ValueError):
+        _finder(frozenset({name, "c"}))
+    if name:
+        wanted = frozenset({name, "c"})
+        assert exposition_parser._found_lines(wanted)[1] is None
+        assert parse("c 1\n", wanted).get("c") == [({}, 1.0)]
+
+
+def test_names_must_be_a_set_of_str():
+    from kvops.exposition._linescan import Finder
+
+    with pytest.raises(TypeError):
+        Finder(["a"], frozenset({"a"}))
+    with pytest.raises(TypeError):
+        Finder(frozenset({1}), frozenset({"a"}))
+    with pytest.raises(TypeError):
+        Finder(frozenset({"a"}), frozenset({"a"})).findall(b"a 1\n")
