@@ -12,6 +12,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -217,74 +218,88 @@ static int append(PyObject *out, PyObject *text, PyObject *empty, Py_ssize_t spa
 
 enum { KEY, SAMPLE, VALUE, REST, TYPE, OTHER };
 
-static PyObject *finder_findall(Finder *self, PyObject *text) {
+/* What one line [line, eol) is to the regular expression: the group it fills last (VALUE for
+ * the usual sample line, REST, TYPE, OTHER), or -1 for a line it does not find; spans then
+ * hold each group's [start, end) as offsets from base, empty for a group that took no part. */
+static int classify(const Finder *self, const unsigned char *base, const unsigned char *line,
+                    const unsigned char *eol, Py_ssize_t spans[6][2]) {
+    memset(spans, 0, sizeof(Py_ssize_t) * 12);
+    if (line == eol) return -1;
+    unsigned char first = *line;
+    if (first == '{' || first == ' ' || first == '\t' || first == '\r') {
+        spans[OTHER][0] = line - base;
+        spans[OTHER][1] = spans[OTHER][0] + 1;
+        return OTHER;
+    }
+    if (first == '#') {
+        /* #[ \t]*TYPE[ \t]+"?family"?[ \t] and the rest of the line */
+        const unsigned char *p = line + 1;
+        while (p < eol && (*p == ' ' || *p == '\t')) p++;
+        if (!(eol - p > 4 && memcmp(p, "TYPE", 4) == 0 && (p[4] == ' ' || p[4] == '\t'))) return -1;
+        p += 4;
+        while (p < eol && (*p == ' ' || *p == '\t')) p++;
+        if (p < eol && *p == '"') p++;
+        const unsigned char *name = p;
+        while (p < eol && *p != '"' && *p != ' ' && *p != '\t') p++;
+        if (p == name || !nameset_contains(&self->families, name, p - name)) return -1;
+        if (p < eol && *p == '"') p++;
+        if (!(p < eol && (*p == ' ' || *p == '\t'))) return -1;
+        spans[TYPE][0] = line - base;
+        spans[TYPE][1] = eol - base;
+        return TYPE;
+    }
+    const unsigned char *p = line;
+    while (p < eol && *p != '{' && *p != ' ' && *p != '\t') p++;
+    if (p == eol || !nameset_contains(&self->wanted, line, p - line)) return -1;
+    const unsigned char *after = p; /* past the key: the name and its label set */
+    if (*p == '{') {
+        const unsigned char *close = eol;
+        while (close > p && *(close - 1) != '}') close--;
+        if (close > p + 1) after = close; /* "{" ... the line's last "}" */
+    }
+    spans[KEY][0] = spans[SAMPLE][0] = line - base;
+    spans[SAMPLE][1] = p - base;
+    spans[KEY][1] = after - base;
+    if (after < eol && *after == ' ' && is_value(after + 1, eol)) {
+        spans[VALUE][0] = after + 1 - base;
+        spans[VALUE][1] = eol - base;
+        return VALUE;
+    }
+    if (after > p || *after == '{' || *after == ' ' || *after == '\t') {
+        spans[REST][0] = after - base; /* may be empty: "}" ends the line */
+        spans[REST][1] = eol - base;
+        return REST;
+    }
+    return -1;
+}
+
+/* The page's Latin-1 bytes, or NULL (no exception set) for a page with wider characters. */
+static const unsigned char *page_bytes(PyObject *text, Py_ssize_t *size) {
     if (!PyUnicode_Check(text)) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
         return NULL;
     }
-    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND) Py_RETURN_NONE;
-    const unsigned char *base = PyUnicode_1BYTE_DATA(text);
-    const unsigned char *stop = base + PyUnicode_GET_LENGTH(text);
+    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND) return NULL;
+    *size = PyUnicode_GET_LENGTH(text);
+    return PyUnicode_1BYTE_DATA(text);
+}
+
+static PyObject *finder_findall(Finder *self, PyObject *text) {
+    Py_ssize_t size;
+    const unsigned char *base = page_bytes(text, &size);
+    if (base == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    const unsigned char *stop = base + size;
     PyObject *empty = PyUnicode_New(0, 0);
     PyObject *out = PyList_New(0);
     if (empty == NULL || out == NULL) goto fail;
-    const unsigned char *line = base;
-    while (line <= stop) {
+    Py_ssize_t spans[6][2];
+    for (const unsigned char *line = base; line <= stop;) {
         const unsigned char *eol = memchr(line, '\n', (size_t)(stop - line));
         if (eol == NULL) eol = stop;
-        Py_ssize_t spans[6][2] = {{0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}, {0, 0}};
-        int found = 0;
-        if (line < eol) {
-            unsigned char first = *line;
-            if (first == '{' || first == ' ' || first == '\t' || first == '\r') {
-                spans[OTHER][0] = line - base;
-                spans[OTHER][1] = spans[OTHER][0] + 1;
-                found = 1;
-            } else if (first == '#') {
-                /* #[ \t]*TYPE[ \t]+"?family"?[ \t] and the rest of the line */
-                const unsigned char *p = line + 1;
-                while (p < eol && (*p == ' ' || *p == '\t')) p++;
-                if (eol - p > 4 && memcmp(p, "TYPE", 4) == 0 && (p[4] == ' ' || p[4] == '\t')) {
-                    p += 4;
-                    while (p < eol && (*p == ' ' || *p == '\t')) p++;
-                    if (p < eol && *p == '"') p++;
-                    const unsigned char *name = p;
-                    while (p < eol && *p != '"' && *p != ' ' && *p != '\t') p++;
-                    if (p > name && nameset_contains(&self->families, name, p - name)) {
-                        if (p < eol && *p == '"') p++;
-                        if (p < eol && (*p == ' ' || *p == '\t')) {
-                            spans[TYPE][0] = line - base;
-                            spans[TYPE][1] = eol - base;
-                            found = 1;
-                        }
-                    }
-                }
-            } else {
-                const unsigned char *p = line;
-                while (p < eol && *p != '{' && *p != ' ' && *p != '\t') p++;
-                if (p < eol && nameset_contains(&self->wanted, line, p - line)) {
-                    const unsigned char *after = p; /* past the key: the name and its label set */
-                    if (*p == '{') {
-                        const unsigned char *close = eol;
-                        while (close > p && *(close - 1) != '}') close--;
-                        if (close > p + 1) after = close; /* "{" ... the line's last "}" */
-                    }
-                    spans[KEY][0] = spans[SAMPLE][0] = line - base;
-                    spans[SAMPLE][1] = p - base;
-                    spans[KEY][1] = after - base;
-                    if (after < eol && *after == ' ' && is_value(after + 1, eol)) {
-                        spans[VALUE][0] = after + 1 - base;
-                        spans[VALUE][1] = eol - base;
-                        found = 1;
-                    } else if (after > p || *after == '{' || *after == ' ' || *after == '\t') {
-                        spans[REST][0] = after - base; /* may be empty: "}" ends the line */
-                        spans[REST][1] = eol - base;
-                        found = 1;
-                    }
-                }
-            }
-        }
-        if (found && append(out, text, empty, spans) < 0) goto fail;
+        if (classify(self, base, line, eol, spans) >= 0 && append(out, text, empty, spans) < 0) goto fail;
         line = eol + 1;
     }
     Py_DECREF(empty);
@@ -295,10 +310,136 @@ fail:
     return NULL;
 }
 
+/* A value token as float() reads it (PyOS_string_to_double is float()'s own conversion); the
+ * token is followed by "\n" or the string's terminating NUL, where the conversion stops. */
+static int token_value(const unsigned char *start, const unsigned char *end, double *value) {
+    char *stopped = NULL;
+    *value = PyOS_string_to_double((const char *)start, &stopped, NULL);
+    if (*value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    return (const unsigned char *)stopped == end ? 0 : -1;
+}
+
+/* read_known(text, heads, samples): parser._read_found's loop, for a page of which every found
+ * line is a usual sample line (name, label set, one blank, a value) whose text up to its "}"
+ * is in heads (parser._HEADS: that text -> (name, labels)), or has no label set, or is a
+ * wanted family's # TYPE line. Appends (a copy of the labels, the value) to samples[name] in
+ * the page's order and returns (lines read, whether a value may be NaN, ±Inf or -0, the TYPE
+ * lines in order). None, with samples left part-filled, on any other page: a line not in
+ * heads, another form of line, a value out of float's range (1e309), characters past U+00FF;
+ * the caller then reads the page with findall. */
+static PyObject *finder_read_known(Finder *self, PyObject *args) {
+    PyObject *text, *heads, *samples;
+    if (!PyArg_ParseTuple(args, "OO!O!:read_known", &text, &PyDict_Type, &heads, &PyDict_Type, &samples))
+        return NULL;
+    Py_ssize_t size;
+    const unsigned char *base = page_bytes(text, &size);
+    if (base == NULL) {
+        if (PyErr_Occurred()) return NULL;
+        Py_RETURN_NONE;
+    }
+    const unsigned char *stop = base + size;
+    PyObject *types = PyList_New(0);
+    if (types == NULL) return NULL;
+    Py_ssize_t read = 0, spans[6][2];
+    int unknown = 0;
+    for (const unsigned char *line = base; line <= stop;) {
+        const unsigned char *eol = memchr(line, '\n', (size_t)(stop - line));
+        if (eol == NULL) eol = stop;
+        int kind = classify(self, base, line, eol, spans);
+        line = eol + 1;
+        if (kind < 0) continue;
+        if (kind == TYPE) {
+            PyObject *type_line = PyUnicode_Substring(text, spans[TYPE][0], spans[TYPE][1]);
+            if (type_line == NULL) goto fail;
+            int failed = PyList_Append(types, type_line);
+            Py_DECREF(type_line);
+            if (failed < 0) goto fail;
+            continue;
+        }
+        if (kind != VALUE) goto give_up;
+        const unsigned char *token = base + spans[VALUE][0], *token_end = base + spans[VALUE][1];
+        double value;
+        if (token_value(token, token_end, &value) < 0) goto give_up;
+        if (strchr("+-iInN", *token) != NULL || value > DBL_MAX) { /* NaN, ±Inf, -0 or 1e309 */
+            unsigned char last = *(token_end - 1);
+            if (Py_IS_INFINITY(value) && strchr("fFyY", last) == NULL) goto give_up;
+            unknown = 1;
+        }
+        PyObject *name, *labels;
+        if (spans[KEY][1] == spans[SAMPLE][1]) { /* no label set */
+            name = PyUnicode_Substring(text, spans[SAMPLE][0], spans[SAMPLE][1]);
+            if (name == NULL) goto fail;
+            labels = PyDict_New();
+            if (labels == NULL) {
+                Py_DECREF(name);
+                goto fail;
+            }
+        } else {
+            PyObject *key = PyUnicode_Substring(text, spans[KEY][0], spans[KEY][1]);
+            if (key == NULL) goto fail;
+            PyObject *known = PyDict_GetItemWithError(heads, key); /* borrowed */
+            Py_DECREF(key);
+            if (known == NULL) {
+                if (PyErr_Occurred()) goto fail;
+                goto give_up;
+            }
+            if (!PyTuple_Check(known) || PyTuple_GET_SIZE(known) != 2 || !PyDict_Check(PyTuple_GET_ITEM(known, 1)))
+                goto give_up;
+            name = Py_NewRef(PyTuple_GET_ITEM(known, 0));
+            labels = PyDict_Copy(PyTuple_GET_ITEM(known, 1));
+            if (labels == NULL) {
+                Py_DECREF(name);
+                goto fail;
+            }
+        }
+        PyObject *number = PyFloat_FromDouble(value);
+        PyObject *pair = number == NULL ? NULL : PyTuple_Pack(2, labels, number);
+        Py_XDECREF(number);
+        Py_DECREF(labels);
+        if (pair == NULL) {
+            Py_DECREF(name);
+            goto fail;
+        }
+        PyObject *bucket = PyDict_GetItemWithError(samples, name); /* borrowed */
+        int failed;
+        if (bucket != NULL && PyList_CheckExact(bucket)) {
+            failed = PyList_Append(bucket, pair);
+        } else if (bucket == NULL && !PyErr_Occurred()) {
+            PyObject *fresh = PyList_New(1);
+            failed = fresh == NULL ? -1 : 0;
+            if (fresh != NULL) {
+                PyList_SET_ITEM(fresh, 0, Py_NewRef(pair));
+                failed = PyDict_SetItem(samples, name, fresh);
+                Py_DECREF(fresh);
+            }
+        } else {
+            failed = -1;
+            if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "samples must hold lists");
+        }
+        Py_DECREF(pair);
+        Py_DECREF(name);
+        if (failed < 0) goto fail;
+        read++;
+    }
+    return Py_BuildValue("(nNN)", read, PyBool_FromLong(unknown), types);
+give_up:
+    Py_DECREF(types);
+    Py_RETURN_NONE;
+fail:
+    Py_DECREF(types);
+    return NULL;
+}
+
 static PyMethodDef finder_methods[] = {
     {"findall", (PyCFunction)finder_findall, METH_O,
      "The found lines' groups, as the regular expression's findall over \"\\n\" + text gives them; "
      "None for a page with characters past U+00FF."},
+    {"read_known", (PyCFunction)finder_read_known, METH_VARARGS,
+     "read_known(text, heads, samples): the page's samples into samples, where every found line "
+     "is known; (read, maybe_unknown, type_lines), or None for the caller to read it with findall."},
     {NULL, NULL, 0, NULL},
 };
 

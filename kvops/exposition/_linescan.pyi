@@ -3,3 +3,9 @@
 class Finder:
     def __init__(self, wanted: frozenset[str] | set[str], families: frozenset[str] | set[str]) -> None: ...
     def findall(self, text: str) -> list[tuple[str, str, str, str, str, str]] | None: ...
+    def read_known(
+        self,
+        text: str,
+        heads: dict[str, tuple[str, dict[str, str]]],
+        samples: dict[str, list[tuple[dict[str, str], float]]],
+    ) -> tuple[int, bool, list[str]] | None: ...

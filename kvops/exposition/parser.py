@@ -22,9 +22,14 @@ engine) finds the wanted lines and their families' # TYPE lines, and no other li
 looked at from Python: per-line Python work was most of what `kvops top` spent on 16
 targets. On a page of the usual shape up to 256 KiB, one findall hands Python the wanted
 lines already split into name and labels, value, with no match object each (_read_found:
-a vLLM 0.33 page in 0.42-0.75 against 0.57-1.12 ms, benchmarks/parse_bench.py, two runs);
-anything else there (a line to report, a quoted name first, the sample cap) and longer pages
-are read match by match, with line numbers and looks at the clock (_read_matches).
+a vLLM 0.33 page in 0.42-0.75 against 0.57-1.12 ms, benchmarks/parse_bench.py, two runs).
+Where setup.py could compile it, a C finder (_linescan.c) finds the same lines, group for
+group, in less than half the time (a hash of the wanted names looked up once a line instead
+of a trie tried by re), and once a page's label sets are known (_HEADS, after its first
+scrape) reads its samples in C as well (_read_known); the expression and the Python loop stay
+their reference and fallback (tests/sources/test_linescan.py). Anything else there (a line
+to report, a quoted name first, the sample cap) and longer pages are read match by match,
+with line numbers and looks at the clock (_read_matches).
 Without a wanted set (or on a page with indented lines), every line is read in turn.
 
 A malformed line is recorded with its 1-based line number and skipped: the rest survives.
@@ -592,6 +597,9 @@ def _read_found(
 
     What it keeps is what _read_matches keeps (tests/sources/test_exposition.py checks both
     on every page of the suite): the same _HEADS, the same checks, in the same order."""
+    every_line_known = _read_known(text, wanted, count_prefixes, limit, clock)
+    if every_line_known is not None:
+        return every_line_known
     found = _find_lines(text, wanted)
     if clock is not None and len(found) > _CHECK_EVERY:
         return None
@@ -642,6 +650,34 @@ def _read_found(
                 return None
             read, up = result.read, result.has_prefixed_sample
     result.read, result.has_prefixed_sample, result.maybe_unknown = read, up, unknown
+    return result
+
+
+def _read_known(
+    text: str, wanted: frozenset[str], count_prefixes: tuple[str, ...], limit: int, clock: _Clock | None
+) -> ParseResult | None:
+    """_read_found's loop run by the C finder, for a page whose every found line is a usual
+    sample line already in _HEADS (or without labels) or a # TYPE line: after a target's first
+    scrape, every line of a page of the usual shape. None (the page then read by _read_found's
+    loop) where there is no finder or the page holds anything else. Same result as the loop
+    (tests/sources/test_linescan.py checks both on every page of the suite)."""
+    finder = _found_lines(wanted)[1]
+    if finder is None:
+        return None
+    samples: dict[str, list[tuple[Labels, float]]] = {}
+    known = finder.read_known(text, _HEADS, samples)
+    if known is None:
+        return None
+    read, unknown, type_lines = known
+    if 0 <= limit < read or (clock is not None and read + len(type_lines) > _CHECK_EVERY):
+        return None  # as _read_found gives these up
+    result = ParseResult(samples=samples, read=read, maybe_unknown=unknown)
+    for line in type_lines:
+        if _read_meta(line, result.types) is not None:
+            return None
+    result.has_prefixed_sample = bool(count_prefixes) and any(
+        name.startswith(count_prefixes) for name in samples
+    )
     return result
 
 

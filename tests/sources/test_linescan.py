@@ -20,7 +20,7 @@ from reliability.fuzzing import FUZZ
 
 from kvops.engines.registry import WANTED
 from kvops.exposition import parser as exposition_parser
-from kvops.exposition.parser import families_of, parse
+from kvops.exposition.parser import ParseResult, families_of, parse
 from support.paths import FIXTURES
 
 CONFORMANCE = Path(__file__).parent / "conformance"
@@ -108,10 +108,80 @@ def test_the_finder_finds_what_the_expression_finds(name, text, wanted):
 
 @pytest.mark.parametrize(("name", "text", "wanted"), PAGES, ids=[name for name, _, _ in PAGES])
 def test_the_parser_reads_alike_with_and_without_the_finder(name, text, wanted):
-    with_finder = parse(text, wanted)
+    first = parse(text, wanted)  # the page's label sets now known (_HEADS): read_known's turn
+    second = parse(text, wanted)
     with _regex_only():
         without = parse(text, wanted)
-    assert repr(with_finder) == repr(without)  # repr: NaN equals NaN, -0.0 differs from 0.0
+    assert repr(first) == repr(without)  # repr: NaN equals NaN, -0.0 differs from 0.0
+    assert repr(second) == repr(without)
+    for cap in (0, 1, first.read - 1, first.read):  # the sample cap, as each reader enforces it
+        if cap >= 0:
+            with_cap = parse(text, wanted, max_samples=cap)
+            with _regex_only():
+                assert repr(with_cap) == repr(parse(text, wanted, max_samples=cap))
+
+
+def _known(text: str, wanted: frozenset[str]) -> ParseResult | None:
+    return exposition_parser._read_known(text, wanted, ("vllm:", "lmcache:"), -1, None)
+
+
+@pytest.mark.parametrize(("name", "text", "wanted"), PAGES, ids=[name for name, _, _ in PAGES])
+def test_read_known_gives_what_the_loop_gives_once_the_label_sets_are_known(name, text, wanted):
+    parse(text, wanted)
+    known = _known(text, wanted)
+    with _regex_only():
+        loop = exposition_parser._read_found(text, wanted, ("vllm:", "lmcache:"), -1, None)
+    if known is not None:
+        assert loop is not None and repr(known) == repr(loop)
+
+
+def test_read_known_reads_every_engine_page_of_the_usual_shape_after_its_first_scrape():
+    """Otherwise the C loop would be tested above only where it gives up."""
+    pages = [(n, t, w) for n, t, w in PAGES if "/" in n and not n.startswith("vllm/pasted")]
+    read = []
+    for name, text, wanted in pages:
+        parse(text, wanted)
+        if _known(text, wanted) is not None:
+            read.append(name)
+    assert len(read) >= len(pages) * 3 // 4, sorted(set(n for n, _, _ in pages) - set(read))
+    for engine in ("vllm/0.33.0", "vllm-real", "sglang", "lmcache", "trtllm", "dynamo-kvbm", "vllm-tiering"):
+        assert any(name.startswith(engine) for name in read), engine
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        ('vllm:num_requests_running{engine="0"} 1e309', "out of float's range"),
+        ('vllm:num_requests_running{engine="0"} 1 1700000000000', "a timestamp"),
+        ('vllm:num_requests_running{engine="not-seen-7f3c"} 1', "a label set not seen before"),
+        ('{"vllm:num_requests_running",engine="0"} 1', "a quoted name"),
+        ('  vllm:num_requests_running{engine="0"} 1', "an indented line"),
+        ('vllm:num_requests_running\t{engine="0"} 1', "a tab"),
+    ],
+)
+def test_read_known_leaves_other_lines_to_the_loop(line, why):
+    wanted = frozenset(WANTED)
+    usual = 'vllm:num_requests_running{engine="0"} 2\n'
+    parse(usual, wanted)
+    assert _known(usual, wanted) is not None
+    assert _known(usual + line + "\n", wanted) is None, why
+
+
+def test_read_known_marks_values_that_may_be_unknown():
+    wanted = frozenset(WANTED)
+    for value, maybe in [
+        ("2", False),
+        ("0.5", False),
+        ("NaN", True),
+        ("-0", True),
+        ("+Inf", True),
+        ("-1", True),
+    ]:
+        page = f'vllm:num_requests_running{{engine="0"}} {value}\n'
+        parse(page, wanted)
+        known = _known(page, wanted)
+        assert known is not None and known.maybe_unknown is maybe, value
+        assert repr(known.samples["vllm:num_requests_running"][0][1]) == repr(float(value))
 
 
 # Generated lines: names from a small alphabet so that wanted and unwanted ones share
@@ -156,10 +226,11 @@ def test_the_finder_finds_what_the_expression_finds_on_generated_pages(lines, na
 @given(_LINES, st.sets(_NAMES, min_size=1, max_size=6))
 def test_the_parser_reads_generated_pages_alike_with_and_without_the_finder(lines, names):
     text = "\n".join(lines)
-    with_finder = parse(text, names)
+    first, second = parse(text, names), parse(text, names)
     with _regex_only():
         without = parse(text, names)
-    assert repr(with_finder) == repr(without)
+    assert repr(first) == repr(without)
+    assert repr(second) == repr(without)
 
 
 def test_a_page_past_latin_1_is_left_to_the_expression():
