@@ -25,6 +25,7 @@ from pathlib import Path
 from prometheus_client.parser import text_string_to_metric_families
 
 from kvops.engines.registry import WANTED
+from kvops.exposition import parser as exposition_parser
 from kvops.exposition.parser import parse
 from kvops.transport.http import DEFAULT_MAX_SAMPLES
 
@@ -85,7 +86,9 @@ def main() -> int:
     args = ap.parse_args()
     base = FIXTURE.read_text()
     inputs = {"vLLM 0.33 fixture": base, "10x (10 models/engines, LoRA labels)": enlarge(base)}
+    finder = "C line finder built" if exposition_parser.Finder is not None else "no C line finder"
     print(f"python {platform.python_version()} on {platform.machine()}, {args.repeat} runs each, median ms")
+    print(finder)
     print(f"{'input':40} {'lines':>7} {'kvops':>9} {'prometheus_client':>18} {'ratio':>7}")
     for name, text in inputs.items():
         assert kvops_values(text) == reference_values(text), f"values differ on {name}"

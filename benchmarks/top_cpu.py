@@ -33,6 +33,7 @@ from pathlib import Path
 import psutil
 from cli_args import positive  # benchmarks/cli_args.py
 from sim_targets import start_targets  # benchmarks/sim_targets.py
+from trees import finder_built  # benchmarks/trees.py
 
 
 def tmux(sock: str, *args: str) -> str:
@@ -55,7 +56,7 @@ class Top:
     """One `kvops top` process (code from `code`, a checkout) in a tmux session of its own."""
 
     def __init__(self, name: str, code: Path, work: Path, urls: str, interval: float) -> None:
-        self.name = name
+        self.name, self.code = name, code
         self.sock, self.pid_file = str(work / f"{name}.sock"), work / f"{name}.pid"
         command = (f"echo $$ > {self.pid_file}; cd {code}; PYTHONPATH={code} "
                    f"exec {sys.executable} -m kvops.cli top --interval {interval:g} {urls}")  # fmt: skip
@@ -130,6 +131,7 @@ def main() -> int:
             down = "down" in top.screen().split("\n", 1)[0]
             results.append({
                 "code": top.name,
+                "parser": finder_built(top.code),
                 "targets": args.targets,
                 "interval_seconds": args.interval,
                 "window_seconds": args.seconds,
@@ -159,7 +161,7 @@ def main() -> int:
     for r in results:
         share, ui = r["cpu_share_of_one_core"], r["ui_thread_share"]
         window = f"{args.targets} targets at {args.interval:g} s, {args.seconds:g} s window"
-        print(f"kvops top ({r['code']}), {window}:")
+        print(f"kvops top ({r['code']}; {r['parser']}), {window}:")
         print(f"  CPU: {share * 100:.2f} % of one core (user+system of the top process)")
         print(f"    of which in the kernel (system time): {r['system_share'] * 100:.2f} %")
         print(f"    UI thread (Textual): {ui * 100:.2f} %; scrape threads: {(share - ui) * 100:.2f} %")
