@@ -279,9 +279,19 @@ def parse_sample_line(line: str) -> tuple[str, Labels, float]:
     return name, labels, _parse_value(token)
 
 
+# A page's # TYPE lines are the same text every scrape (~50 a vLLM page, each three regular
+# expressions): a line that read well -> (name, type). Bounded like the label sets.
+_TYPE_LINES: dict[str, tuple[str, str]] = {}
+_TYPE_LINES_MAX = 4096
+
+
 def _read_meta(line: str, types: dict[str, str]) -> str | None:
     """A # TYPE line into types; what is wrong with a TYPE or HELP line, if anything. Other
     comments, and a bare "# TYPE" or "# HELP" (expfmt reads them as comments), pass."""
+    known = _TYPE_LINES.get(line)
+    if known is not None:
+        types[known[0]] = known[1]
+        return None
     m = _META_RE.match(line)
     if m is None or not m.group(2):
         return None
@@ -298,6 +308,9 @@ def _read_meta(line: str, types: dict[str, str]) -> str | None:
         except ParseError as exc:
             return str(exc)
         types[name] = kind
+        if len(_TYPE_LINES) >= _TYPE_LINES_MAX:
+            _TYPE_LINES.clear()
+        _TYPE_LINES[line] = (name, kind)
     elif _HELP_BODY_RE.match(body) is None:
         return f"HELP line without a metric name: {body[:60]!r}"
     return None

@@ -130,6 +130,16 @@ def test_up_needs_a_vllm_or_lmcache_sample():
     assert parse("lmcache:num_hit_tokens_total 1\n", wanted=set()).has_prefixed_sample
 
 
+def test_a_type_line_read_again_gives_its_type_again_and_a_broken_one_is_reported_again():
+    """TYPE lines that read well are kept by their text (_TYPE_LINES); broken ones never are."""
+    page = '# TYPE vllm:x gauge\n# TYPE vllm:y bogus\n# TYPE "vllm:z.q" counter\nvllm:x 1\n'
+    for _ in range(3):
+        for result in (parse(page), parse(page, {"vllm:x", "vllm:y", "vllm:z.q"})):
+            assert result.types == {"vllm:x": "gauge", "vllm:z.q": "counter"}
+            assert [line for line, _ in result.errors] == [2]
+    assert "# TYPE vllm:y bogus" not in exposition_parser._TYPE_LINES
+
+
 def test_crlf_and_blank_lines():
     result = parse("vllm:a 1\r\n\r\n  \nvllm:b 2\r\n")
     assert result.get("vllm:a") == [({}, 1.0)] and result.get("vllm:b") == [({}, 2.0)]
