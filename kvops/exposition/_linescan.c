@@ -322,17 +322,20 @@ static int token_value(const unsigned char *start, const unsigned char *end, dou
     return (const unsigned char *)stopped == end ? 0 : -1;
 }
 
-/* read_known(text, heads, samples): parser._read_found's loop, for a page of which every found
- * line is a usual sample line (name, label set, one blank, a value) whose text up to its "}"
+/* read_known(text, heads, samples, max_found=-1, max_read=-1): parser._read_found's loop, for a
+ * page of which every found line is a usual sample line (name, label set, one blank, a value) whose text up to its "}"
  * is in heads (parser._HEADS: that text -> (name, labels)), or has no label set, or is a
  * wanted family's # TYPE line. Appends (a copy of the labels, the value) to samples[name] in
  * the page's order and returns (lines read, whether a value may be NaN, ±Inf or -0, the TYPE
  * lines in order). None, with samples left part-filled, on any other page: a line not in
- * heads, another form of line, a value out of float's range (1e309), characters past U+00FF;
- * the caller then reads the page with findall. */
+ * heads, another form of line, a value out of float's range (1e309), characters past U+00FF,
+ * more than max_found found lines or max_read sample lines (when not -1): work the caller's
+ * readers would stop at (the clock, the sample cap) is not done here either. */
 static PyObject *finder_read_known(Finder *self, PyObject *args) {
     PyObject *text, *heads, *samples;
-    if (!PyArg_ParseTuple(args, "OO!O!:read_known", &text, &PyDict_Type, &heads, &PyDict_Type, &samples))
+    Py_ssize_t max_found = -1, max_read = -1;
+    if (!PyArg_ParseTuple(args, "OO!O!|nn:read_known", &text, &PyDict_Type, &heads, &PyDict_Type, &samples,
+                          &max_found, &max_read))
         return NULL;
     Py_ssize_t size;
     const unsigned char *base = page_bytes(text, &size);
@@ -343,7 +346,7 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
     const unsigned char *stop = base + size;
     PyObject *types = PyList_New(0);
     if (types == NULL) return NULL;
-    Py_ssize_t read = 0, spans[6][2];
+    Py_ssize_t read = 0, found = 0, spans[6][2];
     int unknown = 0;
     for (const unsigned char *line = base; line <= stop;) {
         const unsigned char *eol = memchr(line, '\n', (size_t)(stop - line));
@@ -351,6 +354,7 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
         int kind = classify(self, base, line, eol, spans);
         line = eol + 1;
         if (kind < 0) continue;
+        if (++found > max_found && max_found >= 0) goto give_up; /* the caller's reader stops sooner */
         if (kind == TYPE) {
             PyObject *type_line = PyUnicode_Substring(text, spans[TYPE][0], spans[TYPE][1]);
             if (type_line == NULL) goto fail;
@@ -359,7 +363,7 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
             if (failed < 0) goto fail;
             continue;
         }
-        if (kind != VALUE) goto give_up;
+        if (kind != VALUE || (read == max_read && max_read >= 0)) goto give_up;
         const unsigned char *token = base + spans[VALUE][0], *token_end = base + spans[VALUE][1];
         double value;
         if (token_value(token, token_end, &value) < 0) goto give_up;
@@ -438,7 +442,8 @@ static PyMethodDef finder_methods[] = {
      "The found lines' groups, as the regular expression's findall over \"\\n\" + text gives them; "
      "None for a page with characters past U+00FF."},
     {"read_known", (PyCFunction)finder_read_known, METH_VARARGS,
-     "read_known(text, heads, samples): the page's samples into samples, where every found line "
+     "read_known(text, heads, samples, max_found=-1, max_read=-1): the page's samples into samples, "
+     "where every found line "
      "is known; (read, maybe_unknown, type_lines), or None for the caller to read it with findall."},
     {NULL, NULL, 0, NULL},
 };

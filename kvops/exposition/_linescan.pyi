@@ -8,4 +8,6 @@ class Finder:
         text: str,
         heads: dict[str, tuple[str, dict[str, str]]],
         samples: dict[str, list[tuple[dict[str, str], float]]],
+        max_found: int = -1,
+        max_read: int = -1,
     ) -> tuple[int, bool, list[str]] | None: ...

@@ -509,7 +509,9 @@ def _parse_wanted(
 ) -> ParseResult | None:
     """The fast path; None where it cannot give what reading every line would (indented lines)."""
     result = None
-    if len(text) <= _FOUND_MAX_CHARS:
+    if len(text) <= _KNOWN_MAX_CHARS:
+        result = _read_known(text, wanted, count_prefixes, limit, clock)
+    if result is None and len(text) <= _FOUND_MAX_CHARS:
         result = _read_found(text, wanted, count_prefixes, limit, clock)
     if result is None:
         result = _read_matches("\n" + text, _wanted_lines(wanted), wanted, count_prefixes, limit, clock)
@@ -546,8 +548,11 @@ def _parse_wanted(
 
 
 # Pages up to this size are read by _read_found (a real vLLM page is 60-80 kB); longer ones
-# match by match, which can stop at the deadline part-way through the scan.
+# match by match, which can stop at the deadline part-way through the scan. The C reader
+# (_read_known) takes longer pages too: it gives up past the lines a reader reads between
+# looks at the clock, so a page it cannot finish costs it one scan in C (13 MB: ~15 ms).
 _FOUND_MAX_CHARS = 256 * 1024
+_KNOWN_MAX_CHARS = 64 * 1024 * 1024
 _FOUND_PATTERNS: dict[frozenset[str], tuple[re.Pattern[str], Finder | None]] = {}
 _NOT_DIGIT_START = frozenset("+-iInN")  # how a NaN, an ±Inf or a -0 token starts
 _FLOAT_MAX = sys.float_info.max
@@ -610,9 +615,6 @@ def _read_found(
 
     What it keeps is what _read_matches keeps (tests/sources/test_exposition.py checks both
     on every page of the suite): the same _HEADS, the same checks, in the same order."""
-    every_line_known = _read_known(text, wanted, count_prefixes, limit, clock)
-    if every_line_known is not None:
-        return every_line_known
     found = _find_lines(text, wanted)
     if clock is not None and len(found) > _CHECK_EVERY:
         return None
@@ -671,19 +673,20 @@ def _read_known(
 ) -> ParseResult | None:
     """_read_found's loop run by the C finder, for a page whose every found line is a usual
     sample line already in _HEADS (or without labels) or a # TYPE line: after a target's first
-    scrape, every line of a page of the usual shape. None (the page then read by _read_found's
-    loop) where there is no finder or the page holds anything else. Same result as the loop
-    (tests/sources/test_linescan.py checks both on every page of the suite)."""
+    scrape, every line of a page of the usual shape, up to _KNOWN_MAX_CHARS. None (the page
+    then read by _read_found or _read_matches) where there is no finder or the page holds
+    anything else. Same result as those readers (tests/sources/test_linescan.py checks it on
+    every page of the suite)."""
     finder = _found_lines(wanted)[1]
     if finder is None:
         return None
     samples: dict[str, list[tuple[Labels, float]]] = {}
-    known = finder.read_known(text, _HEADS, samples)
+    # Past _CHECK_EVERY found lines with a clock, or the sample cap, _read_found gives a page
+    # up: so does the C reader, at that line.
+    known = finder.read_known(text, _HEADS, samples, _CHECK_EVERY if clock is not None else -1, limit)
     if known is None:
         return None
     read, unknown, type_lines = known
-    if 0 <= limit < read or (clock is not None and read + len(type_lines) > _CHECK_EVERY):
-        return None  # as _read_found gives these up
     result = ParseResult(samples=samples, read=read, maybe_unknown=unknown)
     for line in type_lines:
         if _read_meta(line, result.types) is not None:

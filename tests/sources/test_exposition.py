@@ -156,12 +156,12 @@ def _every_line(text: str) -> ParseResult:
 def _match_by_match(text: str) -> ParseResult:
     """The wanted-set reader that numbers lines and watches the clock (_read_matches), which
     parse() uses where the one-findall reader (_read_found) gives up or the page is long."""
-    before = exposition_parser._FOUND_MAX_CHARS
-    exposition_parser._FOUND_MAX_CHARS = -1
+    before = exposition_parser._FOUND_MAX_CHARS, exposition_parser._KNOWN_MAX_CHARS
+    exposition_parser._FOUND_MAX_CHARS = exposition_parser._KNOWN_MAX_CHARS = -1
     try:
         return parse(text, WANTED)
     finally:
-        exposition_parser._FOUND_MAX_CHARS = before
+        exposition_parser._FOUND_MAX_CHARS, exposition_parser._KNOWN_MAX_CHARS = before
 
 
 def _comparable(result: ParseResult) -> dict[str, list[tuple[dict[str, str], str]]]:

@@ -9,7 +9,9 @@ one 6-tuple a found line. The finder replaces it only for speed (docs/performanc
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -266,3 +268,64 @@ def test_names_must_be_a_set_of_str():
         Finder(frozenset({1}), frozenset({"a"}))
     with pytest.raises(TypeError):
         Finder(frozenset({"a"}), frozenset({"a"})).findall(b"a 1\n")
+
+
+def _many_series(series: int) -> str:
+    """A page of `series` label sets of one wanted gauge and a histogram: longer than the
+    256 KiB _read_found takes when series is large."""
+    lines = ["# TYPE vllm:num_requests_running gauge"]
+    lines += [f'vllm:num_requests_running{{model_name="m-{i:05d}",engine="0"}} {i}' for i in range(series)]
+    lines += ["# TYPE vllm:time_to_first_token_seconds histogram"]
+    for i in range(series // 10):
+        for le in ("0.1", "1.0", "+Inf"):
+            lines.append(f'vllm:time_to_first_token_seconds_bucket{{le="{le}",model_name="m-{i:05d}"}} {i}.0')
+        lines.append(f'vllm:time_to_first_token_seconds_sum{{model_name="m-{i:05d}"}} {i}.5')
+        lines.append(f'vllm:time_to_first_token_seconds_count{{model_name="m-{i:05d}"}} {i}.0')
+    return "\n".join(lines) + "\n"
+
+
+def _by_matches(text: str, wanted: frozenset[str], **kwargs: object) -> ParseResult:
+    """The reader that numbers lines and looks at the clock, with the regular expression."""
+    saved = exposition_parser._FOUND_MAX_CHARS, exposition_parser._KNOWN_MAX_CHARS
+    exposition_parser._FOUND_MAX_CHARS = exposition_parser._KNOWN_MAX_CHARS = -1
+    try:
+        with _regex_only():
+            return parse(text, wanted, **kwargs)  # type: ignore[arg-type]
+    finally:
+        exposition_parser._FOUND_MAX_CHARS, exposition_parser._KNOWN_MAX_CHARS = saved
+
+
+def _same_as_by_matches(result: ParseResult, reference: ParseResult) -> None:
+    """_read_matches never sets the maybe_unknown hint (the other readers do): compared apart,
+    through what it is for (known_only)."""
+    assert repr(dataclasses.replace(result, maybe_unknown=True)) == repr(reference)
+    assert repr(result.known_only().samples) == repr(reference.known_only().samples)
+
+
+def test_read_known_reads_a_page_longer_than_the_one_findall_reader_takes(monkeypatch):
+    monkeypatch.setattr(exposition_parser, "_HEADS", {})  # room for this page's 6,000 label sets
+    wanted = frozenset(WANTED)
+    text = _many_series(4000)
+    assert len(text) > exposition_parser._FOUND_MAX_CHARS
+    parse(text, wanted)
+    assert _known(text, wanted) is not None  # read in C, not match by match
+    _same_as_by_matches(parse(text, wanted), _by_matches(text, wanted))
+
+
+def test_read_known_stops_where_the_clock_and_the_cap_would_stop_the_other_readers(monkeypatch):
+    monkeypatch.setattr(exposition_parser, "_HEADS", {})
+    wanted = frozenset(WANTED)
+    text = _many_series(4000)  # more found lines than a reader reads between looks at the clock
+    parse(text, wanted)
+    finder = exposition_parser._found_lines(wanted)[1]
+    assert finder.read_known(text, exposition_parser._HEADS, {}) is not None
+    assert finder.read_known(text, exposition_parser._HEADS, {}, exposition_parser._CHECK_EVERY) is None
+    assert finder.read_known(text, exposition_parser._HEADS, {}, -1, 5999) is None
+    assert finder.read_known(text, exposition_parser._HEADS, {}, -1, 10000) is not None
+    deadline = time.monotonic() + 600
+    with_clock = parse(text, wanted, deadline=deadline)
+    assert not with_clock.out_of_time and with_clock.read == 4000 + 400 * 5
+    _same_as_by_matches(with_clock, _by_matches(text, wanted, deadline=deadline))
+    capped = parse(text, wanted, max_samples=100)
+    assert capped.over_limit
+    _same_as_by_matches(capped, _by_matches(text, wanted, max_samples=100))
