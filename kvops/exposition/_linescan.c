@@ -384,7 +384,7 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
         } else {
             PyObject *key = PyUnicode_Substring(text, spans[KEY][0], spans[KEY][1]);
             if (key == NULL) goto fail;
-            PyObject *known = PyDict_GetItemWithError(heads, key); /* borrowed */
+            PyObject *known = PyDict_GetItemWithError(heads, key);
             Py_DECREF(key);
             if (known == NULL) {
                 if (PyErr_Occurred()) goto fail;
@@ -392,8 +392,12 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
             }
             if (!PyTuple_Check(known) || PyTuple_GET_SIZE(known) != 2 || !PyDict_Check(PyTuple_GET_ITEM(known, 1)))
                 goto give_up;
+            /* Held while copied: the copy may run the garbage collector, whose finalizers may
+             * let another thread clear heads. */
+            Py_INCREF(known);
             name = Py_NewRef(PyTuple_GET_ITEM(known, 0));
             labels = PyDict_Copy(PyTuple_GET_ITEM(known, 1));
+            Py_DECREF(known);
             if (labels == NULL) {
                 Py_DECREF(name);
                 goto fail;
