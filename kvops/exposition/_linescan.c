@@ -7,12 +7,13 @@
  * regular expression stays the reference and the fallback (tests/sources/test_linescan.py
  * compares the two on every page of the test suite and on generated ones): this does the
  * same work without trying a trie at each of a page's ~700 line starts from Python's re
- * engine. findall returns None for a page it does not read (characters past U+00FF), and
- * the caller uses the regular expression.
+ * engine. findall returns None for a page it does not read (characters past U+00FF where a
+ * wanted name has one too), and the caller uses the regular expression.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -53,11 +54,12 @@ static int nameset_contains(const NameSet *set, const unsigned char *p, Py_ssize
     }
 }
 
-/* Names whose characters are all below U+0100 are kept as Latin-1 bytes (the only text this
- * module reads); others can never occur in such a page and are left out. A name holding a
- * character that ends a name here (`stops`) could match where this scanner does not look:
- * ValueError, and the caller keeps the regular expression. */
-static int nameset_fill(NameSet *set, PyObject *names, const char *stops) {
+/* Names whose characters are all below U+0100 are kept as Latin-1 bytes; others are left out
+ * (wide_names set), and pages with characters past U+00FF are then not read. A name holding a
+ * character that ends a name here (`stops`) could match where this scanner does not look, and
+ * one holding NUL could match a page's stand-in for a wider character (page_bytes): ValueError
+ * for both (strchr finds the terminating NUL too), and the caller keeps the regular expression. */
+static int nameset_fill(NameSet *set, PyObject *names, const char *stops, int *wide_names) {
     Py_ssize_t count = PySet_Check(names) || PyFrozenSet_Check(names) ? PySet_GET_SIZE(names) : -1;
     if (count < 0) {
         PyErr_SetString(PyExc_TypeError, "names must be a set or frozenset of str");
@@ -81,6 +83,13 @@ static int nameset_fill(NameSet *set, PyObject *names, const char *stops) {
             PyErr_SetString(PyExc_TypeError, "names must be str");
             return -1;
         }
+#if PY_VERSION_HEX < 0x030C0000
+        if (PyUnicode_READY(name) < 0) {
+            Py_DECREF(name);
+            Py_DECREF(iter);
+            return -1;
+        }
+#endif
         Py_ssize_t n = PyUnicode_GET_LENGTH(name);
         if (n == 0 || PyUnicode_KIND(name) != PyUnicode_1BYTE_KIND) {
             Py_DECREF(name);
@@ -89,6 +98,7 @@ static int nameset_fill(NameSet *set, PyObject *names, const char *stops) {
                 PyErr_SetString(PyExc_ValueError, "an empty name");
                 return -1;
             }
+            *wide_names = 1;
             continue;
         }
         const unsigned char *p = PyUnicode_1BYTE_DATA(name);
@@ -133,6 +143,7 @@ typedef struct {
     PyObject_HEAD
     NameSet wanted;
     NameSet families;
+    int wide_names; /* a name past U+00FF was left out: pages past Latin-1 are not read */
 } Finder;
 
 static void finder_dealloc(Finder *self) {
@@ -150,8 +161,9 @@ static int finder_init(Finder *self, PyObject *args, PyObject *kwds) {
     /* A sample's name ends at "{", a blank, a tab or the line's end (and a "}" in one would
      * read as a label set's end); a family's on a # TYPE line at a blank, a tab, a quote or
      * the line's end. */
-    if (nameset_fill(&self->wanted, wanted, "{} \t\n") < 0) return -1;
-    if (nameset_fill(&self->families, families, "\" \t\n") < 0) return -1;
+    self->wide_names = 0;
+    if (nameset_fill(&self->wanted, wanted, "{} \t\n", &self->wide_names) < 0) return -1;
+    if (nameset_fill(&self->families, families, "\" \t\n", &self->wide_names) < 0) return -1;
     return 0;
 }
 
@@ -273,20 +285,46 @@ static int classify(const Finder *self, const unsigned char *base, const unsigne
     return -1;
 }
 
-/* The page's Latin-1 bytes, or NULL (no exception set) for a page with wider characters. */
-static const unsigned char *page_bytes(PyObject *text, Py_ssize_t *size) {
+/* The page as one byte a character: its own Latin-1 data, or, for a page with wider
+ * characters (an em dash in a HELP text, say), a copy with NUL standing for each of them,
+ * NUL-terminated, set in *copy for the caller to PyMem_Free. NUL decides nothing here as a
+ * wider character decides nothing (neither is a character the scanner looks for, nor in a
+ * name: names with NUL are refused), so every line is classified alike and the offsets are
+ * the page's own. NULL with no exception set: a page this finder does not read (a wider
+ * character where a name past U+00FF is wanted). */
+static const unsigned char *page_bytes(const Finder *self, PyObject *text, Py_ssize_t *size,
+                                       unsigned char **copy) {
+    *copy = NULL;
     if (!PyUnicode_Check(text)) {
         PyErr_SetString(PyExc_TypeError, "text must be str");
         return NULL;
     }
-    if (PyUnicode_KIND(text) != PyUnicode_1BYTE_KIND) return NULL;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(text) < 0) return NULL; /* a legacy string made ready (3.10, 3.11) */
+#endif
     *size = PyUnicode_GET_LENGTH(text);
-    return PyUnicode_1BYTE_DATA(text);
+    int kind = PyUnicode_KIND(text);
+    if (kind == PyUnicode_1BYTE_KIND) return PyUnicode_1BYTE_DATA(text);
+    if (self->wide_names) return NULL;
+    const void *data = PyUnicode_DATA(text);
+    unsigned char *bytes = PyMem_Malloc((size_t)*size + 1);
+    if (bytes == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < *size; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        bytes[i] = c > 0xFF ? 0 : (unsigned char)c;
+    }
+    bytes[*size] = 0;
+    *copy = bytes;
+    return bytes;
 }
 
 static PyObject *finder_findall(Finder *self, PyObject *text) {
     Py_ssize_t size;
-    const unsigned char *base = page_bytes(text, &size);
+    unsigned char *copy;
+    const unsigned char *base = page_bytes(self, text, &size, &copy);
     if (base == NULL) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
@@ -303,10 +341,12 @@ static PyObject *finder_findall(Finder *self, PyObject *text) {
         line = eol + 1;
     }
     Py_DECREF(empty);
+    PyMem_Free(copy);
     return out;
 fail:
     Py_XDECREF(empty);
     Py_XDECREF(out);
+    PyMem_Free(copy);
     return NULL;
 }
 
@@ -328,8 +368,8 @@ static int token_value(const unsigned char *start, const unsigned char *end, dou
  * wanted family's # TYPE line. Appends (a copy of the labels, the value) to samples[name] in
  * the page's order and returns (lines read, whether a value may be NaN, ±Inf or -0, the TYPE
  * lines in order). None, with samples left part-filled, on any other page: a line not in
- * heads, another form of line, a value out of float's range (1e309), characters past U+00FF,
- * more than max_found found lines or max_read sample lines (when not -1): work the caller's
+ * heads, another form of line, a value out of float's range (1e309), a page page_bytes does
+ * not read, more than max_found found lines or max_read sample lines (when not -1): work the caller's
  * readers would stop at (the clock, the sample cap) is not done here either. */
 static PyObject *finder_read_known(Finder *self, PyObject *args) {
     PyObject *text, *heads, *samples;
@@ -338,14 +378,18 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
                           &max_found, &max_read))
         return NULL;
     Py_ssize_t size;
-    const unsigned char *base = page_bytes(text, &size);
+    unsigned char *copy;
+    const unsigned char *base = page_bytes(self, text, &size, &copy);
     if (base == NULL) {
         if (PyErr_Occurred()) return NULL;
         Py_RETURN_NONE;
     }
     const unsigned char *stop = base + size;
     PyObject *types = PyList_New(0);
-    if (types == NULL) return NULL;
+    if (types == NULL) {
+        PyMem_Free(copy);
+        return NULL;
+    }
     Py_ssize_t read = 0, found = 0, spans[6][2];
     int unknown = 0;
     for (const unsigned char *line = base; line <= stop;) {
@@ -369,7 +413,7 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
         if (token_value(token, token_end, &value) < 0) goto give_up;
         if (strchr("+-iInN", *token) != NULL || value > DBL_MAX) { /* NaN, ±Inf, -0 or 1e309 */
             unsigned char last = *(token_end - 1);
-            if (Py_IS_INFINITY(value) && strchr("fFyY", last) == NULL) goto give_up;
+            if (isinf(value) && strchr("fFyY", last) == NULL) goto give_up;
             unknown = 1;
         }
         PyObject *name, *labels;
@@ -432,19 +476,22 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
         if (failed < 0) goto fail;
         read++;
     }
+    PyMem_Free(copy);
     return Py_BuildValue("(nNN)", read, PyBool_FromLong(unknown), types);
 give_up:
     Py_DECREF(types);
+    PyMem_Free(copy);
     Py_RETURN_NONE;
 fail:
     Py_DECREF(types);
+    PyMem_Free(copy);
     return NULL;
 }
 
 static PyMethodDef finder_methods[] = {
     {"findall", (PyCFunction)finder_findall, METH_O,
      "The found lines' groups, as the regular expression's findall over \"\\n\" + text gives them; "
-     "None for a page with characters past U+00FF."},
+     "None for a page with characters past U+00FF where a wanted name has one too."},
     {"read_known", (PyCFunction)finder_read_known, METH_VARARGS,
      "read_known(text, heads, samples, max_found=-1, max_read=-1): the page's samples into samples, "
      "where every found line "

@@ -595,7 +595,7 @@ def _find_lines(text: str, wanted: frozenset[str]) -> list[tuple[str, str, str, 
     pattern, finder = _found_lines(wanted)
     if finder is not None:
         found = finder.findall(text)
-        if found is not None:  # None: a character past U+00FF on the page
+        if found is not None:  # None: characters past U+00FF on the page and in a wanted name
             return found
     first_end = text.find("\n")
     found = pattern.findall("\n" + (text if first_end == -1 else text[:first_end]))
