@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from pathlib import Path
 
 
 def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
@@ -19,3 +20,11 @@ def positive(kind: type[int] | type[float]) -> Callable[[str], float]:
         return value
 
     return read
+
+
+def checkout(text: str) -> Path:
+    """An argparse type: a checkout of kvops (--before DIR), resolved; one-line error otherwise."""
+    path = Path(text).resolve()
+    if not (path / "kvops" / "cli.py").is_file():
+        raise argparse.ArgumentTypeError(f"{text}: not a checkout of kvops (no kvops/cli.py)")
+    return path

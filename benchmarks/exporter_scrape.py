@@ -38,7 +38,7 @@ import requests
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from cli_args import positive  # noqa: E402  (benchmarks/cli_args.py)
+from cli_args import checkout, positive  # noqa: E402  (benchmarks/cli_args.py)
 from collectors import nvml_stub  # noqa: E402  (tests/collectors/nvml_stub.py)
 from sim_targets import start_targets  # noqa: E402  (benchmarks/sim_targets.py)
 from trees import finder_built  # noqa: E402  (benchmarks/trees.py)
@@ -88,7 +88,8 @@ def main() -> int:
     ap.add_argument("--scrapes", type=positive(int), default=300)
     ap.add_argument("--profile", metavar="FILE", help="record the kvops exporter with py-spy during the "
                     "measured scrapes, as speedscope JSON (pip install py-spy)")  # fmt: skip
-    ap.add_argument("--before", metavar="DIR", help="also run `kvops exporter` from this checkout of kvops")
+    ap.add_argument("--before", metavar="DIR", type=checkout,
+                    help="also run `kvops exporter` from this checkout")  # fmt: skip
     ap.add_argument("--floor", action="store_true",
                     help="also run benchmarks/floor_exporter.py: kvops that finds each page's wanted "
                     "lines and does nothing with them (what no per-line work can go below)")  # fmt: skip

@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 import psutil
-from cli_args import positive  # benchmarks/cli_args.py
+from cli_args import checkout, positive  # benchmarks/cli_args.py
 from sim_targets import start_targets  # benchmarks/sim_targets.py
 from trees import finder_built  # benchmarks/trees.py
 
@@ -86,7 +86,9 @@ def main() -> int:
     parser.add_argument("--targets", type=positive(int), default=16)
     parser.add_argument("--interval", type=positive(float), default=1.0)
     parser.add_argument("--seconds", type=positive(float), default=60.0, help="measurement window")
-    parser.add_argument("--before", metavar="DIR", help="also run `kvops top` from this checkout, at once")
+    parser.add_argument(
+        "--before", metavar="DIR", type=checkout, help="also run `kvops top` from this checkout, at once"
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--honour-name-filter",
@@ -97,9 +99,6 @@ def main() -> int:
     if shutil.which("tmux") is None:
         print("tmux is needed (apt-get install tmux)", file=sys.stderr)
         return 2
-    if args.before and not (Path(args.before) / "kvops" / "cli.py").is_file():
-        print(f"--before {args.before}: not a checkout of kvops (no kvops/cli.py)", file=sys.stderr)
-        return 2
 
     targets = start_targets(args.targets, args.honour_name_filter)
     work = Path(tempfile.mkdtemp(prefix="kvops-top-bench-"))
@@ -109,7 +108,7 @@ def main() -> int:
     try:
         tops.append(Top("kvops", ROOT, work, urls, args.interval))
         if args.before:
-            tops.append(Top("before", Path(args.before).resolve(), work, urls, args.interval))
+            tops.append(Top("before", args.before, work, urls, args.interval))
         while any(t.first_frame is None for t in tops):
             for top in tops:
                 if top.first_frame is None and top.shows_all(args.targets):
