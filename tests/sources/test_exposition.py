@@ -14,6 +14,7 @@ from reliability.fuzzing import FUZZ
 from kvops.engines.registry import WANTED, detect_format
 from kvops.exposition import parser as exposition_parser
 from kvops.exposition.parser import ParseResult, parse
+from support.parser_readers import match_by_match
 from support.paths import VLLM_FIXTURES as ROOT_FIXTURES
 
 ALL_FILES = sorted(ROOT_FIXTURES.glob("*/*.prom")) + sorted(ROOT_FIXTURES.glob("pasted/*.txt"))
@@ -154,14 +155,8 @@ def _every_line(text: str) -> ParseResult:
 
 
 def _match_by_match(text: str) -> ParseResult:
-    """The wanted-set reader that numbers lines and watches the clock (_read_matches), which
-    parse() uses where the one-findall reader (_read_found) gives up or the page is long."""
-    before = exposition_parser._FOUND_MAX_CHARS, exposition_parser._KNOWN_MAX_CHARS
-    exposition_parser._FOUND_MAX_CHARS = exposition_parser._KNOWN_MAX_CHARS = -1
-    try:
+    with match_by_match():
         return parse(text, WANTED)
-    finally:
-        exposition_parser._FOUND_MAX_CHARS, exposition_parser._KNOWN_MAX_CHARS = before
 
 
 def _comparable(result: ParseResult) -> dict[str, list[tuple[dict[str, str], str]]]:

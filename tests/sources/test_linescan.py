@@ -8,11 +8,9 @@ one 6-tuple a found line. The finder replaces it only for speed (docs/performanc
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,6 +21,7 @@ from reliability.fuzzing import FUZZ
 from kvops.engines.registry import WANTED
 from kvops.exposition import parser as exposition_parser
 from kvops.exposition.parser import ParseResult, families_of, parse
+from support.parser_readers import match_by_match, regex_only
 from support.paths import FIXTURES
 
 CONFORMANCE = Path(__file__).parent / "conformance"
@@ -64,17 +63,6 @@ def _reference(text: str, wanted: frozenset[str]) -> list[tuple[str, ...]]:
     return pattern.findall("\n" + text)
 
 
-@contextlib.contextmanager
-def _regex_only() -> Iterator[None]:
-    """The parser as it runs where the finder was not built."""
-    saved = exposition_parser.Finder, exposition_parser._FOUND_PATTERNS
-    exposition_parser.Finder, exposition_parser._FOUND_PATTERNS = None, {}
-    try:
-        yield
-    finally:
-        exposition_parser.Finder, exposition_parser._FOUND_PATTERNS = saved
-
-
 def test_the_finder_is_built():
     """setup.py builds it where a compiler is at hand, as the README's test command installs one;
     a silent fallback here would leave every other test of it comparing the expression with itself."""
@@ -112,14 +100,14 @@ def test_the_finder_finds_what_the_expression_finds(name, text, wanted):
 def test_the_parser_reads_alike_with_and_without_the_finder(name, text, wanted):
     first = parse(text, wanted)  # the page's label sets now known (_HEADS): read_known's turn
     second = parse(text, wanted)
-    with _regex_only():
+    with regex_only():
         without = parse(text, wanted)
     assert repr(first) == repr(without)  # repr: NaN equals NaN, -0.0 differs from 0.0
     assert repr(second) == repr(without)
     for cap in (0, 1, first.read - 1, first.read):  # the sample cap, as each reader enforces it
         if cap >= 0:
             with_cap = parse(text, wanted, max_samples=cap)
-            with _regex_only():
+            with regex_only():
                 assert repr(with_cap) == repr(parse(text, wanted, max_samples=cap))
 
 
@@ -131,7 +119,7 @@ def _known(text: str, wanted: frozenset[str]) -> ParseResult | None:
 def test_read_known_gives_what_the_loop_gives_once_the_label_sets_are_known(name, text, wanted):
     parse(text, wanted)
     known = _known(text, wanted)
-    with _regex_only():
+    with regex_only():
         loop = exposition_parser._read_found(text, wanted, ("vllm:", "lmcache:"), -1, None)
     if known is not None:
         assert loop is not None and repr(known) == repr(loop)
@@ -226,7 +214,7 @@ def test_the_finder_finds_what_the_expression_finds_on_generated_pages(lines, na
 def test_the_parser_reads_generated_pages_alike_with_and_without_the_finder(lines, names):
     text = "\n".join(lines)
     first, second = parse(text, names), parse(text, names)
-    with _regex_only():
+    with regex_only():
         without = parse(text, names)
     assert repr(first) == repr(without)
     assert repr(second) == repr(without)
@@ -243,7 +231,7 @@ def test_a_page_past_latin_1_is_read_as_the_expression_reads_it():
     assert _finder(wanted).findall(text) == _reference(text, wanted)
     assert len(_reference(text, wanted)) == 3
     first, second = parse(text, wanted), parse(text, wanted)
-    with _regex_only():
+    with regex_only():
         assert repr(first) == repr(second) == repr(parse(text, wanted))
     assert first.get("vllm:num_requests_running") == [({"model_name": "\u4e2d\x00"}, 3.0)]
     page = 'vllm:num_requests_running{model_name="\u4e2d"} 3\n'
@@ -309,13 +297,8 @@ def _many_series(series: int) -> str:
 
 def _by_matches(text: str, wanted: frozenset[str], **kwargs: object) -> ParseResult:
     """The reader that numbers lines and looks at the clock, with the regular expression."""
-    saved = exposition_parser._FOUND_MAX_CHARS, exposition_parser._KNOWN_MAX_CHARS
-    exposition_parser._FOUND_MAX_CHARS = exposition_parser._KNOWN_MAX_CHARS = -1
-    try:
-        with _regex_only():
-            return parse(text, wanted, **kwargs)  # type: ignore[arg-type]
-    finally:
-        exposition_parser._FOUND_MAX_CHARS, exposition_parser._KNOWN_MAX_CHARS = saved
+    with match_by_match(), regex_only():
+        return parse(text, wanted, **kwargs)  # type: ignore[arg-type]
 
 
 def _same_as_by_matches(result: ParseResult, reference: ParseResult) -> None:
