@@ -41,7 +41,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from cli_args import checkout, positive  # noqa: E402  (benchmarks/cli_args.py)
 from collectors import nvml_stub  # noqa: E402  (tests/collectors/nvml_stub.py)
 from sim_targets import start_targets  # noqa: E402  (benchmarks/sim_targets.py)
-from trees import finder_built  # noqa: E402  (benchmarks/trees.py)
+from trees import c_parts  # noqa: E402  (benchmarks/trees.py)
 
 from support.prom import free_port  # noqa: E402
 
@@ -164,7 +164,7 @@ def main() -> int:
     print(f"{args.targets} simulated vLLM targets ({up} up), {gpus} stub GPUs, {args.scrapes} scrapes each; "
           f"python {platform.python_version()}, {os.cpu_count()} cores")  # fmt: skip
     trees = {"kvops": ROOT, "before": args.before, "floor": ROOT}
-    print("; ".join(f"{name}: {finder_built(trees[name])}" for name in procs if trees.get(name)))
+    print("; ".join(f"{name}: {c_parts(trees[name])}" for name in procs if trees.get(name)))
     print(f"{'exporter':8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'bytes':>8}")
     for name in ports:
         lat = latency[name]

@@ -5,7 +5,7 @@
 On each scrape it fetches every target in turn with requests, parses the whole body with
 prometheus_client.parser.text_string_to_metric_families, picks the vLLM samples kvops
 serves, collects the GPUs, and renders the same kvops_* families as `kvops exporter`
-(kvops.exporter.families / hardware_families), so only the fetch and parse strategy differ.
+(kvops.exporter.families), so only the fetch and parse strategy differ.
 """
 
 from __future__ import annotations
@@ -19,8 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvops.collectors.nvidia import NvidiaCollector
 from kvops.engines import registry
-from kvops.exporter import hardware_families
-from kvops.exporter.families import target_families
+from kvops.exporter.families import gpu_families, target_families
 from kvops.exposition.parser import ParseResult
 from kvops.snapshot import TargetSample
 from kvops.transport.http import normalise_target
@@ -53,7 +52,7 @@ def main() -> int:
                 gpu_samples = gpus.collect()
             except Exception:
                 gpu_samples = []
-            return target_families(targets) + hardware_families.gpu_families(gpu_samples)
+            return target_families(targets) + gpu_families(gpu_samples)
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"

@@ -33,7 +33,7 @@ from pathlib import Path
 import psutil
 from cli_args import checkout, positive  # benchmarks/cli_args.py
 from sim_targets import start_targets  # benchmarks/sim_targets.py
-from trees import finder_built  # benchmarks/trees.py
+from trees import c_parts  # benchmarks/trees.py
 
 
 def tmux(sock: str, *args: str) -> str:
@@ -130,7 +130,7 @@ def main() -> int:
             down = "down" in top.screen().split("\n", 1)[0]
             results.append({
                 "code": top.name,
-                "parser": finder_built(top.code),
+                "c parts": c_parts(top.code),
                 "targets": args.targets,
                 "interval_seconds": args.interval,
                 "window_seconds": args.seconds,

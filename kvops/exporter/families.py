@@ -1,8 +1,9 @@
-"""Snapshot -> prometheus_client metric families, for the engine/LMCache and self-observation parts.
+"""Snapshot -> prometheus_client metric families: the Sink of kvops.exporter.walk that
+builds them (client_python's custom-collector pattern, fresh on each call).
 
-Families are built fresh on each scrape (client_python's custom-collector pattern), so a
-target or engine that disappears leaves no series behind. A None value is no sample. Which
-field feeds which family is the spec's binding (kvops/names.py), read by kvops.binding.
+`kvops exporter` writes its text straight from the snapshot (kvops.exporter.text_sink); these
+families are the reference that text is compared with (generate_latest's bytes of them,
+tests/exporter/test_text_sink.py), and what benchmarks/naive_exporter.py serves.
 """
 
 from __future__ import annotations
@@ -12,10 +13,19 @@ from typing import Any
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from kvops import __version__, binding, names
+from kvops.exporter import walk
 from kvops.exporter.histogram_family import HistogramSeriesFamily
+from kvops.exporter.walk import PodLabels
 from kvops.names import MetricSpec, Owner
-from kvops.snapshot import CollectorStatus, Histogram, TargetSample
+from kvops.snapshot import (
+    CollectorStatus,
+    GpuSample,
+    Histogram,
+    HostSample,
+    ProcessMemory,
+    Snapshot,
+    TargetSample,
+)
 
 
 def family(spec: MetricSpec) -> Metric:
@@ -36,61 +46,69 @@ def _add_histogram(metric: Metric, labels: Iterable[str], value: Histogram) -> N
     metric.add_series(list(labels), value)  # type: ignore[attr-defined]  # family() made it
 
 
+class MetricSink:
+    """walk's Sink that builds prometheus_client families, in `metrics`."""
+
+    def __init__(self) -> None:
+        self.metrics: list[Metric] = []
+        self._omit_if_empty: list[Metric] = []
+
+    def begin(self, spec: MetricSpec, *, omit_if_empty: bool = False) -> None:
+        self.metrics.append(family(spec))
+        if omit_if_empty:
+            self._omit_if_empty.append(self.metrics[-1])
+
+    def add(self, labels: Sequence[str], value: float | Histogram | None, pod: PodLabels = ()) -> None:
+        metric = self.metrics[-1]
+        if not pod:
+            add(metric, labels, value)
+            return
+        series = metric.series if isinstance(metric, HistogramSeriesFamily) else None
+        before = len(series) if series is not None else len(metric.samples)
+        add(metric, labels, value)
+        added = (
+            [s[0] for s in series[before:]]
+            if series is not None
+            else [s.labels for s in metric.samples[before:]]
+        )
+        for sample_labels in added:
+            sample_labels.update((k, v) for k, v in pod if k not in sample_labels)
+
+    def result(self) -> list[Metric]:
+        omit = {id(m) for m in self._omit_if_empty if not m.samples}
+        return [m for m in self.metrics if id(m) not in omit]
+
+
+def _families(walker: Any, *args: Any) -> list[Metric]:
+    sink = MetricSink()
+    walker(*args, sink)
+    return sink.result()
+
+
+def render(snap: Snapshot) -> list[Metric]:
+    """All families for one snapshot."""
+    return _families(walk.walk, snap)
+
+
 def bound_families(owner: Owner, samples: Sequence[Any]) -> list[Metric]:
-    """One family per spec bound to `owner`, with every present value of every sample."""
-    out: list[Metric] = []
-    bases = [binding.owner_label_values(owner, sample) for sample in samples]
-    for spec in names.bound(owner):
-        metric = family(spec)
-        field = binding.plain_field(spec)
-        if field is not None:
-            for sample, base in zip(samples, bases, strict=True):
-                value = getattr(sample, field)
-                if value is not None:
-                    add(metric, base, value)
-        else:
-            for sample, base in zip(samples, bases, strict=True):
-                for split_value, value in binding.values(spec, sample):
-                    add(metric, base if split_value is None else [*base, split_value], value)
-        out.append(metric)
-    return out
+    return _families(walk.walk_bound, owner, samples)
 
 
 def target_families(targets: list[TargetSample]) -> list[Metric]:
-    up = family(names.TARGET_UP)
-    duration = family(names.TARGET_SCRAPE_DURATION)
-    for t in targets:
-        add(up, [t.target], 1.0 if t.up else 0.0)
-        add(duration, [t.target], t.scrape_seconds)
-    engines = [e for t in targets for e in t.engines]
-    lmcache = [s for t in targets for s in t.lmcache]
-    # LMCache families only where an LMCache was seen: no empty HELP/TYPE for every vLLM.
-    cache = [m for m in bound_families("lmcache", lmcache) if m.samples]
-    out = [up, duration, *bound_families("engine", engines), *cache]
-    _add_pod_labels(out, {t.target: t.identity for t in targets if t.identity})
-    return out
+    return _families(walk.walk_targets, targets)
 
 
-def _add_pod_labels(metrics: list[Metric], identity: dict[str, dict[str, str]]) -> None:
-    """A discovered pod's namespace, pod and container on every series of its target (as
-    dcgm-exporter and AMD's device-metrics-exporter label a pod's series)."""
-    if not identity:
-        return
-    for metric in metrics:
-        series = metric.series if isinstance(metric, HistogramSeriesFamily) else []
-        label_sets = [s.labels for s in metric.samples] if not series else [labels for labels, _ in series]
-        for sample_labels in label_sets:
-            labels = identity.get(sample_labels.get("target", ""))
-            if labels:
-                sample_labels.update((k, v) for k, v in labels.items() if v and k not in sample_labels)
+def gpu_families(gpus: list[GpuSample]) -> list[Metric]:
+    return _families(walk.walk_gpus, gpus)
+
+
+def host_families(host: HostSample) -> list[Metric]:
+    return _families(walk.walk_host, host)
+
+
+def process_families(procs: list[ProcessMemory]) -> list[Metric]:
+    return _families(walk.walk_processes, procs)
 
 
 def self_families(statuses: list[CollectorStatus]) -> list[Metric]:
-    success = family(names.COLLECTOR_SUCCESS)
-    duration = family(names.COLLECTOR_DURATION)
-    for s in statuses:
-        add(success, [s.name], 1.0 if s.success else 0.0)
-        add(duration, [s.name], s.duration_seconds)
-    build = family(names.BUILD_INFO)
-    add(build, [__version__], 1.0)
-    return [success, duration, build]
+    return _families(walk.walk_self, statuses)

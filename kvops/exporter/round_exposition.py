@@ -1,8 +1,8 @@
 """The exposition of one scrape round, encoded once for every /metrics request that shares it.
 
 ScrapeRunner serves scrapes that arrive within `min_interval` of a round's start from that
-round (an HA Prometheus pair, retries, a dashboard beside Prometheus). Rendering the families
-and encoding them is then the same work on the same data: with the whole 2026-11 surface
+round (an HA Prometheus pair, retries, a dashboard beside Prometheus). Writing the series
+is then the same work on the same data: with the whole 2026-11 surface
 (TTFT and queue histograms passed through, ~400 KB for 16 vLLMs) that was ~40 % of a
 round's CPU, measured in process (snapshot 58 : render 26 : encode 18 : gzip 2). So the
 bytes, and their gzip form when a client asks for it, are kept for the round they came from
@@ -14,8 +14,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from kvops.exporter.encode import Exposition, encode
-from kvops.exporter.snapshot_families import render
+from kvops.exporter.encode import Exposition
+from kvops.exporter.text_sink import write
 from kvops.snapshot import Snapshot, TargetSample
 
 
@@ -40,7 +40,7 @@ class RoundExpositions:
         with self._lock:
             if self._exposition is not None and snap.targets is self._round:
                 return self._exposition
-        exposition = Exposition(encode(render(snap)))
+        exposition = Exposition(write(snap))
         with self._lock:
             self.encoded += 1
             self._round, self._exposition = snap.targets, exposition

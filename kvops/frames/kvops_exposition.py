@@ -1,6 +1,6 @@
 """A `kvops exporter`'s kvops_* exposition read back into a Snapshot.
 
-The inverse of kvops/exporter/families.py and hardware_families.py, name for name (both
+The inverse of kvops/exporter/walk.py, name for name (both
 sides take the names from kvops.names), so `kvops top` can watch hosts through their
 exporters, and the Prometheus fleet source can decode kvops_* series the same way.
 An absent series stays None, as in the exporter.

@@ -13,7 +13,7 @@ from collectors.nvml_stub import StubGpu
 from kvops import names
 from kvops.collectors.host import HostCollector
 from kvops.collectors.nvidia import NvidiaCollector
-from kvops.exporter.hardware_families import gpu_families, host_families, process_families
+from kvops.exporter.families import gpu_families, host_families, process_families
 from kvops.snapshot import GpuSample, ProcessMemory
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "host"

@@ -9,7 +9,7 @@ import pytest
 from kube_api import KubeApi, pod
 
 from kvops.errors import UsageError
-from kvops.exporter.snapshot_families import render
+from kvops.exporter.families import render
 from kvops.scrape.runner import ScrapeRunner
 from kvops.scrape.target import TargetScraper
 from kvops.transport.kubernetes import ApiAccess, DiscoveryError, KubernetesDiscovery, pod_target

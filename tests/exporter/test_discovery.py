@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvops.exporter.snapshot_families import render
+from kvops.exporter.families import render
 from kvops.scrape.runner import ScrapeRunner
 from kvops.scrape.target import TargetScraper
 from support.exporter_harness import parse_exposition

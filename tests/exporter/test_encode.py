@@ -8,8 +8,7 @@ from prometheus_client.exposition import generate_latest
 from prometheus_client.utils import floatToGoString
 
 from kvops.exporter.encode import encode
-from kvops.exporter.families import family
-from kvops.exporter.snapshot_families import render
+from kvops.exporter.families import family, render
 from kvops.names import KV_CACHE_USAGE, PREFIX_HITS
 from kvops.snapshot import CollectorStatus, EngineSample, GpuSample, HostSample, Snapshot, TargetSample
 

@@ -25,8 +25,8 @@ from kvops.errors import UsageError
 from kvops.exporter.command import configure as configure_exporter
 from kvops.exporter.config import load_config
 from kvops.exporter.encode import encode
+from kvops.exporter.families import render
 from kvops.exporter.server import parse_listen
-from kvops.exporter.snapshot_families import render
 from kvops.exporter.webconfig import load as load_web_config
 from kvops.exposition.parser import parse
 from kvops.snapshot import Snapshot

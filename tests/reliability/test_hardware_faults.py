@@ -16,8 +16,8 @@ from collectors import amd_stub, nvml_stub
 from collectors.amd_stub import StubAmdGpu
 from collectors.nvml_stub import StubGpu
 
+from kvops.exporter.families import render
 from kvops.exporter.server import ExporterServer
-from kvops.exporter.snapshot_families import render
 from kvops.scrape.runner import ScrapeRunner
 from support.exporter_harness import Samples, parse_exposition, value
 from support.paths import VLLM_FIXTURES

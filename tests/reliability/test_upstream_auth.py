@@ -23,8 +23,8 @@ import requests
 from kvops.errors import UsageError
 from kvops.exporter.command import build_runner, configure
 from kvops.exporter.config import load_config
+from kvops.exporter.families import render
 from kvops.exporter.server import ExporterServer
-from kvops.exporter.snapshot_families import render
 from support.exporter_harness import Samples, parse_exposition, value
 from support.paths import VLLM_FIXTURES
 

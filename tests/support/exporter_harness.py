@@ -5,8 +5,8 @@ from __future__ import annotations
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from kvops.exporter.families import render
 from kvops.exporter.server import ExporterServer
-from kvops.exporter.snapshot_families import render
 from kvops.exporter.webconfig import WebConfig
 from kvops.scrape.runner import ScrapeRunner
 from kvops.scrape.target import TargetScraper

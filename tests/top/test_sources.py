@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 
 from kvops.cli import main
 from kvops.engines import registry
-from kvops.exporter.snapshot_families import render
+from kvops.exporter.families import render
 from kvops.exposition.parser import parse
 from kvops.frames import kvops_exposition
 from kvops.frames.prometheus import PrometheusSource

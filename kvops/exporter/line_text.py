@@ -1,0 +1,59 @@
+"""The text of exposition lines (format 0.0.4), as prometheus_client's generate_latest writes it.
+
+A line is its head (`name{sorted, escaped labels} `, the same from one scrape to the next,
+so callers keep it) and its value's text. join() writes many lines at once: in C where
+setup.py could build kvops/exporter/_lines.c, else in Python (the reference; both are
+compared in tests/exporter/test_line_text.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from prometheus_client.utils import floatToGoString
+
+try:  # the C line joiner, built by setup.py where a compiler was at hand
+    from kvops.exporter._lines import join as _c_join
+except ImportError:  # pragma: no cover - python_join below writes the same bytes
+    _c_join = None  # type: ignore[assignment]
+
+_NEG_INF = float("-inf")
+
+
+def escape_value(value: str) -> str:
+    if "\\" in value or "\n" in value or '"' in value:
+        return value.replace("\\", r"\\").replace("\n", r"\n").replace('"', r"\"")
+    return value
+
+
+def head(name: str, items: Iterable[tuple[str, str]]) -> str:
+    """'name{sorted, escaped labels} ': a line's text before its value. kvops's own names
+    are fixed and valid (kvops/names.py), so only label values need escaping."""
+    labels = ",".join(f'{k}="{escape_value(v)}"' for k, v in sorted(items))
+    return f"{name}{{{labels}}} " if labels else f"{name} "
+
+
+def header(name: str, documentation: str, kind: str) -> str:
+    """A family's HELP and TYPE lines (`name` as exposed: a counter's with _total)."""
+    doc = documentation.replace("\\", r"\\").replace("\n", r"\n")
+    return f"# HELP {name} {doc}\n# TYPE {name} {kind}\n"
+
+
+def value_text(value: float) -> str:
+    # floatToGoString differs from repr() only for infinities, NaN and positive numbers of 7+
+    # integer digits (Go's exponent form): a finite float below 1e6 is its repr.
+    if type(value) is float and _NEG_INF < value < 1e6:
+        return repr(value)
+    return floatToGoString(value)
+
+
+def python_join(heads: list[str], values: list[float], tail: str) -> bytes:
+    text = "".join([f"{h}{value_text(v)}\n" for h, v in zip(heads, values, strict=True)])
+    return (text + tail).encode("utf-8")
+
+
+def join(heads: list[str], values: list[float], tail: str = "") -> bytes:
+    """UTF-8 of each head followed by its value's text and a newline, then `tail`."""
+    if _c_join is not None:
+        return _c_join(heads, values, tail, floatToGoString)
+    return python_join(heads, values, tail)

@@ -1,0 +1,139 @@
+"""The exporter's series for one Snapshot, in exposition order, told to a Sink.
+
+Written once for the two ways they are written: as prometheus_client families
+(kvops.exporter.families: what generate_latest encodes, the reference, and what the naive
+exporter of benchmarks/ serves) and as text straight from the snapshot
+(kvops.exporter.text_sink: what `kvops exporter` serves). A None value is no series. Which
+field feeds which family is the spec's binding (kvops/names.py), read by kvops.binding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+from kvops import __version__, binding, names
+from kvops.names import MetricSpec, Owner
+from kvops.snapshot import (
+    CollectorStatus,
+    GpuSample,
+    Histogram,
+    HostSample,
+    ProcessMemory,
+    Snapshot,
+    TargetSample,
+)
+
+# A discovered pod's (label, value) pairs: namespace, pod, container (kvops.transport.kubernetes).
+PodLabels = tuple[tuple[str, str], ...]
+
+
+class Sink(Protocol):
+    def begin(self, spec: MetricSpec, *, omit_if_empty: bool = False) -> None:
+        """Start `spec`'s family: the add() calls up to the next begin() are its series. A
+        family that stays empty is written all the same (HELP and TYPE) unless omit_if_empty."""
+
+    def add(self, labels: Sequence[str], value: float | Histogram | None, pod: PodLabels = ()) -> None:
+        """One series of the family begun last, `labels` in the spec's order; None is none.
+        `pod`'s pairs are added where the spec has no label of that name."""
+
+
+def walk(snap: Snapshot, sink: Sink) -> None:
+    walk_targets(snap.targets, sink)
+    walk_gpus(snap.gpus, sink)
+    if snap.host is not None:
+        walk_host(snap.host, sink)
+    walk_processes(snap.processes, sink)
+    walk_self(snap.collectors, sink)
+
+
+def walk_bound(owner: Owner, samples: Sequence[Any], sink: Sink, pods: Mapping[str, PodLabels] | None = None,
+               omit_if_empty: bool = False) -> None:  # fmt: skip
+    """One family per spec bound to `owner`, with every present value of every sample.
+    `pods`: by target, for owners whose first label is the target."""
+    bases = [binding.owner_label_values(owner, sample) for sample in samples]
+    pod_of = [pods.get(base[0], ()) for base in bases] if pods else [()] * len(bases)
+    for spec in names.bound(owner):
+        sink.begin(spec, omit_if_empty=omit_if_empty)
+        field = binding.plain_field(spec)
+        if field is not None:
+            for sample, base, pod in zip(samples, bases, pod_of, strict=True):
+                value = getattr(sample, field)
+                if value is not None:
+                    sink.add(base, value, pod)
+        else:
+            for sample, base, pod in zip(samples, bases, pod_of, strict=True):
+                for split_value, value in binding.values(spec, sample):
+                    sink.add(base if split_value is None else [*base, split_value], value, pod)
+
+
+def walk_targets(targets: list[TargetSample], sink: Sink) -> None:
+    # A discovered pod's namespace, pod and container on every series of its target (as
+    # dcgm-exporter and AMD's device-metrics-exporter label a pod's series).
+    pods = {t.target: tuple((k, v) for k, v in t.identity.items() if v) for t in targets if t.identity}
+    sink.begin(names.TARGET_UP)
+    for t in targets:
+        sink.add([t.target], 1.0 if t.up else 0.0, pods.get(t.target, ()))
+    sink.begin(names.TARGET_SCRAPE_DURATION)
+    for t in targets:
+        sink.add([t.target], t.scrape_seconds, pods.get(t.target, ()))
+    walk_bound("engine", [e for t in targets for e in t.engines], sink, pods)
+    # LMCache families only where an LMCache was seen: no empty HELP/TYPE for every vLLM.
+    walk_bound("lmcache", [s for t in targets for s in t.lmcache], sink, pods, omit_if_empty=True)
+
+
+def walk_gpus(gpus: list[GpuSample], sink: Sink) -> None:
+    bases = [[g.index, g.uuid, g.vendor] for g in gpus]
+    sink.begin(names.GPU_INFO)
+    for g, base in zip(gpus, bases, strict=True):
+        sink.add([*base, g.name or "", g.pci_bus_id or ""], 1.0)
+    walk_bound("gpu", gpus, sink)
+    # Vendor extras and per-process memory are keyed outside the bound fields.
+    for spec, key in ((names.GPU_GTT_USED, "gtt_used_bytes"), (names.GPU_GTT_TOTAL, "gtt_total_bytes")):
+        sink.begin(spec)
+        for g, base in zip(gpus, bases, strict=True):
+            sink.add(base, g.extra.get(key))
+    sink.begin(names.GPU_PROCESS_MEMORY)
+    for g, base in zip(gpus, bases, strict=True):
+        for pid, mem in sorted(g.processes.items()):
+            sink.add([*base, str(pid)], mem)
+
+
+def walk_host(host: HostSample, sink: Sink) -> None:
+    walk_bound("host", [host], sink)
+    sink.begin(names.HOST_HUGEPAGES)
+    if host.hugepage_size_bytes is not None:
+        for state, pages in (("total", host.hugepages_total), ("free", host.hugepages_free)):
+            sink.add([state], None if pages is None else pages * host.hugepage_size_bytes)
+    nodes = sorted(host.numa_nodes.items(), key=lambda kv: int(kv[0]))
+    for spec, key in ((names.HOST_NUMA_MEM_TOTAL, "total"), (names.HOST_NUMA_MEM_FREE, "free")):
+        sink.begin(spec)
+        for node, mem in nodes:
+            sink.add([node], mem.get(key))
+
+
+def walk_processes(procs: list[ProcessMemory], sink: Sink) -> None:
+    sink.begin(names.PROCESS_MEMORY)
+    for pm in procs:
+        for kind, value in (
+            ("rss_anon", pm.rss_anon),
+            ("rss_shmem", pm.rss_shmem),
+            ("locked", pm.locked),
+            ("pinned", pm.pinned),
+        ):
+            sink.add([pm.target, kind], value)
+    sink.begin(names.TARGET_GPU_INFO)
+    for pm in procs:
+        for index, uuid in pm.gpus:
+            sink.add([pm.target, index, uuid], 1.0)
+
+
+def walk_self(statuses: list[CollectorStatus], sink: Sink) -> None:
+    sink.begin(names.COLLECTOR_SUCCESS)
+    for s in statuses:
+        sink.add([s.name], 1.0 if s.success else 0.0)
+    sink.begin(names.COLLECTOR_DURATION)
+    for s in statuses:
+        sink.add([s.name], s.duration_seconds)
+    sink.begin(names.BUILD_INFO)
+    sink.add([__version__], 1.0)
