@@ -48,7 +48,8 @@ def values(spec: MetricSpec, sample: Any) -> Iterator[tuple[str | None, Any]]:
             yield str(text), 1.0
     elif spec.open_split:
         by_label: dict[Any, Any] = getattr(sample, spec.field)  # type: ignore[arg-type]
-        for label_value, value in sorted(by_label.items(), key=lambda kv: _order(str(kv[0]))):
+        for label_value in sorted(by_label, key=_ORDERS.__getitem__):
+            value = by_label[label_value]
             if value is not None:
                 yield str(label_value), value
     elif spec.field is not None:
@@ -79,6 +80,20 @@ def assign(spec: MetricSpec, sample: Any, split_value: str | None, value: Any) -
         return False
     setattr(sample, spec.field, value)
     return True
+
+
+class _Orders(dict[Any, tuple[int, str]]):
+    """Label value -> its sort key, made on first use: the exporter sorts the same few values
+    (sources, reasons, links) on every scrape. Bounded like the exporter's other caches."""
+
+    def __missing__(self, label_value: Any) -> tuple[int, str]:
+        if len(self) >= 4096:
+            self.clear()
+        order = self[label_value] = _order(str(label_value))
+        return order
+
+
+_ORDERS = _Orders()
 
 
 def _order(label_value: str) -> tuple[int, str]:

@@ -8,6 +8,7 @@ docs/DESIGN.md's contract table is the part users depend on; do not rename or dr
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -990,6 +991,8 @@ def by_name() -> dict[str, MetricSpec]:
     return {s.name: s for s in all_specs()}
 
 
-def bound(owner: Owner) -> list[MetricSpec]:
-    """The specs whose series carry a field of `owner`'s snapshot object, in definition order."""
-    return [s for s in all_specs() if s.owner == owner]
+@functools.cache
+def bound(owner: Owner) -> tuple[MetricSpec, ...]:
+    """The specs whose series carry a field of `owner`'s snapshot object, in definition order.
+    Kept: the exporter asks on every scrape, and the specs are this module's constants."""
+    return tuple(s for s in all_specs() if s.owner == owner)

@@ -34,7 +34,8 @@ class Sink(Protocol):
         family that stays empty is written all the same (HELP and TYPE) unless omit_if_empty."""
 
     def add(self, labels: Sequence[str], value: float | Histogram | None, pod: PodLabels = ()) -> None:
-        """One series of the family begun last, `labels` in the spec's order; None is none.
+        """One series of the family begun last, `labels` in the spec's order (a tuple where the
+        walk can: the text sink keys its kept heads by it); None is none.
         `pod`'s pairs are added where the spec has no label of that name."""
 
 
@@ -51,7 +52,7 @@ def walk_bound(owner: Owner, samples: Sequence[Any], sink: Sink, pods: Mapping[s
                omit_if_empty: bool = False) -> None:  # fmt: skip
     """One family per spec bound to `owner`, with every present value of every sample.
     `pods`: by target, for owners whose first label is the target."""
-    bases = [binding.owner_label_values(owner, sample) for sample in samples]
+    bases = [tuple(binding.owner_label_values(owner, sample)) for sample in samples]
     pod_of = [pods.get(base[0], ()) for base in bases] if pods else [()] * len(bases)
     for spec in names.bound(owner):
         sink.begin(spec, omit_if_empty=omit_if_empty)
@@ -64,7 +65,7 @@ def walk_bound(owner: Owner, samples: Sequence[Any], sink: Sink, pods: Mapping[s
         else:
             for sample, base, pod in zip(samples, bases, pod_of, strict=True):
                 for split_value, value in binding.values(spec, sample):
-                    sink.add(base if split_value is None else [*base, split_value], value, pod)
+                    sink.add(base if split_value is None else (*base, split_value), value, pod)
 
 
 def walk_targets(targets: list[TargetSample], sink: Sink) -> None:
@@ -83,10 +84,10 @@ def walk_targets(targets: list[TargetSample], sink: Sink) -> None:
 
 
 def walk_gpus(gpus: list[GpuSample], sink: Sink) -> None:
-    bases = [[g.index, g.uuid, g.vendor] for g in gpus]
+    bases = [(g.index, g.uuid, g.vendor) for g in gpus]
     sink.begin(names.GPU_INFO)
     for g, base in zip(gpus, bases, strict=True):
-        sink.add([*base, g.name or "", g.pci_bus_id or ""], 1.0)
+        sink.add((*base, g.name or "", g.pci_bus_id or ""), 1.0)
     walk_bound("gpu", gpus, sink)
     # Vendor extras and per-process memory are keyed outside the bound fields.
     for spec, key in ((names.GPU_GTT_USED, "gtt_used_bytes"), (names.GPU_GTT_TOTAL, "gtt_total_bytes")):
@@ -96,7 +97,7 @@ def walk_gpus(gpus: list[GpuSample], sink: Sink) -> None:
     sink.begin(names.GPU_PROCESS_MEMORY)
     for g, base in zip(gpus, bases, strict=True):
         for pid, mem in sorted(g.processes.items()):
-            sink.add([*base, str(pid)], mem)
+            sink.add((*base, str(pid)), mem)
 
 
 def walk_host(host: HostSample, sink: Sink) -> None:
