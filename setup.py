@@ -5,8 +5,9 @@ playbooks/ stays at the repository's top level (people read and edit it there, a
 to it); an installed kvops needs the same files, so the build copies them in. An editable
 install finds the top-level folder directly (kvops/playbooks_path.py).
 
-kvops.exposition._linescan finds a page's wanted lines in C (kvops/exposition/parser.py), and
-kvops.exporter._lines joins the exporter's lines (kvops/exporter/line_text.py). Both are
+kvops.exposition._linescan finds a page's wanted lines in C (kvops/exposition/parser.py),
+kvops.exposition._buckets groups histogram buckets into series (histograms.py), and
+kvops.exporter._lines joins the exporter's lines (kvops/exporter/line_text.py). All are
 optional: without a C compiler or Python's headers the build goes on without them and Python
 does the same work (docs/performance.md measures both).
 """
@@ -33,6 +34,7 @@ setup(
     cmdclass={"build_py": BuildPyWithPlaybooks},
     ext_modules=[
         Extension("kvops.exposition._linescan", ["kvops/exposition/_linescan.c"], optional=True),
+        Extension("kvops.exposition._buckets", ["kvops/exposition/_buckets.c"], optional=True),
         Extension("kvops.exporter._lines", ["kvops/exporter/_lines.c"], optional=True),
     ],
 )

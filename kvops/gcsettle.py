@@ -1,4 +1,4 @@
-"""Garbage-collector settings for `kvops top` (the exporter does not use them yet).
+"""Garbage-collector settings for `kvops top` and `kvops exporter`, once start-up is over.
 
 CPython's cyclic collector runs whenever 700 container objects more were allocated than
 freed. A scrape of 16 vLLM pages allocates tens of thousands (label dicts, sample tuples), so
@@ -10,6 +10,10 @@ about 0.45 % of a core, most of it walking objects that live as long as the proc
 After start-up those objects are frozen (gc.freeze: left out of every later collection) and
 the youngest generation is collected every 20,000 allocations: a frame's garbage is still
 collected within the frame, and cycles (which only the collector frees) stay bounded.
+
+The exporter settles after its first exposition (kvops.exporter.round_exposition): one round
+of 16 simulated vLLMs and 8 stub GPUs in process, three A/B pairs of 400 rounds (2026-11-27):
+22.4 / 23.6 / 20.7 ms of CPU without, 21.5 / 20.7 / 19.6 ms with.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ def fresh_venv(path: Path) -> Path:
 
 def test_build_makes_one_wheel_and_one_sdist_named_by_the_one_version(dist):
     names = sorted(p.name for p in dist.iterdir())
-    # The wheel carries the C line finder and joiner (setup.py): tagged for this interpreter.
+    # The wheel carries the C parts (setup.py): tagged for this interpreter.
     tag = f"cp{sys.version_info.major}{sys.version_info.minor}"
     assert len(names) == 2 and names[1] == f"kvops-{__version__}.tar.gz", names
     assert names[0].startswith(f"kvops-{__version__}-{tag}-{tag}-") and names[0].endswith(".whl"), names
@@ -65,14 +65,14 @@ def test_each_installs_into_a_fresh_venv_and_runs_the_demo(dist, tmp_path, kind)
     demo = run(kvops, "demo", "--once", cwd=tmp_path, timeout=120)
     assert "Llama-3.1-8B-Instruct" in demo.stdout and "Simulated GPU 0" in demo.stdout
     # The installed copy is the one that ran (not this checkout), and it carries the playbooks
-    # and the C line finder and joiner.
+    # and the C parts (line finder, bucket grouping, line joiner).
     where = run(bin_dir / "python", "-c", "import kvops; print(kvops.__file__)", cwd=tmp_path).stdout
     assert where.startswith(str(tmp_path / "venv"))
     built = (
-        "from kvops.exposition import parser; from kvops.exporter import line_text; "
-        "print(parser.Finder is not None, line_text._c_join is not None)"
+        "from kvops.exposition import parser, histograms; from kvops.exporter import line_text; "
+        "print(parser.Finder is not None, histograms._c_group is not None, line_text._c_join is not None)"
     )
-    assert run(bin_dir / "python", "-c", built, cwd=tmp_path).stdout.strip() == "True True"
+    assert run(bin_dir / "python", "-c", built, cwd=tmp_path).stdout.strip() == "True True True"
     checks = run(kvops, "doctor", "--list-checks", cwd=tmp_path).stdout
     assert "mla-indexer-keyerror" in checks and "KvopsTargetDown" in checks
     # doctor's package data (kvops/doctor/reading/): each release's flag table, the shipped model configs
@@ -96,7 +96,7 @@ def test_each_installs_into_a_fresh_venv_and_runs_the_demo(dist, tmp_path, kind)
 
 def test_the_sdist_installs_without_a_c_compiler_and_reads_pages_without_the_finder(dist, tmp_path):
     """A machine with no compiler (or no Python headers) still installs kvops from the sdist:
-    the C line finder and joiner are optional, and Python does the same work."""
+    the C parts are optional, and Python does the same work."""
     [sdist] = dist.glob("*.tar.gz")
     bin_dir = fresh_venv(tmp_path / "venv")
     env = dict(os.environ, CC="false", PIP_NO_CACHE_DIR="1")  # every compile fails
@@ -109,9 +109,10 @@ def test_the_sdist_installs_without_a_c_compiler_and_reads_pages_without_the_fin
         "from kvops.exposition import parser; from kvops.engines.registry import WANTED; "
         "r = parser.parse('vllm:num_requests_running{model_name=\"m\"} 3\\n', WANTED); "
         "print(parser.Finder, r.get('vllm:num_requests_running')); "
-        "from kvops.exporter import line_text; print(line_text._c_join, line_text.join(['a '], [1e6]))"
+        "from kvops.exporter import line_text; print(line_text._c_join, line_text.join(['a '], [1e6])); "
+        "from kvops.exposition import histograms; print(histograms._c_group)"
     )
     out = run(bin_dir / "python", "-c", check, cwd=tmp_path).stdout.strip()
-    assert out == "None [({'model_name': 'm'}, 3.0)]\nNone b'a 1e+06\\n'", out
+    assert out == "None [({'model_name': 'm'}, 3.0)]\nNone b'a 1e+06\\n'\nNone", out
     demo = run(bin_dir / "kvops", "demo", "--once", cwd=tmp_path, timeout=120)
     assert "Llama-3.1-8B-Instruct" in demo.stdout

@@ -114,6 +114,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import threading
 
+    from kvops import gcsettle
     from kvops.exporter.config import load_config
     from kvops.exporter.round_exposition import RoundExpositions
     from kvops.exporter.server import ExporterServer, parse_listen
@@ -130,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     from kvops.transport.kubernetes import discovery_from_args
 
     runner = build_runner(config, discovery_from_args(args, config.timeout))
-    server = ExporterServer((host, port), RoundExpositions(runner.snapshot), web)
+    server = ExporterServer((host, port), RoundExpositions(runner.snapshot, after_first=gcsettle.settle), web)
     stop = threading.Event()
 
     def _shutdown(_signum: int, _frame: Any) -> None:

@@ -28,8 +28,13 @@ class RoundExpositions:
     id from being reused while it is the key.
     """
 
-    def __init__(self, snapshot: Callable[[float | None], Snapshot]) -> None:
+    def __init__(
+        self, snapshot: Callable[[float | None], Snapshot], after_first: Callable[[], None] | None = None
+    ) -> None:
+        """`after_first`: called once, after the first exposition is written (start-up is
+        then over: `kvops exporter` settles the garbage collector there, kvops.gcsettle)."""
         self._snapshot = snapshot
+        self._after_first = after_first
         self._lock = threading.Lock()
         self._round: list[TargetSample] | None = None
         self._exposition: Exposition | None = None
@@ -44,4 +49,7 @@ class RoundExpositions:
         with self._lock:
             self.encoded += 1
             self._round, self._exposition = snap.targets, exposition
+            after_first, self._after_first = self._after_first, None
+        if after_first is not None:
+            after_first()
         return exposition

@@ -5,6 +5,11 @@ from __future__ import annotations
 from kvops.exposition.parser import Labels, ParseResult
 from kvops.snapshot import Histogram
 
+try:  # the C grouping of bucket samples, built by setup.py where a compiler was at hand
+    from kvops.exposition._buckets import group as _c_group
+except ImportError:  # pragma: no cover - _group below returns the same
+    _c_group = None  # type: ignore[assignment]
+
 
 def sample_names(family: str) -> tuple[str, str, str]:
     return (f"{family}_bucket", f"{family}_sum", f"{family}_count")
@@ -48,17 +53,14 @@ def _split(labels: Labels) -> tuple[_Key, float | None]:
     return tuple(items), le
 
 
-def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram]]:
-    """Every series of `family`, labels without `le`. A series needs its +Inf bucket and its sum
-    to be kept: a page cut in the middle of one drops it, not the page.
-    Bucket counts, sum and count pass through as exposed."""
-    bucket_name, sum_name, count_name = sample_names(family)
-    bucket_samples = result.get(bucket_name)
-    if not bucket_samples:
-        return []
-    # A series' labels come in the same order on every line of it (one writer, one label
-    # set): the (name, value) pairs in that order key it, without sorting per line.
-    series: dict[tuple[tuple[str, str], ...], tuple[Labels, list[tuple[float, float]]]] = {}
+_Series = dict[_Key, tuple[Labels, list[tuple[float, float]]]]
+
+
+def _group(bucket_samples: list[tuple[Labels, float]]) -> _Series:
+    """Bucket samples by series (label items without `le`), each with its (bound, count)s in
+    page order. A series' labels come in the same order on every line of it (one writer, one
+    label set): the (name, value) pairs in that order key it, without sorting per line."""
+    series: _Series = {}
     split = _SPLIT
     for labels, value in bucket_samples:
         whole = tuple(labels.items())
@@ -75,6 +77,18 @@ def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram
         if found is None:
             found = series[key] = (dict(key), [])
         found[1].append((le, value))
+    return series
+
+
+def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram]]:
+    """Every series of `family`, labels without `le`. A series needs its +Inf bucket and its sum
+    to be kept: a page cut in the middle of one drops it, not the page.
+    Bucket counts, sum and count pass through as exposed."""
+    bucket_name, sum_name, count_name = sample_names(family)
+    bucket_samples = result.get(bucket_name)
+    if not bucket_samples:
+        return []
+    series = _group(bucket_samples) if _c_group is None else _c_group(bucket_samples, _LE, _le)
     sums = {tuple(labels.items()): value for labels, value in result.get(sum_name)}
     counts = {tuple(labels.items()): value for labels, value in result.get(count_name)}
     out: list[tuple[Labels, Histogram]] = []

@@ -64,3 +64,54 @@ def test_the_next_round_is_encoded_afresh(exporter):
     assert whole_pages(upstream) == 2
     assert expositions.encoded == 2
     assert first != second
+
+
+def test_after_first_runs_once_after_the_first_exposition_only():
+    from kvops.snapshot import Snapshot, TargetSample
+
+    calls: list[int] = []
+    failing = [True]
+
+    def snapshot(_timeout):
+        if failing[0]:
+            failing[0] = False
+            raise RuntimeError("first round broke")
+        return Snapshot(time=0, targets=[TargetSample("http://h:1", False, error="refused")])
+
+    expositions = RoundExpositions(snapshot, after_first=lambda: calls.append(expositions.encoded))
+    with pytest.raises(RuntimeError):
+        expositions(1.0)
+    assert calls == []
+    for _ in range(3):
+        assert b"kvops_target_up" in expositions(1.0).plain
+    assert calls == [1]
+
+
+def test_the_exporter_settles_the_garbage_collector_after_its_first_exposition():
+    """`kvops exporter` freezes its start-up objects out of the collector (kvops.gcsettle) once
+    it has served its first exposition, not before."""
+    import subprocess
+    import sys
+
+    script = """
+import gc, os, threading, urllib.request
+from kvops.exporter import server
+urls = []
+serve = server.ExporterServer.serve_in_thread
+def serving(self):
+    serve(self)
+    urls.append(self.url)
+server.ExporterServer.serve_in_thread = serving
+def scrape():
+    while not urls:
+        threading.Event().wait(0.05)
+    before = gc.get_freeze_count()
+    urllib.request.urlopen(urls[0] + "/metrics", timeout=30).read()
+    print(before, gc.get_freeze_count() > 0, flush=True)
+    os._exit(0)
+threading.Thread(target=scrape, daemon=True).start()
+from kvops.cli import main
+main(["exporter", "--listen", "127.0.0.1:0", "--no-collector", "nvidia", "--no-collector", "amd"])
+"""
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.stdout.split() == ["0", "True"], (proc.stdout, proc.stderr[-2000:])
