@@ -76,6 +76,11 @@ def exporter_command(urls: list[str], port: int) -> list[str]:
     return [sys.executable, "-m", "kvops.cli", "exporter", *exporter_args(urls, port)]
 
 
+def ratio(a: float, b: float) -> str:
+    # CPU times tick in 10 ms steps: a short run can measure none at all.
+    return f"{a / b:.2f}x" if b > 0 else "unknown (no CPU time measured: too few scrapes)"
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -175,13 +180,13 @@ def main() -> int:
         o = latency[other]
         print(
             f"{other}/kvops: p50 {statistics.median(o) / statistics.median(k):.1f}x, "
-            f"p99 {percentile(o, 0.99) / percentile(k, 0.99):.1f}x, CPU {cpu[other] / cpu['kvops']:.2f}x"
+            f"p99 {percentile(o, 0.99) / percentile(k, 0.99):.1f}x, CPU {ratio(cpu[other], cpu['kvops'])}"
         )
     if "floor" in ports:  # the ratio kvops would reach if its work per wanted line cost nothing
         f, n = latency["floor"], latency["naive"]
         print(
             f"naive/floor: p99 {percentile(n, 0.99) / percentile(f, 0.99):.1f}x, "
-            f"CPU {cpu['naive'] / cpu['floor']:.2f}x"
+            f"CPU {ratio(cpu['naive'], cpu['floor'])}"
         )
     return 0
 

@@ -160,7 +160,7 @@ def main() -> int:
     for r in results:
         share, ui = r["cpu_share_of_one_core"], r["ui_thread_share"]
         window = f"{args.targets} targets at {args.interval:g} s, {args.seconds:g} s window"
-        print(f"kvops top ({r['code']}; {r['parser']}), {window}:")
+        print(f"kvops top ({r['code']}; {r['c parts']}), {window}:")
         print(f"  CPU: {share * 100:.2f} % of one core (user+system of the top process)")
         print(f"    of which in the kernel (system time): {r['system_share'] * 100:.2f} %")
         print(f"    UI thread (Textual): {ui * 100:.2f} %; scrape threads: {(share - ui) * 100:.2f} %")
