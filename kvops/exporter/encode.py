@@ -20,10 +20,9 @@ from dataclasses import dataclass, field
 
 from prometheus_client.core import Metric
 
-from kvops.exporter.histogram_family import HistogramSeriesFamily, has_count_and_sum, le_text
+from kvops.exporter.histogram_family import HistogramSeriesFamily
 from kvops.exporter.line_text import head as _head
-from kvops.exporter.line_text import header, join
-from kvops.snapshot import Histogram
+from kvops.exporter.line_text import header, histogram_heads, join
 
 # (sample name, label items in insertion order) -> 'name{sorted, escaped labels} '. Bounded:
 # churning label values (pids, say) start it over rather than grow it.
@@ -69,13 +68,6 @@ _SERIES_TEXT: dict[_SeriesKey, tuple[list[str], str, str]] = {}
 _SERIES_TEXT_MAX = 16384
 
 
-def _series_text(name: str, labels: dict[str, str], value: Histogram) -> tuple[list[str], str, str]:
-    buckets = [_head(name + "_bucket", [*labels.items(), ("le", le_text(le))]) for le, _ in value.buckets]
-    if not has_count_and_sum(value):
-        return buckets, "", ""
-    return buckets, _head(name + "_count", labels.items()), _head(name + "_sum", labels.items())
-
-
 def _add_series(metric: HistogramSeriesFamily, heads: list[str], values: list[float]) -> None:
     """The family's kept series, in the order its `samples` gives them (generate_latest's)."""
     name = metric.name
@@ -84,7 +76,7 @@ def _add_series(metric: HistogramSeriesFamily, heads: list[str], values: list[fl
         key = (name, tuple(labels.items()), bounds)
         text = _SERIES_TEXT.get(key)
         if text is None:
-            text = _series_text(name, labels, value)
+            text = histogram_heads(name, list(labels.items()), value)
             if len(_SERIES_TEXT) >= _SERIES_TEXT_MAX:
                 _SERIES_TEXT.clear()
             _SERIES_TEXT[key] = text

@@ -12,6 +12,9 @@ from collections.abc import Iterable
 
 from prometheus_client.utils import floatToGoString
 
+from kvops.exporter.histogram_family import has_count_and_sum, le_text
+from kvops.snapshot import Histogram
+
 try:  # the C line joiner, built by setup.py where a compiler was at hand
     from kvops.exporter._lines import join as _c_join
 except ImportError:  # pragma: no cover - python_join below writes the same bytes
@@ -31,6 +34,15 @@ def head(name: str, items: Iterable[tuple[str, str]]) -> str:
     are fixed and valid (kvops/names.py), so only label values need escaping."""
     labels = ",".join(f'{k}="{escape_value(v)}"' for k, v in sorted(items))
     return f"{name}{{{labels}}} " if labels else f"{name} "
+
+
+def histogram_heads(name: str, items: list[tuple[str, str]], value: Histogram) -> tuple[list[str], str, str]:
+    """A histogram series' heads: each bucket's, then _count's and _sum's ("" for both where
+    prometheus_client writes neither)."""
+    buckets = [head(name + "_bucket", [*items, ("le", le_text(le))]) for le, _ in value.buckets]
+    if not has_count_and_sum(value):
+        return buckets, "", ""
+    return buckets, head(name + "_count", items), head(name + "_sum", items)
 
 
 def header(name: str, documentation: str, kind: str) -> str:

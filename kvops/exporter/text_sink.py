@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from kvops.exporter.histogram_family import has_count_and_sum, le_text
-from kvops.exporter.line_text import head, header, join
+from kvops.exporter.line_text import head, header, histogram_heads, join
 from kvops.exporter.walk import PodLabels, walk
 from kvops.names import MetricSpec
 from kvops.snapshot import Histogram, Snapshot
@@ -34,16 +33,6 @@ def _items(spec: MetricSpec, labels: Sequence[str], pod: PodLabels) -> list[tupl
     items = list(zip(spec.labels, labels, strict=False))
     named = set(spec.labels)
     return items + [(k, v) for k, v in pod if k not in named]
-
-
-def _series_heads(
-    spec: MetricSpec, labels: Sequence[str], pod: PodLabels, value: Histogram
-) -> tuple[list[str], str, str]:
-    items = _items(spec, labels, pod)
-    buckets = [head(spec.name + "_bucket", [*items, ("le", le_text(le))]) for le, _ in value.buckets]
-    if not has_count_and_sum(value):
-        return buckets, "", ""
-    return buckets, head(spec.name + "_count", items), head(spec.name + "_sum", items)
 
 
 class TextSink:
@@ -98,7 +87,7 @@ class TextSink:
         key = (spec.name, tuple(labels), pod, bounds)
         found = _SERIES.get(key)
         if found is None:
-            found = _series_heads(spec, labels, pod, value)
+            found = histogram_heads(spec.name, _items(spec, labels, pod), value)
             if len(_SERIES) >= _SERIES_MAX:
                 _SERIES.clear()
             _SERIES[key] = found
