@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from kvops.exporter import walk
 from kvops.exporter.histogram_family import HistogramSeriesFamily
 from kvops.exporter.walk import PodLabels
-from kvops.names import MetricSpec, Owner
+from kvops.names import MetricSpec
 from kvops.snapshot import (
     CollectorStatus,
     GpuSample,
@@ -88,10 +88,6 @@ def _families(walker: Any, *args: Any) -> list[Metric]:
 def render(snap: Snapshot) -> list[Metric]:
     """All families for one snapshot."""
     return _families(walk.walk, snap)
-
-
-def bound_families(owner: Owner, samples: Sequence[Any]) -> list[Metric]:
-    return _families(walk.walk_bound, owner, samples)
 
 
 def target_families(targets: list[TargetSample]) -> list[Metric]:
