@@ -27,6 +27,10 @@ typedef struct {
 typedef struct {
     Slot *slots;
     size_t mask;
+    /* A bit for each (length % 64, last byte % 64) a name has: most lines' names are not
+     * wanted, and this turns them away before they are hashed (~350 of a vLLM page's ~500
+     * sample lines). */
+    uint64_t ends[64];
 } NameSet;
 
 static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
@@ -45,7 +49,12 @@ static void nameset_free(NameSet *set) {
     set->slots = NULL;
 }
 
+static inline int nameset_may_contain(const NameSet *set, const unsigned char *p, Py_ssize_t n) {
+    return n > 0 && (set->ends[n & 63] >> (p[n - 1] & 63) & 1);
+}
+
 static int nameset_contains(const NameSet *set, const unsigned char *p, Py_ssize_t n) {
+    if (!nameset_may_contain(set, p, n)) return 0;
     uint64_t h = fnv1a(p, n);
     for (size_t i = (size_t)h & set->mask;; i = (i + 1) & set->mask) {
         const Slot *s = &set->slots[i];
@@ -73,6 +82,7 @@ static int nameset_fill(NameSet *set, PyObject *names, const char *stops, int *w
         return -1;
     }
     set->mask = size - 1;
+    memset(set->ends, 0, sizeof(set->ends));
     PyObject *iter = PyObject_GetIter(names);
     if (iter == NULL) return -1;
     PyObject *name;
@@ -111,6 +121,7 @@ static int nameset_fill(NameSet *set, PyObject *names, const char *stops, int *w
             }
         }
         uint64_t h = fnv1a(p, n);
+        set->ends[n & 63] |= (uint64_t)1 << (p[n - 1] & 63);
         size_t i = (size_t)h & set->mask;
         int present = 0;
         for (; set->slots[i].bytes != NULL; i = (i + 1) & set->mask) {
@@ -139,16 +150,110 @@ static int nameset_fill(NameSet *set, PyObject *names, const char *stops, int *w
     return PyErr_Occurred() ? -1 : 0;
 }
 
+/* read_known's memo of heads: a key's bytes (a sample line's text up to its "}") -> the
+ * (name, labels) heads gave for it. heads maps a key to what parsing that key gives, so a
+ * remembered entry stays right after heads forgets it; the memo is kept for one heads dict
+ * (another empties it) and bounded as heads is. Looking a key up here needs no str made
+ * from the page and no siphash of it: 147 of a vLLM page's lines each scrape. */
+typedef struct {
+    uint64_t hash;
+    Py_ssize_t len;
+    char *bytes;
+    PyObject *known; /* strong */
+} MemoSlot;
+
+typedef struct {
+    MemoSlot *slots;
+    size_t mask, used;
+    PyObject *heads; /* strong: the dict the entries came from */
+} Memo;
+
+#define MEMO_MAX 8192 /* entries, as parser._HEADS_MAX */
+
+static uint64_t key_hash(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, p, (size_t)n);
+        h = (h ^ w) * 0x94D049BB133111EBULL;
+        h ^= h >> 29;
+    }
+    return h;
+}
+
+static void memo_clear(Memo *memo) {
+    if (memo->slots != NULL) {
+        for (size_t i = 0; i <= memo->mask; i++) {
+            PyMem_Free(memo->slots[i].bytes);
+            Py_XDECREF(memo->slots[i].known);
+        }
+        PyMem_Free(memo->slots);
+    }
+    memo->slots = NULL;
+    memo->mask = memo->used = 0;
+    Py_CLEAR(memo->heads);
+}
+
+/* The slot for the key: its entry, or the empty slot where it would go. */
+static MemoSlot *memo_slot(const Memo *memo, const unsigned char *p, Py_ssize_t n, uint64_t h) {
+    for (size_t i = (size_t)h & memo->mask;; i = (i + 1) & memo->mask) {
+        MemoSlot *s = &memo->slots[i];
+        if (s->bytes == NULL || (s->hash == h && s->len == n && memcmp(s->bytes, p, (size_t)n) == 0)) return s;
+    }
+}
+
+/* Remembers key -> known (a new reference taken). -1 only when out of memory. */
+static int memo_put(Memo *memo, const unsigned char *p, Py_ssize_t n, uint64_t h, PyObject *known) {
+    if (memo->used >= MEMO_MAX) {
+        PyObject *heads = Py_NewRef(memo->heads);
+        memo_clear(memo);
+        memo->heads = heads;
+    }
+    if (memo->slots == NULL || (memo->used + 1) * 2 > memo->mask + 1) { /* grow, half full at most */
+        size_t size = memo->slots == NULL ? 256 : (memo->mask + 1) * 2;
+        MemoSlot *slots = PyMem_Calloc(size, sizeof(MemoSlot));
+        if (slots == NULL) return -1;
+        Memo grown = {slots, size - 1, memo->used, memo->heads};
+        if (memo->slots != NULL) {
+            for (size_t i = 0; i <= memo->mask; i++) {
+                MemoSlot *old = &memo->slots[i];
+                if (old->bytes != NULL) *memo_slot(&grown, (const unsigned char *)old->bytes, old->len, old->hash) = *old;
+            }
+            PyMem_Free(memo->slots);
+        }
+        memo->slots = slots;
+        memo->mask = size - 1;
+    }
+    char *bytes = PyMem_Malloc((size_t)n + 1);
+    if (bytes == NULL) return -1;
+    memcpy(bytes, p, (size_t)n);
+    MemoSlot *s = memo_slot(memo, p, n, h);
+    s->hash = h;
+    s->len = n;
+    s->bytes = bytes;
+    s->known = Py_NewRef(known);
+    memo->used++;
+    return 0;
+}
+
 typedef struct {
     PyObject_HEAD
     NameSet wanted;
     NameSet families;
     int wide_names; /* a name past U+00FF was left out: pages past Latin-1 are not read */
+    Memo memo;
 } Finder;
 
 static void finder_dealloc(Finder *self) {
     nameset_free(&self->wanted);
     nameset_free(&self->families);
+    memo_clear(&self->memo);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -158,6 +263,7 @@ static int finder_init(Finder *self, PyObject *args, PyObject *kwds) {
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO:Finder", keywords, &wanted, &families)) return -1;
     nameset_free(&self->wanted);
     nameset_free(&self->families);
+    memo_clear(&self->memo);
     /* A sample's name ends at "{", a blank, a tab or the line's end (and a "}" in one would
      * read as a label set's end); a family's on a # TYPE line at a blank, a tab, a quote or
      * the line's end. */
@@ -350,9 +456,65 @@ fail:
     return NULL;
 }
 
+/* [+-]?digits[.digits][e[+-]digits] read exactly without strtod where that is exact: at most
+ * 19 digits making an integer m <= 2^53 and a power of ten p with |p| <= 22, both exact in a
+ * double, so m * 10^p and m / 10^-p are each one correctly rounded operation (Clinger's fast
+ * path, as Go's strconv and fast_float take it). A page's values are mostly such (counts,
+ * "0.5", "1234.0", "1e+06"). 0 for any other token: the caller then converts it as float()
+ * does. strtod's cost here is mostly setting the x87 control word around each call. */
+static const double POW10[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static int exact_value(const unsigned char *p, const unsigned char *end, double *value) {
+    int negative = 0;
+    if (p < end && (*p == '+' || *p == '-')) negative = *p++ == '-';
+    uint64_t m = 0;
+    int digits = 0, seen = 0;
+    long power = 0;
+    for (; p < end && is_digit(*p); p++, seen++) {
+        if (m == 0 && *p == '0') continue; /* leading zeros count for nothing */
+        if (++digits > 19) return 0;
+        m = m * 10 + (uint64_t)(*p - '0');
+    }
+    if (p < end && *p == '.') {
+        for (p++; p < end && is_digit(*p); p++, seen++) {
+            power--;
+            if (m == 0 && *p == '0') continue;
+            if (++digits > 19) return 0;
+            m = m * 10 + (uint64_t)(*p - '0');
+        }
+    }
+    if (seen == 0) return 0; /* "inf", "nan", "." */
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        p++;
+        int minus = 0;
+        if (p < end && (*p == '+' || *p == '-')) minus = *p++ == '-';
+        long e = 0;
+        if (p == end || !is_digit(*p)) return 0;
+        for (; p < end && is_digit(*p); p++) {
+            if (e > 100000) return 0;
+            e = e * 10 + (*p - '0');
+        }
+        power += minus ? -e : e;
+    }
+    if (p != end) return 0;
+    double v;
+    if (m == 0) {
+        v = 0.0;
+    } else {
+        if (m > ((uint64_t)1 << 53) || power < -22 || power > 22) return 0;
+        v = power >= 0 ? (double)m * POW10[power] : (double)m / POW10[-power];
+    }
+    *value = negative ? -v : v;
+    return 1;
+}
+
 /* A value token as float() reads it (PyOS_string_to_double is float()'s own conversion); the
  * token is followed by "\n" or the string's terminating NUL, where the conversion stops. */
 static int token_value(const unsigned char *start, const unsigned char *end, double *value) {
+#if FLT_EVAL_METHOD == 0
+    if (exact_value(start, end, value)) return 0;
+#endif
     char *stopped = NULL;
     *value = PyOS_string_to_double((const char *)start, &stopped, NULL);
     if (*value == -1.0 && PyErr_Occurred()) {
@@ -385,6 +547,11 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
         Py_RETURN_NONE;
     }
     const unsigned char *stop = base + size;
+    Memo *memo = &self->memo;
+    if (memo->heads != heads) {
+        memo_clear(memo);
+        memo->heads = Py_NewRef(heads);
+    }
     PyObject *types = PyList_New(0);
     if (types == NULL) {
         PyMem_Free(copy);
@@ -426,18 +593,32 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
                 goto fail;
             }
         } else {
-            PyObject *key = PyUnicode_Substring(text, spans[KEY][0], spans[KEY][1]);
-            if (key == NULL) goto fail;
-            PyObject *known = PyDict_GetItemWithError(heads, key);
-            Py_DECREF(key);
+            /* A page with characters past Latin-1 has NUL for each of them here: its keys are
+             * not told apart by these bytes, so they are not remembered. */
+            const unsigned char *key_bytes = base + spans[KEY][0];
+            Py_ssize_t key_len = spans[KEY][1] - spans[KEY][0];
+            uint64_t h = copy == NULL ? key_hash(key_bytes, key_len) : 0;
+            MemoSlot *slot = copy == NULL && memo->slots != NULL ? memo_slot(memo, key_bytes, key_len, h) : NULL;
+            PyObject *known = slot != NULL ? slot->known : NULL;
             if (known == NULL) {
-                if (PyErr_Occurred()) goto fail;
-                goto give_up;
+                PyObject *key = PyUnicode_Substring(text, spans[KEY][0], spans[KEY][1]);
+                if (key == NULL) goto fail;
+                known = PyDict_GetItemWithError(heads, key);
+                Py_DECREF(key);
+                if (known == NULL) {
+                    if (PyErr_Occurred()) goto fail;
+                    goto give_up;
+                }
+                if (!PyTuple_Check(known) || PyTuple_GET_SIZE(known) != 2 ||
+                    !PyDict_Check(PyTuple_GET_ITEM(known, 1)))
+                    goto give_up;
+                if (copy == NULL && memo_put(memo, key_bytes, key_len, h, known) < 0) {
+                    PyErr_NoMemory();
+                    goto fail;
+                }
             }
-            if (!PyTuple_Check(known) || PyTuple_GET_SIZE(known) != 2 || !PyDict_Check(PyTuple_GET_ITEM(known, 1)))
-                goto give_up;
             /* Held while copied: the copy may run the garbage collector, whose finalizers may
-             * let another thread clear heads. */
+             * let another thread clear heads, or read a page with this finder. */
             Py_INCREF(known);
             name = Py_NewRef(PyTuple_GET_ITEM(known, 0));
             labels = PyDict_Copy(PyTuple_GET_ITEM(known, 1));

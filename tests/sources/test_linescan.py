@@ -145,6 +145,61 @@ def test_read_known_marks_values_that_may_be_unknown():
         assert repr(known.samples["vllm:num_requests_running"][0][1]) == repr(float(value))
 
 
+# Value tokens in every spelling a page's writer uses: Python's repr and %g/%e of floats
+# (prometheus_client), integers past 2^53 and 19 digits, and digit strings at the edges of the
+# C reader's exact path (19 digits, 2^53, powers of ten past +-22, leading and trailing zeros).
+_VALUE_TOKENS = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False).map(repr),
+    st.builds(
+        lambda x, k, form: f"{x:.{k}{form}}",
+        st.floats(allow_nan=False, allow_infinity=False),
+        st.integers(0, 20),
+        st.sampled_from("geEf"),
+    ),
+    st.integers(-(10**22), 10**22).map(str),
+    st.from_regex(r"[+-]?(0{0,3}[1-9][0-9]{0,21}|0)(\.[0-9]{0,24})?([eE][+-]?0?[0-9]{1,2})?", fullmatch=True),
+    st.sampled_from(
+        [
+            "9007199254740993",
+            "9007199254740992",
+            "9999999999999999999",
+            "10000000000000000000",
+            "1e22",
+            "1e23",
+            "1e-22",
+            "1e-23",
+            "123456789e-22",
+            "0.1",
+            "0e400",
+            "-0.0",
+            "4.9e-324",
+            "1.7976931348623157e308",
+            "00000000000000000000001",
+            "1.00000000000000000000",
+            # past 2^53 with a power of ten: m * 10^p would round twice
+            "1173122633160899524e-6",
+            "178808351375360542e2",
+            "9374737363467449433e20",
+        ]
+    ),
+)
+
+
+@FUZZ
+@given(st.lists(_VALUE_TOKENS, min_size=1, max_size=8))
+def test_read_known_reads_every_value_as_float_reads_it(tokens):
+    """read_known converts most values without strtod (an exact fast path): each value, its
+    sign of zero included, must be what float() gives."""
+    wanted = frozenset(WANTED)
+    tokens = [t for t in tokens if abs(float(t)) <= 1.7976931348623157e308]  # 1e309 is given up on
+    page = "".join(f'vllm:num_requests_running{{engine="{i}"}} {t}\n' for i, t in enumerate(tokens))
+    parse(page, wanted)
+    known = _known(page, wanted)
+    assert known is not None
+    got = [value for _, value in known.samples.get("vllm:num_requests_running", [])]
+    assert [repr(v) for v in got] == [repr(float(t)) for t in tokens]
+
+
 # Generated lines: names from a small alphabet so that wanted and unwanted ones share
 # prefixes; every character the finder decides on (braces, quotes, blanks, tabs, "\r", "#").
 _NAMES = st.text(alphabet="ab:_", min_size=1, max_size=3)
@@ -306,3 +361,64 @@ def test_read_known_stops_where_the_clock_and_the_cap_would_stop_the_other_reade
     capped = parse(text, wanted, max_samples=100)
     assert capped.over_limit
     _same_as_by_matches(capped, _by_matches(text, wanted, max_samples=100))
+
+
+# read_known remembers what heads gave for a key (kvops/exposition/_linescan.c, Memo).
+def test_read_known_reads_a_key_it_remembers_after_heads_forgot_it(monkeypatch):
+    heads: dict = {}
+    monkeypatch.setattr(exposition_parser, "_HEADS", heads)
+    wanted = frozenset(WANTED)
+    text = _many_series(200)
+    parse(text, wanted)
+    finder = exposition_parser._found_lines(wanted)[1]
+    first: dict = {}
+    assert finder.read_known(text, heads, first) is not None
+    heads.clear()  # parser._HEADS starts over when full; the finder still knows each key's labels
+    again: dict = {}
+    assert finder.read_known(text, heads, again) is not None
+    assert repr(again) == repr(first)
+    for _, labels_and_values in again.items():
+        for labels, _ in labels_and_values:
+            labels["model_name"] = "changed"  # each sample's labels are its own copy
+    third: dict = {}
+    assert finder.read_known(text, heads, third) is not None and repr(third) == repr(first)
+
+
+def test_read_known_forgets_what_another_heads_gave():
+    wanted = frozenset(WANTED)
+    finder = _finder(wanted)
+    line = 'vllm:num_requests_running{engine="0"} 2\n'
+    key = line.rsplit(" ", 1)[0]
+    one = {key: ("vllm:num_requests_running", {"engine": "0"})}
+    other = {key: ("vllm:num_requests_running", {"engine": "other"})}
+    read: dict = {}
+    assert finder.read_known(line, one, read) is not None
+    assert read == {"vllm:num_requests_running": [({"engine": "0"}, 2.0)]}
+    read = {}
+    assert finder.read_known(line, other, read) is not None
+    assert read == {"vllm:num_requests_running": [({"engine": "other"}, 2.0)]}
+    assert finder.read_known(line, {}, {}) is None  # nothing remembered from the others
+
+
+def test_read_known_tells_apart_keys_that_differ_only_past_latin_1():
+    """A wider character is NUL in the C reader's bytes: two keys differing only there must
+    not be taken for one another."""
+    wanted = frozenset(WANTED)
+    finder = _finder(wanted)
+    keys = [f'vllm:num_requests_running{{model_name="m{dash}"}}' for dash in ("\u2014", "\u2013")]
+    heads = {k: ("vllm:num_requests_running", {"model_name": k[-3]}) for k in keys}
+    text = f"{keys[0]} 1\n{keys[1]} 2\n"
+    for _ in range(2):
+        read: dict = {}
+        assert finder.read_known(text, heads, read) is not None
+        assert read == {"vllm:num_requests_running": [({"model_name": "m\u2014"[-1]}, 1.0),
+                                                      ({"model_name": "m\u2013"[-1]}, 2.0)]}  # fmt: skip
+
+
+def test_read_known_reads_more_label_sets_than_it_remembers(monkeypatch):
+    monkeypatch.setattr(exposition_parser, "_HEADS", {})
+    wanted = frozenset(WANTED)
+    text = _many_series(9000)  # 9,000 + 900 * 5 label sets: past the memo's 8,192 entries
+    parse(text, wanted)
+    for _ in range(2):
+        _same_as_by_matches(parse(text, wanted), _by_matches(text, wanted))
