@@ -90,6 +90,9 @@ class NvidiaCollector:
         self._counters: dict[tuple[str, str], WrappingCounter] = {}
         self._nvlink_count: dict[str, int] = {}
         self._identity: dict[str, tuple[str | None, str | None]] = {}
+        # The link a GPU and its slot can train to: fixed while the driver runs, so read until
+        # NVML gives both (2 of a GPU's 11 calls a scrape otherwise).
+        self._link_max: dict[str, tuple[int, int]] = {}
         self._sampler: BackgroundSampler | None = None
 
     # --- per value ---------------------------------------------------------------------
@@ -169,8 +172,15 @@ class NvidiaCollector:
 
         s.pcie_link_gen = self._query(uuid, "gen", nvml.nvmlDeviceGetCurrPcieLinkGeneration, h)
         s.pcie_link_width = self._query(uuid, "width", nvml.nvmlDeviceGetCurrPcieLinkWidth, h)
-        s.pcie_link_gen_max = self._query(uuid, "gen_max", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
-        s.pcie_link_width_max = self._query(uuid, "width_max", nvml.nvmlDeviceGetMaxPcieLinkWidth, h)
+        link_max = self._link_max.get(uuid)
+        if link_max is None:
+            gen_max = self._query(uuid, "gen_max", nvml.nvmlDeviceGetMaxPcieLinkGeneration, h)
+            width_max = self._query(uuid, "width_max", nvml.nvmlDeviceGetMaxPcieLinkWidth, h)
+            if gen_max is not None and width_max is not None:
+                self._link_max[uuid] = (gen_max, width_max)
+        else:
+            gen_max, width_max = link_max
+        s.pcie_link_gen_max, s.pcie_link_width_max = gen_max, width_max
         # current link: what transfers get now; it drops at idle (ASPM), so fall back to max
         s.pcie_link_max_bytes_per_second = linkspeed.bytes_per_second(
             s.pcie_link_gen, s.pcie_link_width

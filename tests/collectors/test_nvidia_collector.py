@@ -167,6 +167,31 @@ def test_transient_error_degrades_one_value_and_is_asked_again(
     assert collector.collect()[0].processes == {1: 10.0}
 
 
+def test_the_max_link_is_read_once_known_and_asked_again_until_then(
+    nvml_script: Script, collector: NvidiaCollector, nvml_libdir: Path
+) -> None:
+    """The link a GPU and its slot can train to does not change while the driver runs: read
+    until NVML gives both halves, then kept (a transient error is asked again)."""
+    stub = _stub(nvml_libdir)
+    g = StubGpu(
+        uuid="GPU-a", link_gen_max=5, link_width_max=16, fail={"nvmlDeviceGetMaxPcieLinkGeneration": 999}
+    )
+    nvml_script([g])
+    (s,) = collector.collect()
+    assert (s.pcie_link_gen_max, s.pcie_link_width_max) == (None, 16)  # 999: NVML_ERROR_UNKNOWN
+    g.fail = {}
+    nvml_script([g])
+    (s,) = collector.collect()
+    assert (s.pcie_link_gen_max, s.pcie_link_width_max) == (5, 16)
+    asked = stub.kvops_stub_calls(b"nvmlDeviceGetMaxPcieLinkGeneration")
+    g.link_gen_max = 3  # not something a running driver does: shows the value is kept
+    nvml_script([g])
+    for _ in range(3):
+        (s,) = collector.collect()
+        assert (s.pcie_link_gen_max, s.pcie_link_width_max) == (5, 16)
+    assert stub.kvops_stub_calls(b"nvmlDeviceGetMaxPcieLinkGeneration") == asked
+
+
 def test_wrapped_32bit_counter_keeps_counting(nvml_script: Script, collector: NvidiaCollector) -> None:
     g = StubGpu(
         uuid="GPU-a",
