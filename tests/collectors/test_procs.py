@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from kvops.collectors import procs
 from kvops.collectors.procs import (
+    ProcessTracker,
     attach_gpus,
     is_local_host,
     processes_for,
@@ -127,3 +129,38 @@ def test_processes_for_joins_local_targets_to_their_gpus(local_server: tuple[int
     local = f"http://localhost:{port}"
     (pm,) = processes_for([local, "http://192.0.2.10:8000"], gpus)
     assert (pm.target, pm.gpus) == (local, [("1", "GPU-b")])
+
+
+def test_an_unchanged_tree_is_looked_for_less_often(
+    local_server: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan that finds a target's processes runs at 30 s, then each interval twice the last
+    while the tree stays the same, up to max_ttl; a changed tree starts again at 30 s."""
+    port, server, child = local_server
+    clock = [1000.0]
+    scans: list[float] = []
+    listener = [server]  # which process the scan finds on the port
+
+    def counted_scan() -> dict[int, set[int]]:
+        scans.append(clock[0] - 1000.0)
+        return {port: set(listener)}
+
+    monkeypatch.setattr(procs.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(procs, "_listening_by_port", counted_scan)
+    tracker = ProcessTracker(ttl=30, max_ttl=100)
+    target = f"http://127.0.0.1:{port}"
+    for second in range(0, 400):
+        clock[0] = 1000.0 + second
+        (pm,) = tracker.collect([target], [])
+        assert pm.pids == sorted([server, child])
+    # found at 0; the same at 31 (kept 60 now), 92 (100: the cap), 193, 294, 395
+    assert scans == [0, 31, 92, 193, 294, 395]
+    listener[:] = [child]  # as if the server restarted as the child: another tree
+    pids = []
+    for second in range(400, 700):
+        clock[0] = 1000.0 + second
+        (pm,) = tracker.collect([target], [])
+        pids.append(pm.pids)
+    # the next scan (496) finds the tree changed: 30 s again, then 60, then 100
+    assert scans[6:] == [496, 527, 588, 689]
+    assert pids[95] == sorted([server, child]) and pids[96] == [child]
