@@ -70,7 +70,14 @@ class LineChart(Widget):
         self.y_max = 1.0
         self.x_span = 60.0  # x runs from -x_span (oldest) to 0 (now)
         self._strips: list[Strip] = []
-        self._built_for: tuple[int, int] | None = None
+        # The outer size the strips were built for (Widget.size, the content's, is worked out
+        # from the region and the CSS gutter on every call: on every line it was a twentieth
+        # of top's UI thread), and the content width then.
+        self._built_for: object = None
+        self._width = 0
+        # Title lines cut to the width, by what they hold: the same every frame but for the
+        # window or link-max shown (Text.truncate on each was another twentieth).
+        self._title_strips: dict[tuple[object, ...], Strip] = {}
 
     def set_data(
         self, title: Text, lines: Sequence[tuple[str, str, Points]], y_max: float, x_span: float
@@ -83,13 +90,19 @@ class LineChart(Widget):
     def on_resize(self, event: events.Resize) -> None:
         self._built_for = None
 
+    def notify_style_update(self) -> None:
+        self._built_for = None  # padding or theme: another content size, other styles
+        self._title_strips.clear()
+        super().notify_style_update()
+
     # --- drawing -------------------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
-        size = (self.size.width, self.size.height)
-        if self._built_for != size:
-            self._strips = self._build(*size)
-            self._built_for = size
-        return self._strips[y] if y < len(self._strips) else Strip.blank(size[0], NULL_STYLE)
+        outer = self.outer_size
+        if self._built_for != outer:
+            size = self.size
+            self._strips = self._build(size.width, size.height)
+            self._built_for, self._width = outer, size.width
+        return self._strips[y] if y < len(self._strips) else Strip.blank(self._width, NULL_STYLE)
 
     def _build(self, width: int, height: int) -> list[Strip]:
         strips = [self._text_strip(line, width) for line in self.title.split("\n")[:2]]
@@ -125,6 +138,15 @@ class LineChart(Widget):
         ]
 
     def _text_strip(self, text: Text, width: int) -> Strip:
+        key = (text.plain, tuple(text.spans), text.style, width)
+        strip = self._title_strips.get(key)
+        if strip is None:
+            if len(self._title_strips) >= 32:
+                self._title_strips.clear()
+            strip = self._title_strips[key] = self._cut_text_strip(text, width)
+        return strip
+
+    def _cut_text_strip(self, text: Text, width: int) -> Strip:
         text = text.copy()
         text.truncate(width, overflow="ellipsis")
         # A segment whose style is None breaks Textual's NO_COLOR filter (textual.filter.Monochrome

@@ -86,3 +86,27 @@ async def test_markers_run_along_each_line_staggered_so_overlapping_lines_show_b
         assert middle.count("*") >= width // MARK_EVERY - 1 and middle.count("o") >= width // MARK_EVERY - 1
         assert top.count("+") >= width // MARK_EVERY
         assert "*" not in top and "+" not in middle
+
+
+@drive
+async def test_a_chart_redraws_for_a_new_title_and_a_new_size():
+    """The chart keeps its strips and its cut title lines between frames: a title that changes
+    (the window) and a terminal that changes size must still show."""
+    app = TopApp(ReplaySource([str(T1), str(T2)], 1.0), interval=0.05)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await wait_until(pilot, lambda: app.ended)
+        await pilot.pause()
+        widget = app.query_one("#chart-hit", LineChart)
+        assert "10 s window" in _rows(widget)[0]
+        await pilot.press("w")
+        await pilot.pause()
+        assert "1 min window" in _rows(widget)[0]
+        width = widget.size.width
+        assert {len(row) for row in _rows(widget)} == {width}
+        await pilot.resize_terminal(150, 40)
+        await pilot.pause()
+        assert widget.size.width != width
+        assert {len(row) for row in _rows(widget)} == {widget.size.width}
+        await pilot.press("w")
+        await pilot.pause()
+        assert "1 s window" in _rows(widget)[0]
