@@ -27,6 +27,8 @@ from textual import events
 from textual.strip import Strip
 from textual.widget import Widget
 
+from kvops.top.content_size import ContentSize
+
 NULL_STYLE = Style()
 
 Points = Sequence[tuple[float, float | None]]  # (x, y); y None: unknown
@@ -70,11 +72,8 @@ class LineChart(Widget):
         self.y_max = 1.0
         self.x_span = 60.0  # x runs from -x_span (oldest) to 0 (now)
         self._strips: list[Strip] = []
-        # The outer size the strips were built for (Widget.size, the content's, is worked out
-        # from the region and the CSS gutter on every call: on every line it was a twentieth
-        # of top's UI thread), and the content width then.
-        self._built_for: object = None
-        self._width = 0
+        self._built_for: tuple[int, int] | None = None
+        self._content_size = ContentSize()
         # Title lines cut to the width, by what they hold: the same every frame but for the
         # window or link-max shown (Text.truncate on each was another twentieth).
         self._title_strips: dict[tuple[object, ...], Strip] = {}
@@ -92,17 +91,17 @@ class LineChart(Widget):
 
     def notify_style_update(self) -> None:
         self._built_for = None  # padding or theme: another content size, other styles
+        self._content_size.forget()
         self._title_strips.clear()
         super().notify_style_update()
 
     # --- drawing -------------------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
-        outer = self.outer_size
-        if self._built_for != outer:
-            size = self.size
+        size = self._content_size.of(self)
+        if self._built_for != (size.width, size.height):
             self._strips = self._build(size.width, size.height)
-            self._built_for, self._width = outer, size.width
-        return self._strips[y] if y < len(self._strips) else Strip.blank(self._width, NULL_STYLE)
+            self._built_for = (size.width, size.height)
+        return self._strips[y] if y < len(self._strips) else Strip.blank(size.width, NULL_STYLE)
 
     def _build(self, width: int, height: int) -> list[Strip]:
         strips = [self._text_strip(line, width) for line in self.title.split("\n")[:2]]

@@ -27,6 +27,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from kvops.top.board import RowKey
+from kvops.top.content_size import ContentSize
 
 GAP = 2  # spaces between columns
 NULL_STYLE = Style()  # for padding and unstyled runs: Textual's NO_COLOR filter reads style.color
@@ -84,8 +85,7 @@ class TargetTable(Widget, can_focus=True):
         self._strips: list[Strip] = []
         self._width = 0
         self._styles: dict[str, Style] = {}  # resolved styles, until the CSS changes
-        self._width_for: object = None  # the outer size _content_w was worked out for
-        self._content_w = 0
+        self._content_size = ContentSize()
         self._parsed: dict[str, Style] = {}  # a cell's style text -> its Style
         self._build()
 
@@ -213,7 +213,7 @@ class TargetTable(Widget, can_focus=True):
 
     # --- drawing ------------------------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
-        width = self._content_width()
+        width = self._content_size.of(self).width
         left = self._left
         if y < 2:
             strip = self._header[y] if self._header else Strip.blank(width, NULL_STYLE)
@@ -252,16 +252,8 @@ class TargetTable(Widget, can_focus=True):
 
     def notify_style_update(self) -> None:
         self._styles.clear()
-        self._width_for = None
+        self._content_size.forget()
         super().notify_style_update()
-
-    def _content_width(self) -> int:
-        """self.size.width, worked out again only when the outer size changes: Widget.size
-        recomputes the region and the CSS gutter on every call, here every line of every frame."""
-        outer = self.outer_size
-        if outer != self._width_for:
-            self._width_for, self._content_w = outer, self.size.width
-        return self._content_w
 
     def get_content_height(self, container: Any, viewport: Any, width: int) -> int:
         """Sized to its rows (with `height: auto`): the header and one line per engine."""
