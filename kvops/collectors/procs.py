@@ -19,6 +19,7 @@ import re
 import socket
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from kvops.snapshot import GpuSample, ProcessMemory
 from kvops.transport.address import host_port
@@ -178,6 +179,12 @@ def _listening_by_port() -> dict[int, set[int]]:
     return out
 
 
+class _Tree(NamedTuple):
+    found_at: float  # time.monotonic() of the scan that found it
+    pids: list[int]
+    kept_for: float  # seconds until it is looked for again
+
+
 class ProcessTracker:
     """Process-tree memory of the local targets on every scrape, cheaply.
 
@@ -195,7 +202,7 @@ class ProcessTracker:
         self.root = root
         self.ttl = ttl
         self.max_ttl = max(ttl, max_ttl)
-        self._trees: dict[str, tuple[float, list[int], float]] = {}  # (found at, pids, kept for)
+        self._trees: dict[str, _Tree] = {}
         self._local: dict[str, tuple[str, int] | None] = {}
 
     def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None:
@@ -225,20 +232,28 @@ class ProcessTracker:
                     todo.extend(children.get(pid, []))
             pids = sorted(seen)
             before = self._trees.get(target)
-            kept = min(before[2] * 2, self.max_ttl) if before is not None and before[1] == pids else self.ttl
-            self._trees[target] = (now, pids, kept)
+            kept = (
+                min(before.kept_for * 2, self.max_ttl)
+                if before is not None and before.pids == pids
+                else self.ttl
+            )
+            self._trees[target] = _Tree(now, pids, kept)
 
     def collect(self, targets: list[str], gpus: list[GpuSample]) -> list[ProcessMemory]:
         now = time.monotonic()
         local = [t for t in targets if self._local_target(t) is not None]
-        stale = [t for t in local if t not in self._trees or now - self._trees[t][0] > self._trees[t][2]]
+        stale = [
+            t
+            for t in local
+            if t not in self._trees or now - self._trees[t].found_at > self._trees[t].kept_for
+        ]
         if stale:
             self._refresh(stale, now)
         for gone in set(self._trees) - set(targets):
             del self._trees[gone]
         out: list[ProcessMemory] = []
         for target in local:
-            pids = self._trees[target][1]
+            pids = self._trees[target].pids
             statuses = {p: st for p in pids if (st := read_status(p, self.root)) is not None}
             if not statuses:
                 if pids:  # the tree went away (vLLM restarted): look again next scrape
