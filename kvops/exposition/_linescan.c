@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include <string.h>
 
-/* A set of byte strings: open addressing, FNV-1a. Names are a few hundred at most. */
+/* A set of byte strings: open addressing. Names are a few hundred at most. */
 typedef struct {
     Py_ssize_t len;
     uint64_t hash;
@@ -33,11 +33,21 @@ typedef struct {
     uint64_t ends[64];
 } NameSet;
 
-static uint64_t fnv1a(const unsigned char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        h ^= p[i];
-        h *= 1099511628211ULL;
+/* Byte strings' hash for both tables here (wanted names, remembered keys): eight bytes a step,
+ * a multiply and a shift each; a key is ~100 bytes, a name ~30. */
+static uint64_t bytes_hash(const unsigned char *p, Py_ssize_t n) {
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
+    for (; n >= 8; p += 8, n -= 8) {
+        uint64_t w;
+        memcpy(&w, p, 8);
+        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
+        h ^= h >> 31;
+    }
+    if (n > 0) {
+        uint64_t w = 0;
+        memcpy(&w, p, (size_t)n);
+        h = (h ^ w) * 0x94D049BB133111EBULL;
+        h ^= h >> 29;
     }
     return h;
 }
@@ -55,7 +65,7 @@ static inline int nameset_may_contain(const NameSet *set, const unsigned char *p
 
 static int nameset_contains(const NameSet *set, const unsigned char *p, Py_ssize_t n) {
     if (!nameset_may_contain(set, p, n)) return 0;
-    uint64_t h = fnv1a(p, n);
+    uint64_t h = bytes_hash(p, n);
     for (size_t i = (size_t)h & set->mask;; i = (i + 1) & set->mask) {
         const Slot *s = &set->slots[i];
         if (s->bytes == NULL) return 0;
@@ -120,7 +130,7 @@ static int nameset_fill(NameSet *set, PyObject *names, const char *stops, int *w
                 return -1;
             }
         }
-        uint64_t h = fnv1a(p, n);
+        uint64_t h = bytes_hash(p, n);
         set->ends[n & 63] |= (uint64_t)1 << (p[n - 1] & 63);
         size_t i = (size_t)h & set->mask;
         int present = 0;
@@ -170,22 +180,6 @@ typedef struct {
 
 #define MEMO_MAX 8192 /* entries, as parser._HEADS_MAX */
 
-static uint64_t key_hash(const unsigned char *p, Py_ssize_t n) {
-    uint64_t h = 0x9E3779B97F4A7C15ULL ^ (uint64_t)n;
-    for (; n >= 8; p += 8, n -= 8) {
-        uint64_t w;
-        memcpy(&w, p, 8);
-        h = (h ^ w) * 0xBF58476D1CE4E5B9ULL;
-        h ^= h >> 31;
-    }
-    if (n > 0) {
-        uint64_t w = 0;
-        memcpy(&w, p, (size_t)n);
-        h = (h ^ w) * 0x94D049BB133111EBULL;
-        h ^= h >> 29;
-    }
-    return h;
-}
 
 static void memo_clear(Memo *memo) {
     if (memo->slots != NULL) {
@@ -597,7 +591,7 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
              * not told apart by these bytes, so they are not remembered. */
             const unsigned char *key_bytes = base + spans[KEY][0];
             Py_ssize_t key_len = spans[KEY][1] - spans[KEY][0];
-            uint64_t h = copy == NULL ? key_hash(key_bytes, key_len) : 0;
+            uint64_t h = copy == NULL ? bytes_hash(key_bytes, key_len) : 0;
             MemoSlot *slot = copy == NULL && memo->slots != NULL ? memo_slot(memo, key_bytes, key_len, h) : NULL;
             PyObject *known = slot != NULL ? slot->known : NULL;
             if (known == NULL) {
