@@ -8,29 +8,44 @@
  * (tests/sources/test_buckets.py compares the two). Python built a tuple of every line's
  * label items and hashed it twice; here a line is hashed from its strings' kept hashes and
  * compared with its series' first line, and a series' tuple is built once.
+ *
+ * series(buckets, sums, counts, les, le_of) goes on to what histograms() makes of the groups:
+ * for each series whose bounds, sorted, end at +Inf, (labels, buckets as a tuple, the _sum line
+ * with the same label items in the same order or None, the _count line's likewise or the +Inf
+ * bucket's count). histograms() looks for a _sum line in another label order itself, and keeps
+ * its Python reading as the reference (tests/sources/test_buckets.py). The Python loop over the
+ * groups cost as much as the grouping: dicts of the _sum and _count lines by tuples of their
+ * items, a sort, a tuple.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 typedef struct {
     Py_hash_t hash;
-    PyObject *labels;  /* the series' first line's label dict (held) */
+    PyObject *first;   /* the series' first line's label dict (held) */
     PyObject *buckets; /* its list of (bound, count) (held) */
-} Entry;
+} Series;
+
+typedef struct {
+    Series *items; /* in the order each series first appears */
+    size_t n, cap;
+} SeriesList;
 
 static PyObject *le_name; /* "le", interned */
+static PyObject *infinity; /* float("inf") */
 
 static int is_le(PyObject *key) {
     return key == le_name || (PyUnicode_Check(key) && PyUnicode_Compare(key, le_name) == 0);
 }
 
-/* Order-sensitive, as the tuple of items is: -1 with an exception on an unhashable value. */
-static Py_hash_t series_hash(PyObject *labels) {
+/* Order-sensitive, as a tuple of the items is; `le` left out where skip_le. -1 with an
+ * exception on an unhashable value. A bucket line without its `le` hashes as its _sum line. */
+static Py_hash_t items_hash(PyObject *labels, int skip_le) {
     Py_ssize_t pos = 0;
     PyObject *key, *value;
     Py_uhash_t h = 0x345678UL;
     while (PyDict_Next(labels, &pos, &key, &value)) {
-        if (is_le(key)) continue;
+        if (skip_le && is_le(key)) continue;
         Py_hash_t hk = PyObject_Hash(key), hv = hk == -1 ? -1 : PyObject_Hash(value);
         if (hv == -1) return -1;
         h = (h ^ (Py_uhash_t)hk) * 1000003UL;
@@ -40,15 +55,16 @@ static Py_hash_t series_hash(PyObject *labels) {
     return out == -1 ? -2 : out;
 }
 
-/* 1 when a and b hold the same items but `le`, in the same order; -1 on an error. */
-static int same_series(PyObject *a, PyObject *b) {
+/* 1 when a and b hold the same items in the same order (`le` left out of a side whose skip
+ * flag is set), 0 when not, -1 on an error. */
+static int same_items(PyObject *a, int skip_a, PyObject *b, int skip_b) {
     Py_ssize_t i = 0, j = 0;
     PyObject *ka, *va, *kb, *vb;
     for (;;) {
         int more_a, more_b;
-        while ((more_a = PyDict_Next(a, &i, &ka, &va)) && is_le(ka)) {
+        while ((more_a = PyDict_Next(a, &i, &ka, &va)) && skip_a && is_le(ka)) {
         }
-        while ((more_b = PyDict_Next(b, &j, &kb, &vb)) && is_le(kb)) {
+        while ((more_b = PyDict_Next(b, &j, &kb, &vb)) && skip_b && is_le(kb)) {
         }
         if (!more_a || !more_b) return more_a == more_b;
         Py_INCREF(ka), Py_INCREF(va), Py_INCREF(kb), Py_INCREF(vb);
@@ -59,59 +75,41 @@ static int same_series(PyObject *a, PyObject *b) {
     }
 }
 
-/* (key tuple, (labels dict, [])) for a new series, put in out; its list in *buckets (borrowed). */
-static int new_series(PyObject *out, PyObject *labels, PyObject **buckets) {
-    PyObject *items = PyList_New(0), *copy = PyDict_New();
-    PyObject *key = NULL, *pair = NULL;
-    int rc = -1;
-    if (items == NULL || copy == NULL) goto done;
-    Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(labels, &pos, &k, &v)) {
-        if (is_le(k)) continue;
-        PyObject *item = PyTuple_Pack(2, k, v);
-        if (item == NULL) goto done;
-        int failed = PyList_Append(items, item);
-        Py_DECREF(item);
-        if (failed < 0 || PyDict_SetItem(copy, k, v) < 0) goto done;
+static void series_free(SeriesList *s) {
+    for (size_t k = 0; k < s->n; k++) {
+        Py_DECREF(s->items[k].first);
+        Py_DECREF(s->items[k].buckets);
     }
-    key = PyList_AsTuple(items);
-    if (key == NULL) goto done;
-    *buckets = PyList_New(0);
-    if (*buckets == NULL) goto done;
-    pair = PyTuple_Pack(2, copy, *buckets);
-    Py_DECREF(*buckets); /* held by pair, then by out */
-    if (pair == NULL) goto done;
-    rc = PyDict_SetItem(out, key, pair);
-done:
-    Py_XDECREF(items);
-    Py_XDECREF(copy);
-    Py_XDECREF(key);
-    Py_XDECREF(pair);
-    return rc;
+    PyMem_Free(s->items);
+    s->items = NULL;
+    s->n = s->cap = 0;
 }
 
-static PyObject *group(PyObject *self, PyObject *args) {
-    PyObject *samples, *les, *le_of;
-    if (!PyArg_ParseTuple(args, "O!O!O:group", &PyList_Type, &samples, &PyDict_Type, &les, &le_of)) return NULL;
+/* The bucket samples grouped into s, each series' (bound, count)s in page order. 0, or -1
+ * with an exception (s then holds nothing). */
+static int collect(PyObject *samples, PyObject *les, PyObject *le_of, SeriesList *s) {
     Py_ssize_t n = PyList_GET_SIZE(samples);
     size_t cap = 8;
     while (cap < 2 * (size_t)n) cap <<= 1;
     size_t mask = cap - 1;
-    Entry *table = PyMem_Calloc(cap, sizeof(Entry));
-    PyObject *out = PyDict_New();
-    if (table == NULL || out == NULL) {
+    /* slot -> index in s->items + 1 (0: empty) */
+    size_t *table = PyMem_Calloc(cap, sizeof(size_t));
+    s->n = 0;
+    s->cap = (size_t)n > 0 ? (size_t)n : 1;
+    s->items = PyMem_Malloc(s->cap * sizeof(Series));
+    if (table == NULL || s->items == NULL) {
         PyMem_Free(table);
-        Py_XDECREF(out);
-        return PyErr_NoMemory();
+        PyMem_Free(s->items);
+        s->items = NULL;
+        PyErr_NoMemory();
+        return -1;
     }
-    size_t used = 0;
     /* le_of is Python code, which could change the list: its size is read each time. */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(samples); i++) {
         PyObject *item = PyList_GET_ITEM(samples, i), *le = NULL;
         Py_INCREF(item);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyDict_Check(PyTuple_GET_ITEM(item, 0))) {
-            PyErr_SetString(PyExc_TypeError, "group: samples must be (labels dict, value) pairs");
+            PyErr_SetString(PyExc_TypeError, "samples must be (labels dict, value) pairs");
             goto fail_item;
         }
         PyObject *labels = PyTuple_GET_ITEM(item, 0), *value = PyTuple_GET_ITEM(item, 1);
@@ -135,30 +133,31 @@ static PyObject *group(PyObject *self, PyObject *args) {
             Py_DECREF(item);
             continue;
         }
-        Py_hash_t h = series_hash(labels);
+        Py_hash_t h = items_hash(labels, 1);
         if (h == -1) goto fail_item;
         size_t at = (size_t)h & mask;
         PyObject *buckets = NULL;
-        while (table[at].labels != NULL) {
-            if (table[at].hash == h) {
-                int same = same_series(labels, table[at].labels);
+        while (table[at] != 0) {
+            Series *known = &s->items[table[at] - 1];
+            if (known->hash == h) {
+                int same = same_items(labels, 1, known->first, 1);
                 if (same < 0) goto fail_item;
                 if (same) {
-                    buckets = table[at].buckets;
+                    buckets = known->buckets;
                     break;
                 }
             }
             at = (at + 1) & mask;
         }
         if (buckets == NULL) {
-            if (used + 1 > cap / 2 || new_series(out, labels, &buckets) < 0) {
-                if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "group: the list grew under it");
+            if (s->n + 1 > cap / 2 || s->n >= s->cap) {
+                PyErr_SetString(PyExc_RuntimeError, "the list grew under it");
                 goto fail_item;
             }
-            table[at].hash = h;
-            table[at].labels = Py_NewRef(labels);
-            table[at].buckets = Py_NewRef(buckets);
-            used++;
+            buckets = PyList_New(0);
+            if (buckets == NULL) goto fail_item;
+            s->items[s->n] = (Series){h, Py_NewRef(labels), buckets};
+            table[at] = ++s->n;
         }
         PyObject *bucket = PyTuple_Pack(2, le, value);
         int failed = bucket == NULL ? -1 : PyList_Append(buckets, bucket);
@@ -172,25 +171,219 @@ static PyObject *group(PyObject *self, PyObject *args) {
         Py_DECREF(item);
         goto fail;
     }
-    for (size_t k = 0; k < cap; k++) {
-        Py_XDECREF(table[k].labels);
-        Py_XDECREF(table[k].buckets);
-    }
     PyMem_Free(table);
+    return 0;
+fail:
+    PyMem_Free(table);
+    series_free(s);
+    return -1;
+}
+
+/* A new dict of the first line's labels but `le`; with key_out, also their (name, value) tuple. */
+static PyObject *labels_without_le(PyObject *first, PyObject **key_out) {
+    PyObject *copy = PyDict_New(), *items = key_out ? PyList_New(0) : NULL;
+    if (copy == NULL || (key_out && items == NULL)) goto fail;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(first, &pos, &k, &v)) {
+        if (is_le(k)) continue;
+        if (PyDict_SetItem(copy, k, v) < 0) goto fail;
+        if (items != NULL) {
+            PyObject *item = PyTuple_Pack(2, k, v);
+            int failed = item == NULL ? -1 : PyList_Append(items, item);
+            Py_XDECREF(item);
+            if (failed < 0) goto fail;
+        }
+    }
+    if (key_out) {
+        *key_out = PyList_AsTuple(items);
+        Py_DECREF(items);
+        if (*key_out == NULL) {
+            Py_DECREF(copy);
+            return NULL;
+        }
+    }
+    return copy;
+fail:
+    Py_XDECREF(copy);
+    Py_XDECREF(items);
+    return NULL;
+}
+
+static PyObject *group(PyObject *self, PyObject *args) {
+    PyObject *samples, *les, *le_of;
+    if (!PyArg_ParseTuple(args, "O!O!O:group", &PyList_Type, &samples, &PyDict_Type, &les, &le_of)) return NULL;
+    SeriesList s;
+    if (collect(samples, les, le_of, &s) < 0) return NULL;
+    PyObject *out = PyDict_New();
+    if (out == NULL) goto fail;
+    for (size_t k = 0; k < s.n; k++) {
+        PyObject *key, *labels = labels_without_le(s.items[k].first, &key);
+        if (labels == NULL) goto fail;
+        PyObject *pair = PyTuple_Pack(2, labels, s.items[k].buckets);
+        Py_DECREF(labels);
+        int failed = pair == NULL ? -1 : PyDict_SetItem(out, key, pair);
+        Py_DECREF(key);
+        Py_XDECREF(pair);
+        if (failed < 0) goto fail;
+    }
+    series_free(&s);
     return out;
 fail:
-    for (size_t k = 0; k < cap; k++) {
-        Py_XDECREF(table[k].labels);
-        Py_XDECREF(table[k].buckets);
+    series_free(&s);
+    Py_XDECREF(out);
+    return NULL;
+}
+
+/* A _sum or _count family's lines by their label items in order, the last line of a label set
+ * winning (as a dict built from them in page order): open addressing over the lines. */
+typedef struct {
+    Py_hash_t hash;
+    PyObject *labels; /* held */
+    PyObject *value;  /* held */
+} Line;
+
+typedef struct {
+    Line *slots;
+    size_t mask;
+} Lines;
+
+static void lines_free(Lines *t) {
+    if (t->slots == NULL) return;
+    for (size_t k = 0; k <= t->mask; k++) {
+        Py_XDECREF(t->slots[k].labels);
+        Py_XDECREF(t->slots[k].value);
     }
-    PyMem_Free(table);
-    Py_DECREF(out);
+    PyMem_Free(t->slots);
+    t->slots = NULL;
+}
+
+static int lines_build(PyObject *samples, Lines *t) {
+    size_t cap = 8;
+    while (cap < 2 * (size_t)PyList_GET_SIZE(samples)) cap <<= 1;
+    t->mask = cap - 1;
+    t->slots = PyMem_Calloc(cap, sizeof(Line));
+    if (t->slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(samples); /* no Python code runs below that could grow it... */
+    for (Py_ssize_t i = 0; i < n && i < PyList_GET_SIZE(samples); i++) { /* ...but a compare could */
+        PyObject *item = PyList_GET_ITEM(samples, i);
+        if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyDict_Check(PyTuple_GET_ITEM(item, 0))) {
+            PyErr_SetString(PyExc_TypeError, "samples must be (labels dict, value) pairs");
+            goto fail;
+        }
+        Py_INCREF(item);
+        PyObject *labels = PyTuple_GET_ITEM(item, 0), *value = PyTuple_GET_ITEM(item, 1);
+        Py_hash_t h = items_hash(labels, 0);
+        if (h == -1) {
+            Py_DECREF(item);
+            goto fail;
+        }
+        size_t at = (size_t)h & t->mask;
+        for (;;) {
+            Line *slot = &t->slots[at];
+            if (slot->labels == NULL) {
+                *slot = (Line){h, Py_NewRef(labels), Py_NewRef(value)};
+                break;
+            }
+            if (slot->hash == h) {
+                int same = same_items(labels, 0, slot->labels, 0);
+                if (same < 0) {
+                    Py_DECREF(item);
+                    goto fail;
+                }
+                if (same) {
+                    Py_SETREF(slot->value, Py_NewRef(value));
+                    break;
+                }
+            }
+            at = (at + 1) & t->mask;
+        }
+        Py_DECREF(item);
+    }
+    return 0;
+fail:
+    lines_free(t);
+    return -1;
+}
+
+/* The value of the line whose items are `first`'s but `le`, in order (borrowed), or NULL:
+ * with an exception set on an error. */
+static PyObject *lines_find(Lines *t, Py_hash_t h, PyObject *first) {
+    for (size_t at = (size_t)h & t->mask; t->slots[at].labels != NULL; at = (at + 1) & t->mask) {
+        if (t->slots[at].hash != h) continue;
+        int same = same_items(first, 1, t->slots[at].labels, 0);
+        if (same < 0) return NULL;
+        if (same) return t->slots[at].value;
+    }
+    return NULL;
+}
+
+/* 1 when the bounds ascend strictly (the page's order: nothing to sort), 0 when not. */
+static int ascending(PyObject *buckets) {
+    Py_ssize_t n = PyList_GET_SIZE(buckets);
+    for (Py_ssize_t i = 1; i < n; i++) {
+        PyObject *a = PyTuple_GET_ITEM(PyList_GET_ITEM(buckets, i - 1), 0);
+        PyObject *b = PyTuple_GET_ITEM(PyList_GET_ITEM(buckets, i), 0);
+        if (!PyFloat_CheckExact(a) || !PyFloat_CheckExact(b) || !(PyFloat_AS_DOUBLE(a) < PyFloat_AS_DOUBLE(b)))
+            return 0;
+    }
+    return 1;
+}
+
+static PyObject *series(PyObject *self, PyObject *args) {
+    PyObject *samples, *sums, *counts, *les, *le_of;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O:series", &PyList_Type, &samples, &PyList_Type, &sums, &PyList_Type,
+                          &counts, &PyDict_Type, &les, &le_of))
+        return NULL;
+    SeriesList s;
+    Lines sum_lines = {NULL, 0}, count_lines = {NULL, 0};
+    PyObject *out = NULL;
+    if (collect(samples, les, le_of, &s) < 0) return NULL;
+    if (lines_build(sums, &sum_lines) < 0 || lines_build(counts, &count_lines) < 0) goto fail;
+    out = PyList_New(0);
+    if (out == NULL) goto fail;
+    for (size_t k = 0; k < s.n; k++) {
+        Series *one = &s.items[k];
+        if (!ascending(one->buckets) && PyList_Sort(one->buckets) < 0) goto fail;
+        PyObject *last = PyList_GET_ITEM(one->buckets, PyList_GET_SIZE(one->buckets) - 1);
+        int inf = PyObject_RichCompareBool(PyTuple_GET_ITEM(last, 0), infinity, Py_EQ);
+        if (inf < 0) goto fail;
+        if (!inf) continue; /* a series cut before its +Inf bucket is not kept */
+        PyObject *total = lines_find(&sum_lines, one->hash, one->first);
+        if (total == NULL && PyErr_Occurred()) goto fail;
+        PyObject *count = lines_find(&count_lines, one->hash, one->first);
+        if (count == NULL && PyErr_Occurred()) goto fail;
+        PyObject *labels = labels_without_le(one->first, NULL);
+        PyObject *bounds = labels == NULL ? NULL : PyList_AsTuple(one->buckets);
+        PyObject *row = bounds == NULL ? NULL
+                                       : PyTuple_Pack(4, labels, bounds, total ? total : Py_None,
+                                                      count ? count : PyTuple_GET_ITEM(last, 1));
+        Py_XDECREF(labels);
+        Py_XDECREF(bounds);
+        int failed = row == NULL ? -1 : PyList_Append(out, row);
+        Py_XDECREF(row);
+        if (failed < 0) goto fail;
+    }
+    series_free(&s);
+    lines_free(&sum_lines);
+    lines_free(&count_lines);
+    return out;
+fail:
+    series_free(&s);
+    lines_free(&sum_lines);
+    lines_free(&count_lines);
+    Py_XDECREF(out);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"group", group, METH_VARARGS,
      "group(samples, les, le_of) -> {label items without le: (labels, [(bound, count), ...])}"},
+    {"series", series, METH_VARARGS,
+     "series(buckets, sums, counts, les, le_of) -> [(labels, ((bound, count), ...), sum or None, count)]"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -200,6 +393,7 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__buckets(void) {
     le_name = PyUnicode_InternFromString("le");
-    if (le_name == NULL) return NULL;
+    infinity = PyFloat_FromDouble(Py_HUGE_VAL);
+    if (le_name == NULL || infinity == NULL) return NULL;
     return PyModule_Create(&module);
 }

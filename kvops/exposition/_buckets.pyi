@@ -6,3 +6,10 @@ def group(
     les: dict[str, float | None],
     le_of: Callable[[str], float | None],
 ) -> dict[tuple[tuple[str, str], ...], tuple[dict[str, str], list[tuple[float, float]]]]: ...
+def series(
+    samples: list[tuple[dict[str, str], float]],
+    sums: list[tuple[dict[str, str], float]],
+    counts: list[tuple[dict[str, str], float]],
+    les: dict[str, float | None],
+    le_of: Callable[[str], float | None],
+) -> list[tuple[dict[str, str], tuple[tuple[float, float], ...], float | None, float]]: ...

@@ -7,8 +7,10 @@ from kvops.snapshot import Histogram
 
 try:  # the C grouping of bucket samples, built by setup.py where a compiler was at hand
     from kvops.exposition._buckets import group as _c_group
-except ImportError:  # pragma: no cover - _group below returns the same
+    from kvops.exposition._buckets import series as _c_series
+except ImportError:  # pragma: no cover - _group and _histograms below return the same
     _c_group = None  # type: ignore[assignment]
+    _c_series = None  # type: ignore[assignment]
 
 
 def sample_names(family: str) -> tuple[str, str, str]:
@@ -88,9 +90,35 @@ def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram
     bucket_samples = result.get(bucket_name)
     if not bucket_samples:
         return []
+    if _c_series is None:
+        return _histograms(bucket_samples, result.get(sum_name), result.get(count_name))
+    sum_samples = result.get(sum_name)
+    out: list[tuple[Labels, Histogram]] = []
+    for labels, buckets, total, count in _c_series(
+        bucket_samples, sum_samples, result.get(count_name), _LE, _le
+    ):
+        if total is None:  # labels in another order on the _sum line: match as a set
+            total = _sum_in_any_order(sum_samples, tuple(labels.items()))
+            if total is None:
+                continue
+        out.append((labels, Histogram(buckets, total, count)))
+    return out
+
+
+def _sum_in_any_order(sum_samples: list[tuple[Labels, float]], key: _Key) -> float | None:
+    sums = {tuple(labels.items()): value for labels, value in sum_samples}
+    return next((v for k, v in sums.items() if sorted(k) == sorted(key)), None)
+
+
+def _histograms(
+    bucket_samples: list[tuple[Labels, float]],
+    sum_samples: list[tuple[Labels, float]],
+    count_samples: list[tuple[Labels, float]],
+) -> list[tuple[Labels, Histogram]]:
+    """histograms() in Python: the reference for the C reading, and where it is not built."""
     series = _group(bucket_samples) if _c_group is None else _c_group(bucket_samples, _LE, _le)
-    sums = {tuple(labels.items()): value for labels, value in result.get(sum_name)}
-    counts = {tuple(labels.items()): value for labels, value in result.get(count_name)}
+    sums = {tuple(labels.items()): value for labels, value in sum_samples}
+    counts = {tuple(labels.items()): value for labels, value in count_samples}
     out: list[tuple[Labels, Histogram]] = []
     for key, (labels, buckets) in series.items():
         buckets.sort()

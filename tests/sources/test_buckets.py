@@ -1,6 +1,6 @@
 """The C grouping of bucket samples (kvops/exposition/_buckets.c) returns what histograms._group
-returns, on every histogram of every page of the suite and on generated samples; histograms()
-reads alike with and without it."""
+returns, and its series() what histograms._histograms reads, on every histogram of every page
+of the suite and on generated samples; histograms() reads alike with and without them."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kvops.exposition import histograms as hist
-from kvops.exposition.parser import parse
+from kvops.exposition.parser import ParseResult, parse
+from kvops.snapshot import Histogram
 from support.suite_pages import PAGES
 
 _buckets = pytest.importorskip(
@@ -71,6 +72,7 @@ def test_histograms_read_alike_with_and_without_the_c_grouping(name_text_wanted,
     families = {n[: -len("_bucket")] for n in result.samples if n.endswith("_bucket")}
     with_c = {f: hist.histograms(result, f) for f in families}
     monkeypatch.setattr(hist, "_c_group", None)
+    monkeypatch.setattr(hist, "_c_series", None)
     assert with_c == {f: hist.histograms(result, f) for f in families}
 
 
@@ -139,3 +141,95 @@ def test_series_whose_hashes_collide_are_told_apart_by_their_labels():
     ]
     grouped = c_group(samples)
     assert len(grouped) == 3 and same(grouped, hist._group(samples))
+
+
+def read_alike(buckets, sums, counts) -> None:
+    """histograms() with the C series() equals the Python reading: the same series, labels in
+    the same order, the same bounds, sums and counts (as objects: a NaN is the one it read)."""
+    result = ParseResult(samples={"h_bucket": buckets, "h_sum": sums, "h_count": counts})
+    got = hist.histograms(result, "h")
+    want = hist._histograms(buckets, sums, counts)
+    assert [(list(labels.items()), h.buckets) for labels, h in got] == [
+        (list(labels.items()), h.buckets) for labels, h in want
+    ]
+    assert [(h.sum, h.count) for _, h in got] == [(h.sum, h.count) for _, h in want] or all(
+        (a.sum is b.sum or a.sum == b.sum) and (a.count is b.count or a.count == b.count)
+        for (_, a), (_, b) in zip(got, want, strict=True)
+    )
+
+
+def test_the_suite_reads_histograms():
+    found = 0
+    for _, text, wanted in PAGES:
+        result = parse(text, wanted)
+        found += sum(
+            len(hist.histograms(result, n[: -len("_bucket")]))
+            for n in result.samples
+            if n.endswith("_bucket")
+        )
+    assert found > 150
+
+
+@pytest.mark.parametrize("name_text_wanted", PAGES, ids=[name for name, _, _ in PAGES])
+def test_suite_histograms_read_alike_in_c_and_python(name_text_wanted):
+    _, text, wanted = name_text_wanted
+    result = parse(text, wanted)
+    for name in result.samples:
+        if name.endswith("_bucket"):
+            family = name[: -len("_bucket")]
+            read_alike(result.get(name), result.get(f"{family}_sum"), result.get(f"{family}_count"))
+
+
+_SERIES_LABELS = st.lists(
+    st.tuples(st.sampled_from(["a", "b", "le"]), st.sampled_from(["1", "2", "+Inf", "0.5", "-3"])), max_size=3
+).map(dict)
+
+
+@settings(max_examples=800, deadline=None)
+@given(
+    buckets=st.lists(st.tuples(_SERIES_LABELS, st.floats(allow_nan=False) | st.integers()), max_size=20),
+    sums=st.lists(st.tuples(_SERIES_LABELS, st.floats(allow_nan=False)), max_size=4),
+    counts=st.lists(st.tuples(_SERIES_LABELS, st.floats(allow_nan=False)), max_size=4),
+)
+def test_generated_histograms_read_alike_in_c_and_python(buckets, sums, counts):
+    # Bounds out of order and repeated, series without +Inf, _sum and _count lines in another
+    # label order, repeated (the last wins), carrying an `le` of their own, or missing.
+    read_alike(buckets, sums, counts)
+
+
+def test_sum_and_count_lines_are_matched_by_their_labels_in_order_the_last_winning():
+    buckets = [({"a": "1", "le": "+Inf"}, 5.0), ({"a": "1", "le": "0.5"}, 2.0), ({"a": "2", "le": "1"}, 1.0)]
+    sums = [({"a": "1"}, 1.0), ({"a": "1"}, 3.0), ({"a": "2"}, 9.0)]
+    counts = [({"a": "1", "le": "+Inf"}, 7.0)]  # not the series' labels: the +Inf count stands
+    got = _buckets.series(buckets, sums, counts, hist._LE, hist._le)
+    # a=2 has no +Inf bucket: not a histogram, whatever its sum
+    assert got == [({"a": "1"}, ((0.5, 2.0), (math.inf, 5.0)), 3.0, 5.0)]
+    read_alike(buckets, sums, counts)
+
+
+def test_a_sum_line_in_another_label_order_is_found_by_histograms():
+    buckets = [({"a": "1", "b": "2", "le": "+Inf"}, 4.0)]
+    sums = [({"b": "2", "a": "1"}, 8.0)]
+    assert _buckets.series(buckets, sums, [], hist._LE, hist._le) == [
+        ({"a": "1", "b": "2"}, ((math.inf, 4.0),), None, 4.0)
+    ]
+    result = ParseResult(samples={"h_bucket": buckets, "h_sum": sums})
+    assert hist.histograms(result, "h") == [({"a": "1", "b": "2"}, Histogram(((math.inf, 4.0),), 8.0, 4.0))]
+    read_alike(buckets, sums, [])
+
+
+def test_series_with_colliding_hashes_find_their_own_sums():
+    labels = [{"a": _Colliding(v)} for v in "123"]
+    buckets = [({**x, "le": "+Inf"}, float(n)) for n, x in enumerate(labels)]
+    sums = [(x, 10.0 + n) for n, x in reversed(list(enumerate(labels)))]
+    got = _buckets.series(buckets, sums, [], hist._LE, hist._le)
+    assert [(row[0]["a"], row[2]) for row in got] == [("1", 10.0), ("2", 11.0), ("3", 12.0)]
+
+
+def test_series_bad_input_raises():
+    with pytest.raises(TypeError):
+        _buckets.series([({"le": "1"}, 1.0)], [({"a": "1"},)], [], {}, hist._le)
+    with pytest.raises(TypeError):
+        _buckets.series([({"le": "1"}, 1.0)], [], [(["a"], 1.0)], {}, hist._le)
+    with pytest.raises(TypeError):
+        _buckets.series((), [], [], {}, hist._le)
