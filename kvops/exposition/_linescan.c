@@ -518,21 +518,26 @@ static int token_value(const unsigned char *start, const unsigned char *end, dou
     return (const unsigned char *)stopped == end ? 0 : -1;
 }
 
-/* read_known(text, heads, samples, max_found=-1, max_read=-1): parser._read_found's loop, for a
+/* read_known(text, heads, samples, max_found=-1, max_read=-1, known_types=None, types=None):
+ * parser._read_found's loop, for a
  * page of which every found line is a usual sample line (name, label set, one blank, a value) whose text up to its "}"
  * is in heads (parser._HEADS: that text -> (name, labels)), or has no label set, or is a
  * wanted family's # TYPE line. Appends (a copy of the labels, the value) to samples[name] in
  * the page's order and returns (lines read, whether a value may be NaN, ±Inf or -0, the TYPE
- * lines in order). None, with samples left part-filled, on any other page: a line not in
+ * lines in order, but those put in `types` from `known_types`: see above). None, with samples left part-filled, on any other page: a line not in
  * heads, another form of line, a value out of float's range (1e309), a page page_bytes does
  * not read, more than max_found found lines or max_read sample lines (when not -1): work the caller's
  * readers would stop at (the clock, the sample cap) is not done here either. */
 static PyObject *finder_read_known(Finder *self, PyObject *args) {
-    PyObject *text, *heads, *samples;
+    PyObject *text, *heads, *samples, *known_types = NULL, *types_out = NULL;
     Py_ssize_t max_found = -1, max_read = -1;
-    if (!PyArg_ParseTuple(args, "OO!O!|nn:read_known", &text, &PyDict_Type, &heads, &PyDict_Type, &samples,
-                          &max_found, &max_read))
+    if (!PyArg_ParseTuple(args, "OO!O!|nnO!O!:read_known", &text, &PyDict_Type, &heads, &PyDict_Type, &samples,
+                          &max_found, &max_read, &PyDict_Type, &known_types, &PyDict_Type, &types_out))
         return NULL;
+    if ((known_types == NULL) != (types_out == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "read_known: known_types and types come together");
+        return NULL;
+    }
     Py_ssize_t size;
     unsigned char *copy;
     const unsigned char *base = page_bytes(self, text, &size, &copy);
@@ -563,7 +568,20 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
         if (kind == TYPE) {
             PyObject *type_line = PyUnicode_Substring(text, spans[TYPE][0], spans[TYPE][1]);
             if (type_line == NULL) goto fail;
-            int failed = PyList_Append(types, type_line);
+            /* A line read before (known_types: line -> (name, type)) goes into types here, until
+             * the first that was not: that one and those after it are the caller's, in order,
+             * so that a family typed twice ends with its last line's type. */
+            PyObject *was = known_types != NULL && PyList_GET_SIZE(types) == 0
+                                ? PyDict_GetItemWithError(known_types, type_line)
+                                : NULL; /* borrowed */
+            int failed;
+            if (was != NULL && PyTuple_CheckExact(was) && PyTuple_GET_SIZE(was) == 2) {
+                Py_INCREF(was);
+                failed = PyDict_SetItem(types_out, PyTuple_GET_ITEM(was, 0), PyTuple_GET_ITEM(was, 1));
+                Py_DECREF(was);
+            } else {
+                failed = PyErr_Occurred() ? -1 : PyList_Append(types, type_line);
+            }
             Py_DECREF(type_line);
             if (failed < 0) goto fail;
             continue;
@@ -668,7 +686,8 @@ static PyMethodDef finder_methods[] = {
      "The found lines' groups, as the regular expression's findall over \"\\n\" + text gives them; "
      "None for a page with characters past U+00FF where a wanted name has one too."},
     {"read_known", (PyCFunction)finder_read_known, METH_VARARGS,
-     "read_known(text, heads, samples, max_found=-1, max_read=-1): the page's samples into samples, "
+     "read_known(text, heads, samples, max_found=-1, max_read=-1, known_types=None, types=None): the page's "
+     "samples into samples, "
      "where every found line "
      "is known; (read, maybe_unknown, type_lines), or None for the caller to read it with findall."},
     {NULL, NULL, 0, NULL},

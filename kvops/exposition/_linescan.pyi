@@ -10,4 +10,6 @@ class Finder:
         samples: dict[str, list[tuple[dict[str, str], float]]],
         max_found: int = -1,
         max_read: int = -1,
+        known_types: dict[str, tuple[str, str]] = ...,
+        types: dict[str, str] = ...,
     ) -> tuple[int, bool, list[str]] | None: ...

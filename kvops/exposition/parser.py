@@ -682,13 +682,16 @@ def _read_known(
     if finder is None:
         return None
     samples: dict[str, list[tuple[Labels, float]]] = {}
+    types: dict[str, str] = {}
     # Past _CHECK_EVERY found lines with a clock, or the sample cap, _read_found gives a page
-    # up: so does the C reader, at that line.
-    known = finder.read_known(text, _HEADS, samples, _CHECK_EVERY if clock is not None else -1, limit)
+    # up: so does the C reader, at that line. # TYPE lines read before (_TYPE_LINES) go into
+    # types there; the others come back, in order, for _read_meta.
+    check = _CHECK_EVERY if clock is not None else -1
+    known = finder.read_known(text, _HEADS, samples, check, limit, _TYPE_LINES, types)
     if known is None:
         return None
     read, unknown, type_lines = known
-    result = ParseResult(samples=samples, read=read, maybe_unknown=unknown)
+    result = ParseResult(samples=samples, types=types, read=read, maybe_unknown=unknown)
     for line in type_lines:
         if _read_meta(line, result.types) is not None:
             return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import uuid
 
 import pytest
 from hypothesis import given
@@ -422,3 +423,29 @@ def test_read_known_reads_more_label_sets_than_it_remembers(monkeypatch):
     parse(text, wanted)
     for _ in range(2):
         _same_as_by_matches(parse(text, wanted), _by_matches(text, wanted))
+
+
+def test_read_known_types_a_family_typed_twice_by_its_last_type_line():
+    """# TYPE lines read before go into the types in C until the first one that was not; that
+    one and those after it are read in Python, in order: the last line's type stands."""
+    name = f"vllm:typed_twice_{uuid.uuid4().hex[:8]}"
+    wanted = frozenset([name])
+    parse(f"# TYPE {name} counter\n{name} 1\n", wanted)  # "counter" now read before
+    page = f"# TYPE {name} gauge\n# TYPE {name} counter\n{name} 1\n"
+    known = _known(page, wanted)
+    assert known is not None and known.types == {name: "counter"}
+    with regex_only():
+        assert repr(parse(page, wanted)) == repr(known)
+    page = f"# TYPE {name} counter\n# TYPE {name} untyped\n{name} 1\n"  # read before, then not
+    assert _known(page, wanted).types == {name: "untyped"}
+
+
+def test_read_known_takes_known_types_and_types_together():
+    finder = _finder(frozenset(["a"]))
+    with pytest.raises(TypeError):
+        finder.read_known("a 1\n", {}, {}, -1, -1, {})
+    types: dict[str, str] = {}
+    got = finder.read_known(
+        "# TYPE a gauge\n# TYPE a counter\na 1\n", {}, {}, -1, -1, {"# TYPE a gauge": ("a", "gauge")}, types
+    )
+    assert got == (1, False, ["# TYPE a counter"]) and types == {"a": "gauge"}
