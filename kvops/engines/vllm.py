@@ -122,7 +122,8 @@ def _by_engine(samples: Iterable[tuple[Labels, float]]) -> dict[_EngineKey, floa
 def _histograms_by_engine(result: ParseResult, family: str) -> dict[_EngineKey, Histogram]:
     out: dict[_EngineKey, Histogram] = {}
     for labels, hist in histograms(result, family):
-        out[_key(labels)] = merged(out.get(_key(labels)), hist)
+        key = _key(labels)
+        out[key] = merged(out.get(key), hist)
     return out
 
 
@@ -164,12 +165,16 @@ def page_format(result: ParseResult) -> str | None:
 
     Read from the TYPE lines of the families kvops reads (a family may be declared without
     samples yet): all the parser keeps when given a wanted set."""
-    types = {name: kind for name, kind in result.types.items() if name in _FAMILIES}
-    if "vllm:kv_offload_store_bytes_total" in types or "vllm:kv_offload_store_bytes" in types:
+    types = result.types
+
+    def typed(*names: str) -> bool:
+        return any(name in types and name in _FAMILIES for name in names)
+
+    if typed("vllm:kv_offload_store_bytes_total", "vllm:kv_offload_store_bytes"):
         return "flat offload names (vLLM 0.24+)"
-    if _TYPED_BYTES in types or "vllm:kv_offload_total_bytes" in types:
+    if typed(_TYPED_BYTES, "vllm:kv_offload_total_bytes"):
         return "transfer_type offload names (vLLM 0.16-0.23)"
-    if any(name.startswith("vllm:") for name in types):
+    if any(name.startswith("vllm:") and name in _FAMILIES for name in types):
         return "no offload transfer metrics"
     return None
 
@@ -208,11 +213,23 @@ def _shows_connector(sample: EngineSample) -> bool:
     )
 
 
+# (sample name, field) in the order they are read: a field's preferred name last, so that
+# it wins where a page has both.
+_SCALAR_ORDER = [(name, field_name) for field_name, names in _SCALARS.items() for name in reversed(names)]
+
+
 def _read_scalars(result: ParseResult, engines: Engines) -> None:
-    for field_name, names in _SCALARS.items():
-        for name in reversed(names):  # preferred name last, so it wins where both exist
-            for key, value in _by_engine(result.get(name)).items():
-                setattr(engines.get(key), field_name, value)
+    samples = result.samples
+    for name, field_name in _SCALAR_ORDER:
+        found = samples.get(name)
+        if not found:
+            continue
+        if len(found) == 1:  # one engine, one series: most pages
+            labels, value = found[0]
+            setattr(engines.get(_key(labels)), field_name, 0.0 + value)
+            continue
+        for key, total in _by_engine(found).items():
+            setattr(engines.get(key), field_name, total)
     for field_name, (name, label) in _BY_LABEL.items():
         for labels, value in result.get(name):
             by_label = getattr(engines.get(_key(labels)), field_name)
