@@ -195,7 +195,7 @@ def _diagnose(
     model_note = None
     if model is None and cmd is not None:
         model, model_note = _model_from_name(cmd)
-    version, source = resolve_version(args.vllm_version, scan)
+    version, source = resolve_version(args.vllm_version, scan, args.cmd or "")
     host_ram = _size_arg("--host-ram", args.host_ram)  # bad sizes are refused before probing
     shm = _size_arg("--shm", args.shm)
     no_input = not (args.model or args.cmd or args.log)

@@ -45,7 +45,7 @@ def test_dsv32_outside_the_affected_versions_is_not_reported(kvops, version: str
 
 
 def test_dsv32_with_unknown_version_is_a_warning_naming_the_versions(kvops, monkeypatch) -> None:
-    monkeypatch.setattr(diagnose, "resolve_version", lambda flag, log: (None, "unknown"))
+    monkeypatch.setattr(diagnose, "resolve_version", lambda flag, log, command_text="": (None, "unknown"))
     from kvops.doctor import command  # noqa: F401 - resolve_version is imported inside run()
 
     code, out, _ = kvops("doctor", "--model", DSV32, "--cmd", DSV32_CMD, "--json")

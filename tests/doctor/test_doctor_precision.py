@@ -183,7 +183,7 @@ def test_offloading_flags_on_a_release_that_lacks_them(kvops, version: str, fire
 def test_offloading_flags_with_an_unknown_release_say_nothing(kvops, monkeypatch) -> None:
     from kvops.doctor.judging import diagnose as diagnose_mod
 
-    monkeypatch.setattr(diagnose_mod, "resolve_version", lambda flag, log: (None, "unknown"))
+    monkeypatch.setattr(diagnose_mod, "resolve_version", lambda flag, log, command_text="": (None, "unknown"))
     out = kvops("doctor", "--cmd", "vllm serve m --kv-offloading-size 32", "--json")[1]
     assert "vllm-offload-flags-unsupported-release" not in findings(out)
 

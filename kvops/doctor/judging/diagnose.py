@@ -112,14 +112,21 @@ class Diagnosis:
         return 1 if any(f.severity == "error" for f in self.findings) else 0
 
 
-def resolve_version(flag: str | None, log: LogScan | None) -> tuple[str | None, str]:
-    """--vllm-version, else the log's `vLLM API server version X` line, else the installed vllm."""
+def resolve_version(flag: str | None, log: LogScan | None, command_text: str = "") -> tuple[str | None, str]:
+    """--vllm-version, else the log's `vLLM API server version X` line, else the release the
+    command's vLLM image is tagged with, else the installed vllm."""
     if flag is not None:
         from kvops.doctor.reading.vllm_release import release_number
 
         return release_number(flag), "--vllm-version"
     if log is not None and log.version:
         return log.version, "log"
+    if command_text:
+        from kvops.doctor.reading.image_release import image_release
+
+        tagged = image_release(command_text)
+        if tagged.release is not None:
+            return tagged.release, f"the command's image {clip(tagged.images[0])}"
     try:
         from importlib.metadata import PackageNotFoundError, version
 

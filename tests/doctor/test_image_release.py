@@ -1,0 +1,100 @@
+"""The vLLM release a pasted command's image is tagged with (kvops/doctor/reading/image_release.py)
+judges version-bound findings when neither --vllm-version nor a log names one: a compose file for
+vllm/vllm-openai:v0.11.0 with --kv-offloading-size is the release without those flags, not the
+0.12-0.17 indexer KeyError."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kvops.doctor.reading.image_release import image_release
+
+from .conftest import LOGS
+
+COMPOSE = """services:
+  vllm:
+    image: vllm/vllm-openai:v0.11.0
+    command: >
+      --model deepseek-ai/DeepSeek-V3.2-Exp
+      --tensor-parallel-size 8
+      --kv-offloading-backend native --kv-offloading-size 64
+    ipc: host
+"""
+KUBERNETES = """apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+        - name: vllm
+          image: "docker.io/vllm/vllm-openai:v0.13.0"
+          args: ["--model", "deepseek-ai/DeepSeek-V3.2-Exp", "--kv-offloading-backend", "native",
+                 "--kv-offloading-size", "64"]
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "release"),
+    [
+        ("docker run --gpus all vllm/vllm-openai:v0.10.1.1 --model m", "0.10.1.1"),
+        ("docker run vllm/vllm-openai:v0.11.0-aarch64 --model m", "0.11.0"),
+        ("image: registry.example.com:5000/vllm/vllm-openai:v0.14.0rc1", "0.14.0rc1"),
+        ("podman run docker.io/vllm/vllm-openai-rocm:v0.14.1 --model m", "0.14.1"),
+        ("docker run rocm/vllm:rocm6.4.1_vllm_0.9.1_20250715 vllm serve m", "0.9.1"),
+        ("docker run rocm/vllm-dev:rocm7.0_vllm_v0.10.2 vllm serve m", "0.10.2"),
+        ("I run vllm/vllm-openai:v0.12.0 on 8xH200 and it crashes", "0.12.0"),
+        (COMPOSE, "0.11.0"),
+        (KUBERNETES, "0.13.0"),
+        ("two images: vllm/vllm-openai:v0.11.0 and vllm/vllm-openai:v0.11.0", "0.11.0"),
+    ],
+)
+def test_an_official_image_names_its_release(text: str, release: str) -> None:
+    assert image_release(text).release == release
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "docker run vllm/vllm-openai:latest --model m",
+        "docker run vllm/vllm-openai:nightly --model m",
+        "docker run vllm/vllm-openai --model m",
+        "docker run lmcache/vllm-openai:v0.3.7 --model m",  # LMCache's release, not vLLM's
+        "docker run myorg-vllm/vllm-openai:v0.11.0 --model m",
+        "docker run nvcr.io/nvidia/vllm:25.09-py3 vllm serve m",  # NGC's release
+        "docker run vllm/vllm-openai:v0.11.0 ... or vllm/vllm-openai:v0.13.0",  # which one?
+        "vllm serve m --kv-offloading-size 8",
+    ],
+)
+def test_other_images_and_two_releases_name_none(text: str) -> None:
+    assert image_release(text).release is None
+
+
+def _version(out: str) -> dict:
+    return json.loads(out)["vllm_version"]
+
+
+def test_a_compose_files_image_judges_the_flags(kvops) -> None:
+    code, out, err = kvops("doctor", "--cmd", COMPOSE, "--json")
+    source = "the command's image vllm/vllm-openai:v0.11.0"
+    assert _version(out) == {"version": "0.11.0", "source": source}, err
+    ids = {f["id"] for f in json.loads(out)["findings"]}
+    assert "vllm-offload-flags-unsupported-release" in ids
+    assert "mla-indexer-keyerror" not in ids  # 0.11.x is outside 0.12-0.17
+    assert code == 1
+
+
+def test_a_kubernetes_image_in_the_affected_releases_makes_the_keyerror_an_error(kvops) -> None:
+    code, out, _ = kvops("doctor", "--cmd", KUBERNETES, "--json")
+    assert _version(out)["version"] == "0.13.0"
+    found = {f["id"]: f for f in json.loads(out)["findings"]}
+    assert found["mla-indexer-keyerror"]["severity"] == "error" and code == 1
+
+
+def test_the_flag_and_the_log_come_before_the_image(kvops) -> None:
+    _, out, _ = kvops("doctor", "--cmd", COMPOSE, "--vllm-version", "0.13.0", "--json")
+    assert _version(out) == {"version": "0.13.0", "source": "--vllm-version"}
+    log = str(LOGS / "vllm-offload-dsa-indexer-keyerror.log")
+    _, out, _ = kvops("doctor", "--cmd", COMPOSE, "--log", log, "--json")
+    assert _version(out)["source"] == "log"
