@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kvops.doctor.reading import cmdline
 from kvops.doctor.reading.shell_words import Word
@@ -247,3 +248,126 @@ def test_offloading_flags_are_never_proposed_to_a_release_without_them(
             "--kv-offloading" not in f["fixed_command"]
             or f["fixed_command_needs"] == "upgrade to vLLM >= 0.11.1"
         )
+
+
+# ---- YAML pastes: the fix written into the YAML as pasted --------------------------------------
+def _fixed(kvops: Callable[..., tuple[int, str, str]], text: str, fid: str, *extra: str) -> str:
+    _code, out, _err = kvops(
+        "doctor", "--cmd", text, "--vllm-version", "0.14.0", "--model", DSV32, *extra, "--json"
+    )
+    return next(f for f in json.loads(out)["findings"] if f["id"] == fid)["fixed_command"]
+
+
+def test_a_compose_folded_command_is_fixed_in_its_yaml(kvops: Callable[..., tuple[int, str, str]]) -> None:
+    fixed = _fixed(kvops, COMPOSE_FOLDED, "mla-indexer-keyerror")
+    assert fixed == (
+        "services:\n"
+        "  vllm:\n"
+        "    image: vllm/vllm-openai:v0.14.0\n"
+        "    ipc: host\n"
+        "    command: >\n"
+        "      --model deepseek-ai/DeepSeek-V3.2\n"
+        "      --tensor-parallel-size 8 --kv-cache-dtype=fp8"
+    )
+    service = yaml.safe_load(fixed)["services"]["vllm"]
+    assert service["image"] == "vllm/vllm-openai:v0.14.0" and service["ipc"] == "host"
+
+
+def test_a_kubernetes_bash_script_is_fixed_in_its_block(kvops: Callable[..., tuple[int, str, str]]) -> None:
+    pod = """\
+apiVersion: v1
+kind: Pod
+spec:
+  containers:
+  - name: vllm
+    image: nvidia/cuda:12.8.0-devel-ubuntu22.04
+    command: ["/bin/bash", "-c"]
+    args:
+      - |
+        pip install vllm==0.14.0 lmcache && \\
+        vllm serve deepseek-ai/DeepSeek-V3.2 --tensor-parallel-size 8 \\
+          --kv-offloading-backend native --kv-offloading-size 64
+"""
+    fixed = _fixed(kvops, pod, "mla-indexer-keyerror")
+    head, _, _ = pod.partition("        vllm serve")
+    assert (
+        fixed
+        == head + "        vllm serve deepseek-ai/DeepSeek-V3.2 --tensor-parallel-size 8 --kv-cache-dtype=fp8"
+    )
+    script = yaml.safe_load(fixed)["spec"]["containers"][0]["args"][0]
+    assert script.startswith("pip install vllm==0.14.0 lmcache && \\\nvllm serve")
+
+
+def test_a_kubernetes_args_list_is_printed_rebuilt(kvops: Callable[..., tuple[int, str, str]]) -> None:
+    # a flag cut from a list would leave its `- ` item: the command comes back rebuilt
+    assert _fixed(kvops, K8S_ARGS, "mla-indexer-keyerror").startswith("vllm serve deepseek-ai/DeepSeek-V3.2")
+
+
+def test_an_edit_that_would_not_read_back_is_printed_rebuilt(
+    kvops: Callable[..., tuple[int, str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kvops.doctor.reading import serve_line
+
+    real = serve_line._scalar_places
+
+    def off_by_one(value: object, text: str) -> list[int] | None:  # a placement gone wrong
+        places = real(value, text)
+        return None if places is None else [p + 1 for p in places]
+
+    monkeypatch.setattr(serve_line, "_scalar_places", off_by_one)
+    monkeypatch.setattr(serve_line, "_placed_words", _trusting(serve_line))
+    fixed = _fixed(kvops, COMPOSE_FOLDED, "mla-indexer-keyerror")
+    assert fixed.startswith("vllm serve --model deepseek-ai/DeepSeek-V3.2")  # not a broken YAML
+
+
+def _trusting(serve_line):
+    def placed(words, value, text):
+        if words is None:
+            return None
+        places = serve_line._scalar_places(value, text)
+        if places is None:
+            return [str(w) for w in words]
+        return [
+            Word(str(w), places[w.start], places[w.end - 1] + 1, w.op)
+            if isinstance(w, Word) and w.end <= len(places)
+            else str(w)
+            for w in words
+        ]
+
+    return placed
+
+
+@pytest.mark.parametrize(
+    ("yaml_text", "placed"),
+    [
+        ("command: --model x --kv-offloading-size 8\n", True),
+        ("command: '--model x --kv-offloading-size 8'\n", True),
+        ('command: "--model x --kv-offloading-size 8"\n', True),
+        ('command: "--model x\\t--kv-offloading-size 8"\n', False),  # an escape
+        ("command: >\n  --model x\n  --kv-offloading-size 8\n", True),
+        ("command: >-\n  --model x\n\n  --kv-offloading-size 8\n", False),  # a blank line folds to \n
+        ("command: |\n  vllm serve x \\\n      --kv-offloading-size 8\n", True),  # more indented: literal
+        ("command: |2\n    vllm serve x --kv-offloading-size 8\n", False),  # an indentation indicator
+        ("command: --model x\n  --kv-offloading-size 8\n", False),  # a plain scalar over two lines
+    ],
+)
+def test_where_a_yaml_strings_characters_are_written(yaml_text: str, placed: bool) -> None:
+    from kvops.doctor.reading import serve_line, yaml_bounded
+
+    value = yaml_bounded.load_all(yaml_text, keep_nodes=True)[0]["command"]
+    places = serve_line._scalar_places(value, yaml_text)
+    assert (places is not None) == placed
+    if places is not None:
+        body = value.rstrip("\n")  # the chomping's newlines are placed at the last line's end
+        shown = "".join(yaml_text[p] for p in places[: len(body)])
+        assert shown.replace("\n", "\n" if "|" in yaml_text else " ") == body
+
+
+def test_a_flag_on_its_own_line_is_cut_with_its_line_break() -> None:
+    from kvops.doctor.judging import as_written
+
+    text = "vllm serve x\n  --kv-offloading-size 8\n  --max-model-len 100"
+    assert as_written._cut_start(text, text.index("--kv")) == text.index("\n")
+    before = cmdline.parse(text, "0.14.0")
+    after = before.with_fix(("--kv-offloading-size",), (), {}, ())
+    assert as_written.render(before, after) == "vllm serve x\n  --max-model-len 100"

@@ -7,14 +7,20 @@ between flags, a new env assignment goes before the launch words (`docker run -e
 container), a new docker option before the image. Every other byte (`export X=...:$X`, `source
 .../activate &&`, `$VAR`, quoting, `| tee log`, the other lines) is given back untouched.
 
+A YAML paste (compose, Kubernetes) is edited the same way where the command is a string scalar
+whose characters are found in the text one for one (a `|` or `>` block, a one-line plain or quoted
+string; serve_line._scalar_places), and kept only if it reads back as the fixed command.
+
 None when a word to change has no known place (a YAML list item, a script inside quotes written
-with escapes): the caller then prints the command rebuilt from its parts.
+with escapes) or the edited YAML would not read back: the caller then prints the command rebuilt
+from its parts.
 """
 
 from __future__ import annotations
 
 import shlex
 
+from kvops.doctor.reading import serve_line
 from kvops.doctor.reading.cmdline import Arg, ServeCommand, arg_tokens
 from kvops.doctor.reading.shell_words import Word
 
@@ -24,7 +30,9 @@ def _placed(words: tuple[str, ...]) -> bool:
 
 
 def _cut_start(text: str, start: int) -> int:
-    """Where a removed word's cut begins: the blanks and `\\` line breaks before it go too."""
+    """Where a removed word's cut begins: the blanks and `\\` line breaks before it go too, and
+    the line break before a word that starts its line (a flag on its own line of a pasted command
+    or of a YAML `>` block), so that no empty or less indented line is left."""
     j = start
     while True:
         while j > 0 and text[j - 1] in " \t":
@@ -32,6 +40,8 @@ def _cut_start(text: str, start: int) -> int:
         if j >= 2 and text[j - 2 : j] == "\\\n":
             j -= 2
             continue
+        if j >= 1 and text[j - 1] == "\n":
+            return j - 1
         return j
 
 
@@ -114,7 +124,29 @@ def render(before: ServeCommand, after: ServeCommand) -> str | None:
         out += [text[pos:start], new]
         pos = end
     out.append(text[pos:])
-    return "".join(out).strip("\n")
+    result = "".join(out).strip("\n")
+    if serve_line.looks_like_yaml(text) and not _reads_as(result, after):
+        return None  # the YAML would not read back as the fixed command: printed rebuilt instead
+    return result
+
+
+def _reads_as(text: str, cmd: ServeCommand) -> bool:
+    """Whether `text` reads back as `cmd`: its env, its flags and values, its docker options."""
+    from kvops.doctor.reading.cmdline import parse
+    from kvops.errors import UsageError
+
+    def norm(c: ServeCommand) -> tuple[object, ...]:
+        return (
+            c.model,
+            sorted(c.env_dict().items()),
+            sorted((a.flag, a.value) for a in c.args),
+            c.docker_opts,
+        )
+
+    try:
+        return norm(parse(text)) == norm(cmd)
+    except UsageError:
+        return False
 
 
 def _image_word(cmd: ServeCommand) -> str | None:

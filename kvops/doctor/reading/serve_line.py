@@ -9,7 +9,7 @@ The result is the token list of ONE command (env assignments first), as a shell 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from kvops.doctor.reading import docker_run, engines, shell_words
@@ -66,11 +66,12 @@ def is_launch(tokens: list[str]) -> bool:
 def extract(text: str) -> list[str]:
     """The tokens of the vLLM command in `text` (env assignments first); UsageError when none."""
     cleaned = clean(text)
-    if _looks_like_yaml(cleaned):
+    if looks_like_yaml(cleaned):
         found = _from_yaml(cleaned)
         if found is not None:
-            # words split out of a YAML value know their place in that value, not in the text
-            return [str(t) for t in found]
+            # words split out of a string scalar whose characters are found in the text as
+            # written keep their place there (_placed_words); the others are plain str
+            return found
     found = _from_shell(cleaned, depth=0)
     if found is not None:
         return found
@@ -211,7 +212,7 @@ def _docker_inner(seg: list[str], depth: int, text: str) -> list[str]:
 
 
 # ---- YAML: Kubernetes containers, compose services ---------------------------------------------
-def _looks_like_yaml(text: str) -> bool:
+def looks_like_yaml(text: str) -> bool:
     return bool(re.search(r"^\s*(?:-\s+)?(?:command|args|entrypoint)\s*:", text, re.M)) or bool(
         re.search(r"^\s*-\s+['\"]?--?[A-Za-z]", text, re.M)
     )
@@ -223,7 +224,7 @@ def _from_yaml(text: str) -> list[str] | None:
     from kvops.doctor.reading import yaml_bounded
 
     try:
-        doc = yaml_bounded.load_all(text)
+        doc = yaml_bounded.load_all(text, keep_nodes=True)
     except yaml_bounded.AliasBombError as exc:
         raise UsageError(f"--cmd is YAML whose {exc}; paste the service's command expanded") from None
     except yaml.YAMLError:
@@ -234,9 +235,13 @@ def _from_yaml(text: str) -> list[str] | None:
         command, args = node.get("command"), node.get("args")
         if command is None and args is None:
             continue
-        tokens = _as_tokens(node.get("entrypoint")) + _as_tokens(command) + _as_tokens(args)
+        tokens = [
+            *_as_tokens(node.get("entrypoint"), text),
+            *_as_tokens(command, text),
+            *_as_tokens(args, text),
+        ]
         env = [f"{k}={v}" for k, v in _env_pairs(node.get("env") or node.get("environment"))]
-        found = _from_tokens(tokens) if tokens else None
+        found = _from_tokens(tokens, text) if tokens else None
         if found is not None:
             return [*env, *found]
         image = str(node.get("image") or "")
@@ -244,30 +249,103 @@ def _from_yaml(text: str) -> list[str] | None:
             return [*env, "vllm", "serve", *tokens]  # the vllm-openai image's entrypoint is vllm serve
     lists = [n for n in _walk(doc) if isinstance(n, list) and n and all(isinstance(x, str) for x in n)]
     for items in lists:
-        found = _from_tokens([str(x) for x in items])
+        found = _from_tokens(list(items), text)
         if found is not None:
             return found
     return None
 
 
-def _from_tokens(tokens: list[str]) -> list[str] | None:
+def _from_tokens(tokens: list[str], text: str) -> list[str] | None:
     if is_launch(tokens):
-        return tokens
+        return [t if isinstance(t, shell_words.Word) else str(t) for t in tokens]
+    script = None
     if tokens and _SHELLS.match(tokens[0]) and len(tokens) >= 3 and tokens[1].startswith("-"):
-        return _from_shell(tokens[2], 1)
-    if len(tokens) == 1:
-        return _from_shell(tokens[0], 1)
-    return None
+        script = tokens[2]
+    elif len(tokens) == 1:
+        script = tokens[0]
+    if script is None:
+        return None
+    return _placed_words(_from_shell(str(script), 1), script, text)
 
 
-def _as_tokens(value: Any) -> list[str]:
+def _as_tokens(value: Any, text: str) -> list[str]:
+    """A YAML value as the words it passes: a list's items as they are (not placed: a flag cut
+    from a list would leave its comma or its `- `), a string split as compose splits it, as
+    shlex does without a shell (a `>` block's newlines are blanks, `&&` is a word; a `bash -c`
+    script is read as a shell by _from_tokens), each word placed in the text where it can be."""
     if value is None:
         return []
     if isinstance(value, list):
-        return [str(v) for v in value]
-    # compose splits a string command as shlex does, without a shell: a `>` block's newlines
-    # are blanks and `&&` is a word (a `bash -c` script is read as a shell by _from_tokens)
-    return [str(w) for w in shell_words.split(str(value), newline_ends_command=False)]
+        return [str(v) if not isinstance(v, str) or len(value) > 1 else v for v in value]
+    return _placed_words(shell_words.split(str(value), newline_ends_command=False), value, text) or []
+
+
+def _placed_words(words: Sequence[str] | None, value: object, text: str) -> list[str] | None:
+    """Words split out of a YAML string scalar, each placed (shell_words.Word) where its
+    characters are written in `text` when the scalar's are found there one for one, else str."""
+    if words is None:
+        return None
+    places = _scalar_places(value, text)
+    out: list[str] = []
+    for w in words:
+        if places is not None and isinstance(w, shell_words.Word) and 0 <= w.start < w.end <= len(places):
+            start, end = places[w.start], places[w.end - 1] + 1
+            if text[start:end] == str(value)[w.start : w.end]:
+                out.append(shell_words.Word(str(w), start, end, w.op))
+                continue
+        out.append(str(w))
+    return out
+
+
+def _scalar_places(value: object, text: str) -> list[int] | None:
+    """Where each character of a YAML string scalar (yaml_bounded.ScalarText) is written in
+    `text`: a plain or quoted scalar written on one line without escapes, or a `|` or `>` block
+    whose lines are its text indented (no indentation indicator; a `>` block without blank or
+    more-indented lines). None for any other (escapes, folded plain scalars), or when the
+    characters read back differ from the value."""
+    node = getattr(value, "node", None)
+    if node is None or not isinstance(value, str):
+        return None
+    start, end, style = node.start_mark.index, node.end_mark.index, node.style
+    if style in ("'", '"'):
+        start, end = start + 1, end - 1
+    if style in (None, "'", '"'):
+        return list(range(start, end)) if text[start:end] == value else None
+    if style not in ("|", ">"):
+        return None
+    header_end = text.find("\n", start, end)
+    if header_end < 0 or any(c.isdigit() for c in text[start:header_end].split("#")[0]):
+        return None
+    lines: list[tuple[int, int]] = []  # (where the line's content starts, where it ends)
+    indent: int | None = None
+    at = header_end + 1
+    while at < end:
+        stop = text.find("\n", at, end)
+        stop = end if stop < 0 else stop
+        line = text[at:stop]
+        if line.strip():
+            if indent is None:
+                indent = len(line) - len(line.lstrip(" "))
+            if line[:indent].strip(" ") or len(line) < indent:
+                return None  # less indented than the block: not read here
+            lines.append((at + indent, stop))
+        else:
+            lines.append((stop, stop))
+        at = stop + 1
+    while lines and lines[-1][0] == lines[-1][1]:  # trailing blank lines: the chomping's
+        lines.pop()
+    places: list[int] = []
+    for n, (a, b) in enumerate(lines):
+        if style == ">" and (a == b or text[a] == " "):
+            return None  # folding of blank and more-indented lines: not read here
+        if n:
+            places.append(lines[n - 1][1])  # the line break ("\n" in `|`, a blank in `>`)
+        places.extend(range(a, b))
+    body = value.rstrip("\n")
+    written = "".join(("\n" if style == "|" else " ") if text[i] == "\n" else text[i] for i in places)
+    if written != body:
+        return None
+    return places + [lines[-1][1] if lines else end] * (len(value) - len(body))
 
 
 def _env_pairs(env: Any) -> list[tuple[str, str]]:

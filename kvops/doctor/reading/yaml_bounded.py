@@ -76,11 +76,29 @@ def _loader(text: str) -> type[yaml.SafeLoader]:
     return Bounded
 
 
+class ScalarText(str):
+    """A string scalar as load_all(keep_nodes=True) gives it: with the node it was read from, whose
+    marks and style say where and how it is written (kvops/doctor/reading/serve_line.py)."""
+
+    node: yaml.ScalarNode
+
+
+def _construct_placed(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> ScalarText:
+    text = ScalarText(loader.construct_scalar(node))
+    text.node = node
+    return text
+
+
 def load(text: str) -> Any:
     """One document (yaml.safe_load), aliases bounded; AliasBombError past the bound."""
     return yaml.load(text, Loader=_loader(text))
 
 
-def load_all(text: str) -> list[Any]:
-    """Every document of a stream (yaml.safe_load_all), aliases bounded over the whole stream."""
-    return list(yaml.load_all(text, Loader=_loader(text)))
+def load_all(text: str, keep_nodes: bool = False) -> list[Any]:
+    """Every document of a stream (yaml.safe_load_all), aliases bounded over the whole stream;
+    with keep_nodes, each string a ScalarText."""
+    loader = _loader(text)
+    if keep_nodes:
+        loader = type("Placing", (loader,), {})
+        loader.add_constructor("tag:yaml.org,2002:str", _construct_placed)
+    return list(yaml.load_all(text, Loader=loader))
