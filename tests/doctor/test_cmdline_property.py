@@ -47,13 +47,18 @@ def _value(spec: FlagSpec) -> st.SearchStrategy[str]:
     return _text
 
 
+def _quote(word: str) -> str:
+    """shlex.quote, but `...` and the like quoted too: written bare, a paste's elision (by design)."""
+    return f"'{word}'" if word in cmdline.ELISIONS else shlex.quote(word)
+
+
 @st.composite
 def serve_line(draw: st.DrawFn, release: str | None = None) -> tuple[str, str, list[FlagSpec]]:
     release = release or draw(st.sampled_from(RELEASES))
     chosen = draw(
         st.lists(st.sampled_from(specs(release)), min_size=1, max_size=8, unique_by=lambda s: s.name)
     )
-    parts = ["vllm", "serve", shlex.quote(draw(_text))]
+    parts = ["vllm", "serve", _quote(draw(_text))]
     for spec in chosen:
         if not spec.takes_value:
             neg = spec.negative()
@@ -68,11 +73,11 @@ def serve_line(draw: st.DrawFn, release: str | None = None) -> tuple[str, str, l
             )  # --max_model_len
         if spec.multi:
             values = draw(st.lists(_value(spec), min_size=1, max_size=3))
-            parts += [name, *map(shlex.quote, values)]
+            parts += [name, *map(_quote, values)]
         elif draw(st.booleans()):
-            parts.append(shlex.quote(f"{name}={draw(_value(spec))}"))
+            parts.append(_quote(f"{name}={draw(_value(spec))}"))
         else:
-            parts += [name, shlex.quote(draw(_value(spec)))]
+            parts += [name, _quote(draw(_value(spec)))]
     return release, " ".join(parts), chosen
 
 
@@ -138,3 +143,11 @@ def test_every_flag_of_every_release_in_one_line(release: str) -> None:
     first = cmdline.parse(" ".join(parts), release)
     assert first.problems == () and len(first.args) == len(chosen) and first.model == "org/model"
     assert view(cmdline.parse(first.render(), release)) == view(first)
+
+
+def test_a_quoted_elision_is_a_value_and_a_bare_one_an_elision() -> None:
+    quoted = cmdline.parse("vllm serve m --ignore-patterns '...' '[...]'", "0.30.0")
+    assert quoted.problems == () and quoted.args[0].values == ("...", "[...]") and not quoted.elided
+    bare = cmdline.parse("vllm serve m --ignore-patterns ... --max-model-len 8", "0.30.0")
+    assert [p.kind for p in bare.problems] == ["missing-value"]
+    assert cmdline.parse(quoted.render(), "0.30.0").args == quoted.args  # written back quoted

@@ -25,6 +25,7 @@ from kvops.errors import UsageError
 OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config")
 # docker run's own options and `...` elision live in docker_run.py (serve_line reads them too)
 ELISIONS = docker_run.ELISIONS
+is_elision = docker_run.is_elision
 _DOCKER_VALUE_OPTS = docker_run.VALUE_OPTIONS
 _DOCKER_SAME = docker_run.SAME_AS
 
@@ -299,6 +300,8 @@ class ServeCommand:
 def _q(token: str) -> str:
     if re.fullmatch(r"\$[A-Z_][A-Z0-9_]*", token):
         return token
+    if token in ELISIONS:  # a value `...` written bare would read back as an elision
+        return f"'{token}'"
     return shlex.quote(token)
 
 
@@ -374,7 +377,7 @@ def split_args(
     i = 0
     while i < len(tokens):
         tok = tokens[i]
-        if tok in ELISIONS:  # `...` in a paste: something left out, not an argument
+        if is_elision(tok):  # `...` in a paste: something left out, not an argument
             i += 1
         elif tok == "--":  # argparse: everything after is positional
             extra += tokens[i + 1 :]
@@ -450,7 +453,7 @@ def _separate_value(
     next option for an nargs="+"/"*" flag."""
     if spec.multi:
         j = i + 1
-        while j < len(tokens) and not is_option(tokens[j]) and tokens[j] not in ("--", *ELISIONS):
+        while j < len(tokens) and not (is_option(tokens[j]) or tokens[j] == "--" or is_elision(tokens[j])):
             j += 1
         values = list(tokens[i + 1 : j])
         problems = []
@@ -576,7 +579,7 @@ def _command(
         schema_note=schema.note,
         tokens=tuple(rest),
         config_args=tuple(config_args),
-        elided=elided or any(t in ELISIONS for t in rest),
+        elided=elided or any(is_elision(t) for t in rest),
         **docker,
     )
 
@@ -650,8 +653,8 @@ def _parse_docker(
     opts: list[Arg] = []
     elided = False
     i = 0
-    while i < len(tokens) and (tokens[i].startswith("-") or tokens[i] in ELISIONS):
-        if tokens[i] in ELISIONS:  # `docker run ... IMAGE`: options left out, not the image
+    while i < len(tokens) and (tokens[i].startswith("-") or is_elision(tokens[i])):
+        if is_elision(tokens[i]):  # `docker run ... IMAGE`: options left out, not the image
             elided = True
             i += 1
             continue

@@ -8,6 +8,11 @@ from collections.abc import Sequence
 
 ELISIONS = ("...", "....", ".....", "\u2026", "[...]")  # what people write for "left out" in a paste
 
+
+def is_elision(token: str) -> bool:
+    """`...` as written bare in a paste; a quoted `'[...]'` is a value (shell_words.Word.quoted)."""
+    return token in ELISIONS and not getattr(token, "quoted", False)
+
 # docker run options that take a value (docker CLI reference); everything else is a switch.
 VALUE_OPTIONS = frozenset(
     [
@@ -72,7 +77,7 @@ SAME_AS = {"--ipc": ("--shm-size",), "--shm-size": ("--ipc",)}
 def image_index(tokens: Sequence[str]) -> int | None:
     """Where the image is in the tokens after `docker run` (None: no image); `...` is skipped."""
     i = 0
-    while i < len(tokens) and (tokens[i].startswith("-") or tokens[i] in ELISIONS):
+    while i < len(tokens) and (tokens[i].startswith("-") or is_elision(tokens[i])):
         if "=" not in tokens[i] and tokens[i] in VALUE_OPTIONS:
             i += 1
         i += 1

@@ -166,7 +166,7 @@ def _rebased(inner: list[str] | None, script: str, text: str) -> list[str] | Non
     out: list[str] = []
     for t in inner:
         if simple and start is not None and isinstance(t, shell_words.Word):
-            out.append(shell_words.Word(str(t), t.start + start + 1, t.end + start + 1))
+            out.append(shell_words.Word(str(t), t.start + start + 1, t.end + start + 1, t.op, t.quoted))
         else:
             out.append(str(t))
     return out
@@ -291,7 +291,7 @@ def _placed_words(words: Sequence[str] | None, value: object, text: str) -> list
         if places is not None and isinstance(w, shell_words.Word) and 0 <= w.start < w.end <= len(places):
             start, end = places[w.start], places[w.end - 1] + 1
             if text[start:end] == str(value)[w.start : w.end]:
-                out.append(shell_words.Word(str(w), start, end, w.op))
+                out.append(shell_words.Word(str(w), start, end, w.op, w.quoted))
                 continue
         out.append(str(w))
     return out

@@ -45,10 +45,11 @@ class Word(str):
     start: int
     end: int
     op: bool  # an unquoted operator (a newline that ends a command reads as ";")
+    quoted: bool  # written with quotes or escapes: `'...'` is a value, `...` an elision
 
-    def __new__(cls, text: str, start: int, end: int, op: bool = False) -> Word:
+    def __new__(cls, text: str, start: int, end: int, op: bool = False, quoted: bool = False) -> Word:
         word = super().__new__(cls, text)
-        word.start, word.end, word.op = start, end, op
+        word.start, word.end, word.op, word.quoted = start, end, op, quoted
         return word
 
 
@@ -112,7 +113,7 @@ def split(text: str, newline_ends_command: bool = True) -> list[Word]:
         word = "".join(value)
         if word.isdigit() and text[start:i] == word and i < n and text[i] in "<>":
             continue  # `2>&1`: a file descriptor number, part of the redirection
-        out.append(Word(word, start, i))
+        out.append(Word(word, start, i, quoted=text[start:i] != word))
     return out
 
 
