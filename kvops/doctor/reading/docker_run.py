@@ -13,6 +13,7 @@ def is_elision(token: str) -> bool:
     """`...` as written bare in a paste; a quoted `'[...]'` is a value (shell_words.Word.quoted)."""
     return token in ELISIONS and not getattr(token, "quoted", False)
 
+
 # docker run options that take a value (docker CLI reference); everything else is a switch.
 VALUE_OPTIONS = frozenset(
     [
