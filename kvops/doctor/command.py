@@ -142,21 +142,30 @@ def _read_cmd(args: argparse.Namespace) -> tuple[ServeCommand | None, str | None
         return None, f"--cmd not understood, judged without it: {exc}"  # the log/model still count
 
 
-def _cmd_from_log(scan: LogScan) -> tuple[ServeCommand | None, str | None]:
-    """The serve command rebuilt from the log's `non-default args` line, or why it could not be."""
+def _cmd_from_log(scan: LogScan) -> tuple[ServeCommand | None, str | None, str | None]:
+    """The serve command from the log: rebuilt from its `non-default args` line, else the first
+    launch command it carries (a report's code block) that reads as one; with where it came from,
+    or why the args line could not be read."""
     from kvops.doctor.reading import cmdline
     from kvops.errors import UsageError
 
-    if not scan.serve_args:
-        return None, None
-    try:
-        cmd = cmdline.from_non_default_args(scan.serve_args)
-        if cmd is not None:
-            cmd.offloading()  # the log's JSON-valued flags must read too
-        return cmd, None
-    except UsageError as exc:
-        # the log stays the evidence; only the command rebuilt from it is given up
-        return None, str(exc)
+    if scan.serve_args:
+        try:
+            cmd = cmdline.from_non_default_args(scan.serve_args)
+            if cmd is not None:
+                cmd.offloading()  # the log's JSON-valued flags must read too
+                return cmd, None, "rebuilt from the log's non-default args line"
+        except UsageError as exc:
+            # the log stays the evidence; only the command rebuilt from it is given up
+            return None, str(exc), None
+    for line_no, text in scan.launches:
+        try:
+            cmd = cmdline.parse(text)
+            cmd.offloading()
+        except UsageError:  # prose that names `vllm serve`, a line cut short: not a command
+            continue
+        return cmd, None, f"read from the log's line {line_no}"
+    return None, None, None
 
 
 def _model_from_name(cmd: ServeCommand) -> tuple[ModelInfo | None, str | None]:
@@ -187,15 +196,17 @@ def _diagnose(
     from kvops.doctor.reporting import report
 
     scan = logs.scan_file(args.log, catalog.failures, args.cmd or "") if args.log else None
-    from_log = False
+    command_text = args.cmd or ""
+    from_log: str | None = None  # how the command was found in the log, without --cmd
     unread_args = None
     if cmd is None and scan is not None:
-        cmd, unread_args = _cmd_from_log(scan)
-        from_log = cmd is not None
+        cmd, unread_args, from_log = _cmd_from_log(scan)
+        if cmd is not None and cmd.pasted is not None:  # a launch line the log carries, as written
+            command_text = cmd.pasted
     model_note = None
     if model is None and cmd is not None:
         model, model_note = _model_from_name(cmd)
-    version, source = resolve_version(args.vllm_version, scan, args.cmd or "")
+    version, source = resolve_version(args.vllm_version, scan, command_text)
     host_ram = _size_arg("--host-ram", args.host_ram)  # bad sizes are refused before probing
     shm = _size_arg("--shm", args.shm)
     no_input = not (args.model or args.cmd or args.log)
@@ -213,10 +224,10 @@ def _diagnose(
         platform=probe() if (args.here or no_input) else None,
         only=frozenset(args.check) if args.check else None,
         vllm_root=vllm_root,
-        command_text=args.cmd or "",
+        command_text=command_text,
         host_ram_bytes=host_ram,
         shm_bytes=shm,
-        partial_command=from_log,
+        partial_command=from_log is not None and cmd is not None and cmd.pasted is None,
     )
     result = diagnose(catalog, inputs)
     if cmd_note:
@@ -224,7 +235,7 @@ def _diagnose(
     if model_note:
         result.notes.append(model_note)
     if from_log:
-        result.notes.append("no --cmd: the serve command was rebuilt from the log's non-default args line")
+        result.notes.append(f"no --cmd: the serve command was {from_log}")
     if unread_args:
         result.notes.append(f"the log's non-default args line could not be read as a command: {unread_args}")
     print(report.to_json(result, catalog) if args.json else report.to_text(result, catalog))

@@ -61,6 +61,11 @@ VERSION = re.compile(
 _VERSION_HINTS = ("ersion", "LLM engine (v", "vllm==")  # cheap tests before VERSION
 MAX_VERSION = 40  # characters kept of a version read from a log
 ARGS_MARK = "non-default args: "  # vllm/entrypoints/utils.py log_non_default_args
+# A launch command a report carries (a code block of the issue, a terminal capture): its line and
+# the `\\` continuations after it are kept, the first few, for the caller to read as --cmd.
+LAUNCH_HINTS = ("vllm serve", "vllm.entrypoints.openai.api_server", "docker run", "podman run")
+MAX_LAUNCHES = 5
+MAX_LAUNCH_LINES = 60
 BEFORE = 80  # a traceback's frames come before its last line
 AFTER = 40  # ...and vLLM often logs "EngineCore failed to start" and the cause after it
 WRAP = 3  # a signature hard-wrapped over at most this many lines is still found
@@ -119,6 +124,8 @@ class LogScan:
     engine: str | None = None  # sglang | dynamo when the log shows it comes from one (engines.py)
     engine_version: str | None = None  # that engine's release, when a line names it
     shm_bytes: int | None = None  # /dev/shm's size from a `df` line the log carries
+    # (line number, text) of each of the first launch commands the log carries, `\\` lines joined
+    launches: tuple[tuple[int, str], ...] = ()
 
 
 _META = set(".^$*+?{}[]()|")
@@ -312,6 +319,8 @@ class _Scanner:
         self.engine: str | None = None
         self.engine_versions: dict[str, str] = {}
         self.shm_bytes: int | None = None
+        self.launches: list[tuple[int, list[str]]] = []
+        self.launch_open = False  # the last launch line ended with `\\`: the next line is its
         self.n = 0
         self.wrap_left = 0  # lines after a candidate that may continue a wrapped signature
         self.last_hit = 0  # a wrapped match never reuses a line that already matched on its own
@@ -333,6 +342,7 @@ class _Scanner:
             self.engine,
             engine_version,
             self.shm_bytes,
+            tuple((n, "\n".join(lines)) for n, lines in self.launches),
         )
 
     def feed(self, block: list[str], first_block: bool) -> None:
@@ -362,6 +372,8 @@ class _Scanner:
             or (not self.fatal.found and any(h in text for h in FATAL_HINTS))
             or (self.engine not in self.engine_versions and any(h in text for h in engines.HINTS))
             or (self.shm_bytes is None and "/dev/shm" in text)
+            or self.launch_open
+            or (len(self.launches) < MAX_LAUNCHES and any(h in text for h in LAUNCH_HINTS))
         )
 
     def _line(self, line: str) -> None:
@@ -405,6 +417,13 @@ class _Scanner:
                     self.engine_versions[name] = found
         if self.shm_bytes is None and "/dev/shm" in line:
             self.shm_bytes = shm_size(line)
+        if self.launch_open:
+            kept = self.launches[-1][1]
+            kept.append(line[:MAX_LINE])
+            self.launch_open = line.rstrip().endswith("\\") and len(kept) < MAX_LAUNCH_LINES
+        elif len(self.launches) < MAX_LAUNCHES and any(h in line for h in LAUNCH_HINTS):
+            self.launches.append((n, [line[:MAX_LINE]]))
+            self.launch_open = line.rstrip().endswith("\\")
         if not self.fatal.found and any(h in line for h in FATAL_HINTS):
             m = PREFIX.match(line)
             self.fatal.feed(n, line[m.end() :] if m else line, m.group("level") if m else None, line)
