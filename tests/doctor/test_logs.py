@@ -212,10 +212,25 @@ def test_wrapped_words_alone_do_not_make_a_match(books) -> None:
         ("INFO 06-25 15:26:04 api_server.py:177] vLLM API server version 0.5.0.post1", "0.5.0.post1"),
         ("vLLM Version                 : 0.10.1.1", "0.10.1.1"),
         ("vllm==0.2.7", "0.2.7"),
+        ("vllm                              0.13.0", "0.13.0"),  # `pip list` in a report
+        ("  vllm    v0.11.1rc2", "0.11.1rc2"),
     ],
 )
 def test_every_banner_form_gives_the_version(books, line: str, version: str) -> None:
     assert logs.scan([line], books.failures).version == version
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "vllm serve m --max-model-len 100",
+        "I upgraded vllm 0.13.0 yesterday",
+        "vllm  0.13.0 /src/vllm",
+        "vllm  0.1",
+    ],
+)
+def test_lines_that_only_mention_vllm_and_a_number_give_no_version(books, line: str) -> None:
+    assert logs.scan([line], books.failures).version is None
 
 
 def test_a_source_build_version_is_not_taken_for_a_release(books) -> None:

@@ -55,10 +55,12 @@ VERSION = re.compile(
     r"|vLLM Version\s*:\s*v?(?P<env>\d+\.\d+[\w.+-]*)"
     r"|vllm version:? v?(?P<plain>\d+\.\d+[\w.+-]*)"
     r"|Starting vLLM\S* v?(?P<start>\d+\.\d+[\w.+-]*)"
-    r"|\bvllm==(?P<pin>\d+\.\d+[\w.+-]*)",
+    r"|\bvllm==(?P<pin>\d+\.\d+[\w.+-]*)"
+    # `pip list` / `pip show`'s line as reports paste it ("vllm   0.13.0", aligned by blanks)
+    r"|^[ \t]*vllm[ \t]{2,}v?(?P<piplist>\d+\.\d+\.\d+(?:\.\d+)?(?:rc\d+|\.post\d+)?)[ \t]*$",
     re.IGNORECASE,
 )
-_VERSION_HINTS = ("ersion", "LLM engine (v", "vllm==")  # cheap tests before VERSION
+_VERSION_HINTS = ("ersion", "LLM engine (v", "vllm==", "vllm  ")  # cheap tests before VERSION
 MAX_VERSION = 40  # characters kept of a version read from a log
 ARGS_MARK = "non-default args: "  # vllm/entrypoints/utils.py log_non_default_args
 # A launch command a report carries (a code block of the issue, a terminal capture): its line and
