@@ -124,7 +124,7 @@ def _histograms(
         buckets.sort()
         total = sums.get(key)
         if total is None:  # labels in another order on the _sum line: match as a set
-            total = next((v for k, v in sums.items() if sorted(k) == sorted(key)), None)
+            total = _sum_in_any_order(sum_samples, key)
         if buckets[-1][0] != float("inf") or total is None:
             continue
         count = counts.get(key, buckets[-1][1])
