@@ -21,8 +21,9 @@ from __future__ import annotations
 import shlex
 
 from kvops.doctor.reading import serve_line
-from kvops.doctor.reading.cmdline import Arg, ServeCommand, arg_tokens
+from kvops.doctor.reading.cmdline import Arg, ServeCommand, arg_tokens, parse
 from kvops.doctor.reading.shell_words import Word
+from kvops.errors import UsageError
 
 
 def _placed(words: tuple[str, ...]) -> bool:
@@ -131,22 +132,12 @@ def render(before: ServeCommand, after: ServeCommand) -> str | None:
 
 
 def _reads_as(text: str, cmd: ServeCommand) -> bool:
-    """Whether `text` reads back as `cmd`: its env, its flags and values, its docker options."""
-    from kvops.doctor.reading.cmdline import parse
-    from kvops.errors import UsageError
-
-    def norm(c: ServeCommand) -> tuple[object, ...]:
-        return (
-            c.model,
-            sorted(c.env_dict().items()),
-            sorted((a.flag, a.value) for a in c.args),
-            c.docker_opts,
-        )
-
+    """Whether `text` reads back as `cmd`: its model, env, flags and values, docker options."""
     try:
-        return norm(parse(text)) == norm(cmd)
+        again = parse(text)
     except UsageError:
         return False
+    return again.model == cmd.model and again.same_settings(cmd)
 
 
 def _image_word(cmd: ServeCommand) -> str | None:

@@ -439,16 +439,9 @@ def _fixed(cmd: ServeCommand, fix: Fix) -> ServeCommand:
 def _apply(cmd: ServeCommand, fix: Fix) -> str | None:
     """The command with the fix applied; None when that changes nothing (nothing to paste)."""
     fixed = cmd.with_fix(fix.remove, fix.add, fix.env, fix.docker_add)
-    if _same(fixed, cmd):
+    if fixed.same_settings(cmd):
         return None
     return as_written.render(cmd, fixed) or fixed.render()  # the user's text, only the serve part changed
-
-
-def _same(a: ServeCommand, b: ServeCommand) -> bool:
-    def norm(c: ServeCommand) -> tuple[object, ...]:
-        return (sorted(c.env_dict().items()), sorted((x.flag, x.value) for x in c.args), c.docker_opts)
-
-    return norm(a) == norm(b)
 
 
 # ---- a fixed command is judged by doctor itself before it is printed ---------------------------

@@ -124,6 +124,14 @@ class ServeCommand:
     def env_dict(self) -> dict[str, str]:
         return {k: v for k, v in self.env if v is not None}
 
+    def same_settings(self, other: ServeCommand) -> bool:
+        """The same env, flags and values (in any order) and docker options: what a fix changes."""
+
+        def settings(c: ServeCommand) -> tuple[object, ...]:
+            return (sorted(c.env_dict().items()), sorted((a.flag, a.value) for a in c.args), c.docker_opts)
+
+        return settings(self) == settings(other)
+
     def served_model(self) -> str | None:
         return self.get("--model") or self.model
 

@@ -14,7 +14,9 @@ prose), so the shape of the paste does not matter; references to two releases na
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate
 
 _RELEASE = r"(?P<v>\d{1,4}\.\d{1,4}(?:\.\d{1,4}){0,2}(?:rc\d{1,4})?(?:\.post\d{1,4})?)"
 # Not inside a longer name (lmcache/vllm-openai, my-vllm/vllm-openai), a registry host allowed.
@@ -73,16 +75,10 @@ def _image_keys(text: str) -> list[tuple[re.Match[str], re.Match[str]]]:
     """(repository, tag) key pairs of one YAML mapping: the same column, at most _KEYS_APART
     lines apart, no line between them less indented or starting another list item there."""
     lines = text.split("\n")
-    starts = [0]
-    for line in lines[:-1]:
-        starts.append(starts[-1] + len(line) + 1)
+    starts = list(accumulate((len(line) + 1 for line in lines[:-1]), initial=0))
 
     def line_of(pos: int) -> int:
-        lo, hi = 0, len(starts) - 1
-        while lo < hi:
-            mid = (lo + hi + 1) // 2
-            lo, hi = (mid, hi) if starts[mid] <= pos else (lo, mid - 1)
-        return lo
+        return bisect_right(starts, pos) - 1
 
     tags = {line_of(m.start()): m for m in _TAG.finditer(text)}  # one a line: the pattern ends at $
     pairs = []

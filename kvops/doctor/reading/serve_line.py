@@ -276,7 +276,9 @@ def _as_tokens(value: Any, text: str) -> list[str]:
     if value is None:
         return []
     if isinstance(value, list):
-        return [str(v) if not isinstance(v, str) or len(value) > 1 else v for v in value]
+        if len(value) == 1 and isinstance(value[0], str):
+            return [value[0]]  # kept with its place: a one-item list may hold a whole script
+        return [str(v) for v in value]
     return _placed_words(shell_words.split(str(value), newline_ends_command=False), value, text) or []
 
 
