@@ -14,6 +14,8 @@ The tier model (docs/tiers.md) decides which tier each engine figure belongs to.
 from __future__ import annotations
 
 import math
+import operator
+import sys
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -54,59 +56,109 @@ def histogram_delta(prev: Histogram | None, cur: Histogram | None) -> Histogram 
     histogram (a reset or changed buckets count from 0)."""
     if cur is None:
         return None
-    if prev is None or prev.count > cur.count or [b for b, _ in prev.buckets] != [b for b, _ in cur.buckets]:
+    if prev is None or prev.count > cur.count:
         return cur
-    buckets = tuple((le, c - p) for (le, c), (_, p) in zip(cur.buckets, prev.buckets, strict=True))
-    return Histogram(buckets, cur.sum - prev.sum, cur.count - prev.count)
+    bounds = list(map(_first, cur.buckets))
+    if bounds != list(map(_first, prev.buckets)):
+        return cur
+    moved = map(operator.sub, map(_second, cur.buckets), map(_second, prev.buckets))
+    return Histogram(tuple(zip(bounds, moved, strict=True)), cur.sum - prev.sum, cur.count - prev.count)
+
+
+_first, _second = operator.itemgetter(0), operator.itemgetter(1)
 
 
 def quantile(q: float, hist: Histogram | None) -> float | None:
     """Prometheus's histogram_quantile() for classic buckets (promql/quantile.go,
-    bucketQuantile): buckets with the same bound merged, counts within 1e-12 of the previous one
-    set to it, then made monotonic; linear within the bucket the rank falls in (from 0 for the
-    lowest bucket, or its bound if that is <= 0); the highest finite bound when it falls in +Inf.
-    Where Prometheus gives NaN (no +Inf bucket, fewer than 2 buckets, no observations) or q is
-    outside [0, 1] (-Inf/+Inf there): None, unknown."""
-    if hist is None or not hist.buckets or not 0.0 <= q <= 1.0:
+    BucketQuantile, as every release since prometheus/prometheus#13153, November 2023, computes
+    it): buckets with the same bound merged; a count within a relative 1e-12 of the last one
+    kept, or below it, set to that one (ensureMonotonicAndIgnoreSmallDeltas); linear within the
+    bucket the rank falls in (from 0 for the lowest bucket, or its bound if that is <= 0); the
+    highest finite bound when it falls in +Inf. Where Prometheus gives NaN (no +Inf bucket,
+    fewer than 2 buckets, no observations) or q is outside [0, 1] (-Inf/+Inf there): None,
+    unknown; likewise where the +Inf bucket's count is negative or NaN, where Prometheus still
+    returns a bound (a figure read from a broken count would look known)."""
+    return _quantile_of(q, _buckets_for_quantile(hist))
+
+
+def quantiles(hist: Histogram | None, *qs: float) -> tuple[float | None, ...]:
+    """quantile() of each q, the buckets prepared once (top asks two of each histogram of
+    each engine every second: the preparation was most of rates' cost)."""
+    prepared = _buckets_for_quantile(hist)
+    return tuple(_quantile_of(q, prepared) for q in qs)
+
+
+_Prepared = tuple[list[float], list[float]]  # bounds ascending, +Inf last; counts as corrected
+
+
+def _buckets_for_quantile(hist: Histogram | None) -> _Prepared | None:
+    """The buckets as BucketQuantile reads them: merged, small deltas ignored, monotonic; None
+    where it gives NaN for every q (no +Inf bucket, fewer than 2 buckets, no observations)."""
+    if hist is None or not hist.buckets:
         return None
-    ordered = sorted(hist.buckets, key=lambda b: b[0])
-    if not math.isinf(ordered[-1][0]) or ordered[-1][0] < 0:
+    bounds = [bound for bound, _ in hist.buckets]
+    if all(map(operator.lt, bounds, bounds[1:])):  # as pages write them: nothing to merge
+        counts = [count for _, count in hist.buckets]
+    else:
+        bounds, counts = [], []
+        for bound, count in sorted(hist.buckets, key=lambda b: b[0]):  # coalesceBuckets
+            if bounds and bounds[-1] == bound:
+                counts[-1] += count
+            else:
+                bounds.append(bound)
+                counts.append(count)
+    if not math.isinf(bounds[-1]) or bounds[-1] < 0:
         return None
-    buckets: list[list[float]] = []
-    for bound, count in ordered:  # coalesceBuckets
-        if buckets and buckets[-1][0] == bound:
-            buckets[-1][1] += count
-        else:
-            buckets.append([bound, count])
-    prev = buckets[0][1]
-    for bucket in buckets[1:]:  # correctPrecisionErrors(buckets, 1e-12)
-        delta = abs(bucket[1] - prev)
-        if delta == 0:
+    prev = counts[0]  # ensureMonotonicAndIgnoreSmallDeltas(buckets, 1e-12)
+    for i in range(1, len(counts)):
+        count = counts[i]
+        if count == prev:
             continue
-        if bucket[1] != 0 and delta / bucket[1] <= 1e-12:
-            bucket[1] = prev
+        if count < prev or _almost_equal(prev, count):  # a decrease, or float noise: ignored
+            counts[i] = prev
+            continue
+        prev = count
+    if len(bounds) < 2 or not counts[-1] > 0:  # no observations (or a negative or NaN count)
+        return None
+    return bounds, counts
+
+
+_SMALL_DELTA = 1e-12  # promql's smallDeltaTolerance
+
+
+def _almost_equal(a: float, b: float) -> bool:
+    """Prometheus's util/almost.Equal(a, b, 1e-12)."""
+    if a == b or (math.isnan(a) and math.isnan(b)):
+        return True
+    abs_sum, diff = abs(a) + abs(b), abs(a - b)
+    if a == 0 or b == 0 or abs_sum < sys.float_info.min:
+        return diff < _SMALL_DELTA * sys.float_info.min
+    return diff / min(abs_sum, sys.float_info.max) < _SMALL_DELTA
+
+
+def _quantile_of(q: float, prepared: _Prepared | None) -> float | None:
+    if prepared is None or not 0.0 <= q <= 1.0:
+        return None
+    bounds, counts = prepared
+    rank = q * counts[-1]
+    last = len(bounds) - 1
+    # sort.Search over all but the +Inf bucket, as Go bisects it (a NaN count bisects as Go's does)
+    b, j = 0, last
+    while b < j:
+        h = (b + j) // 2
+        if counts[h] >= rank:
+            j = h
         else:
-            prev = bucket[1]
-    top = buckets[0][1]
-    for bucket in buckets[1:]:  # ensureMonotonic
-        top = bucket[1] = max(top, bucket[1])
-    if len(buckets) < 2:
-        return None
-    observations = buckets[-1][1]
-    if not observations > 0:  # 0 (or NaN) observations
-        return None
-    rank = q * observations
-    # sort.Search over all but the +Inf bucket: the first whose count reaches the rank
-    b = next((i for i in range(len(buckets) - 1) if buckets[i][1] >= rank), len(buckets) - 1)
-    if b == len(buckets) - 1:
-        return buckets[-2][0]
-    if b == 0 and buckets[0][0] <= 0:
-        return buckets[0][0]
-    start, end, count = 0.0, buckets[b][0], buckets[b][1]
+            b = h + 1
+    if b == last:
+        return bounds[-2]
+    if b == 0 and bounds[0] <= 0:
+        return bounds[0]
+    start, end, count = 0.0, bounds[b], counts[b]
     if b > 0:
-        start = buckets[b - 1][0]
-        count -= buckets[b - 1][1]
-        rank -= buckets[b - 1][1]
+        start = bounds[b - 1]
+        count -= counts[b - 1]
+        rank -= counts[b - 1]
     value = start + (end - start) * (rank / count) if count else math.nan
     return value if math.isfinite(value) else None
 
@@ -475,12 +527,10 @@ def _payoff(prev: EngineSample | None, out: EngineInterval, cur: EngineSample) -
     ttft = histogram_delta(prev.ttft if prev else None, cur.ttft)
     if ttft is not None:
         out.first_tokens = ttft.count
-        out.ttft_p50_seconds = quantile(0.5, ttft)
-        out.ttft_p90_seconds = quantile(0.9, ttft)
+        out.ttft_p50_seconds, out.ttft_p90_seconds = quantiles(ttft, 0.5, 0.9)
     queue = histogram_delta(prev.queue_time if prev else None, cur.queue_time)
     if queue is not None:
-        out.queue_time_p50_seconds = quantile(0.5, queue)
-        out.queue_time_p90_seconds = quantile(0.9, queue)
+        out.queue_time_p50_seconds, out.queue_time_p90_seconds = quantiles(queue, 0.5, 0.9)
 
 
 def _edges(out: EngineInterval, prev: EngineSample | None, cur: EngineSample) -> None:
