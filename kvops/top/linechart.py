@@ -6,7 +6,9 @@ canvases resolve their style on every line they render; three charts redrawn onc
 cost 50-60 ms of CPU per frame, which put `kvops top` at 5.4 % of a core with 16 targets
 (benchmarks/top_cpu.py; the budget is 3 %). This widget rasterises its lines once per frame
 into one Strip per terminal line (as the target table does) and render_line only returns
-them, so a frame's charts cost a few milliseconds.
+them, so a frame's charts cost a few milliseconds. Once drawn at a size, new data is
+rasterised at once and only the lines that differ are refreshed: a chart's blank rows, its
+axis and its time marks stay in Textual's line cache.
 
 Each cell is a braille character: 2 × 4 dots, so a chart W cells wide and H high has 2W × 4H
 dots. Lines are drawn dot to dot between consecutive known points; an unknown point (None)
@@ -24,6 +26,7 @@ from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
 from textual import events
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widget import Widget
 
@@ -83,8 +86,18 @@ class LineChart(Widget):
     ) -> None:
         self.title, self.lines = title, lines
         self.y_max, self.x_span = (y_max if y_max > 0 else 1.0), max(x_span, 1.0)
-        self._built_for = None
-        self.refresh()
+        built_for = self._built_for
+        size = self._content_size.of(self) if built_for is not None else None
+        if size is None or built_for != (size.width, size.height):
+            self._built_for = None  # render_line builds at the size it is drawn at
+            self.refresh()
+            return
+        # Drawn before at this size: only the lines that differ are sent through Textual's
+        # styles and compositor (most of a chart's lines, blank or axis, stay the same).
+        old, self._strips = self._strips, self._build(size.width, size.height)
+        changed = [y for y, strip in enumerate(self._strips) if y >= len(old) or strip != old[y]]
+        if changed:
+            self.refresh(*(Region(0, y, size.width, 1) for y in changed))
 
     def on_resize(self, event: events.Resize) -> None:
         self._built_for = None
