@@ -10,12 +10,16 @@ then measures the top process's CPU time (user + system, its threads included) o
 window and divides by wall time. The simulators' CPU is not counted.
 The dashboard scrapes, parses, normalises, computes rates and redraws each second.
 
-`--before DIR` runs a second `kvops top`, imported from another checkout of kvops (say
-`git worktree add DIR <commit>`), on the same targets at the same time in a terminal of its
-own: a change's before and after measured in one window on the same (noisy) machine. Both
-then share the two cores with the simulators, so both read a little higher than alone.
+`--before DIR` also measures a `kvops top` imported from another checkout of kvops (say
+`git worktree add DIR <commit>`) on the same targets, in one run: windows alternate, this
+checkout's top then the other's, `--rounds` times (default 2), each top alone on the machine
+with the simulators, started afresh in a terminal of its own. Alternating spreads the
+machine's drift over both; each top's figure is the mean of its windows, and each window
+is printed. `--together` runs both tops at once in every window instead (both then share
+the two cores, so both read higher than alone: 4.5 % where alone reads 2.9 %, 2026-11-27).
 
-    python benchmarks/top_cpu.py [--targets 16] [--interval 1] [--seconds 60] [--before DIR]
+    python benchmarks/top_cpu.py [--targets 16] [--interval 1] [--seconds 60]
+                                 [--before DIR [--rounds 2] [--together]]
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 from cli_args import checkout, positive  # benchmarks/cli_args.py
@@ -81,41 +86,18 @@ class Top:
         subprocess.run(["tmux", "-S", self.sock, "kill-server"], capture_output=True)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--targets", type=positive(int), default=16)
-    parser.add_argument("--interval", type=positive(float), default=1.0)
-    parser.add_argument("--seconds", type=positive(float), default=60.0, help="measurement window")
-    parser.add_argument(
-        "--before", metavar="DIR", type=checkout, help="also run `kvops top` from this checkout, at once"
-    )
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument(
-        "--honour-name-filter",
-        action="store_true",
-        help="targets answer ?name[]= with the named samples only (no vLLM release does: docs/real-vllm.md)",
-    )
-    args = parser.parse_args()
-    if shutil.which("tmux") is None:
-        print("tmux is needed (apt-get install tmux)", file=sys.stderr)
-        return 2
-
-    targets = start_targets(args.targets, args.honour_name_filter)
-    work = Path(tempfile.mkdtemp(prefix="kvops-top-bench-"))
-    urls = " ".join(targets.urls)
-    tops: list[Top] = []
-    results = []
+def measure(tops: list[Top], args: argparse.Namespace) -> list[dict[str, Any]] | None:
+    """Start `tops` at once, wait for their first frames, measure one window, quit them.
+    None if a top did not show every target within 60 s."""
+    results: list[dict[str, Any]] = []
     try:
-        tops.append(Top("kvops", ROOT, work, urls, args.interval))
-        if args.before:
-            tops.append(Top("before", args.before, work, urls, args.interval))
         while any(t.first_frame is None for t in tops):
             for top in tops:
                 if top.first_frame is None and top.shows_all(args.targets):
                     top.first_frame = time.monotonic() - top.launched
             if time.monotonic() - tops[0].launched > 60:
                 print("kvops top did not show every target within 60 s", file=sys.stderr)
-                return 1
+                return None
             time.sleep(0.02)
         for top in tops:
             top.proc = psutil.Process(int(top.pid_file.read_text()))
@@ -131,10 +113,6 @@ def main() -> int:
             results.append({
                 "code": top.name,
                 "c parts": c_parts(top.code),
-                "targets": args.targets,
-                "interval_seconds": args.interval,
-                "window_seconds": args.seconds,
-                "targets_honour_name_filter": args.honour_name_filter,
                 "cpu_share_of_one_core": (cpu1 - cpu0) / wall,
                 "system_share": (sys1 - sys0) / wall,  # syscalls, wake-ups
                 "ui_thread_share": (ui1 - ui0) / wall,
@@ -142,7 +120,6 @@ def main() -> int:
                 "time_to_first_frame_seconds": top.first_frame,
                 "rss_bytes": top.proc.memory_info().rss,
                 "any_target_down": down,
-                "cpus": os.cpu_count(),
             })  # fmt: skip
         for top in tops:
             tmux(top.sock, "send-keys", "-t", "bench", "q")  # quit cleanly before the simulators stop
@@ -152,16 +129,96 @@ def main() -> int:
     finally:
         for top in tops:
             top.stop()
+    return results
+
+
+FIGURES = ("cpu_share_of_one_core", "system_share", "ui_thread_share", "scrape_threads_share",
+           "time_to_first_frame_seconds", "rss_bytes")  # fmt: skip
+
+
+def summary(code: str, windows: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    """One top's figures: the mean of its windows (each kept under "windows")."""
+    out: dict[str, Any] = {
+        "code": code,
+        "c parts": windows[0]["c parts"],
+        "targets": args.targets,
+        "interval_seconds": args.interval,
+        "window_seconds": args.seconds,
+        "targets_honour_name_filter": args.honour_name_filter,
+        "together": args.together,
+        "cpus": os.cpu_count(),
+    }
+    for key in FIGURES:
+        values = [float(w[key]) for w in windows]
+        out[key] = sum(values) / len(values)
+    out["any_target_down"] = any(w["any_target_down"] for w in windows)
+    out["windows"] = windows
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--targets", type=positive(int), default=16)
+    parser.add_argument("--interval", type=positive(float), default=1.0)
+    parser.add_argument("--seconds", type=positive(float), default=60.0, help="measurement window")
+    parser.add_argument(
+        "--before", metavar="DIR", type=checkout, help="also measure the top of this checkout"
+    )
+    parser.add_argument(
+        "--rounds", type=positive(int), default=2, help="with --before: windows of each top, alternating"
+    )
+    parser.add_argument(
+        "--together", action="store_true", help="with --before: both tops at once in each window"
+    )
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--honour-name-filter",
+        action="store_true",
+        help="targets answer ?name[]= with the named samples only (no vLLM release does: docs/real-vllm.md)",
+    )
+    args = parser.parse_args()
+    if shutil.which("tmux") is None:
+        print("tmux is needed (apt-get install tmux)", file=sys.stderr)
+        return 2
+    if (args.together or args.rounds != 2) and not args.before:
+        parser.error("--rounds and --together go with --before")
+
+    codes = [("kvops", ROOT)] + ([("before", args.before)] if args.before else [])
+    if not args.before:
+        plan = [codes]
+    elif args.together:
+        plan = [codes] * args.rounds
+    else:
+        plan = [[code] for _ in range(args.rounds) for code in codes]
+    targets = start_targets(args.targets, args.honour_name_filter)
+    work = Path(tempfile.mkdtemp(prefix="kvops-top-bench-"))
+    urls = " ".join(targets.urls)
+    windows: dict[str, list[dict[str, Any]]] = {name: [] for name, _ in codes}
+    try:
+        for window in plan:
+            measured = measure([Top(name, code, work, urls, args.interval) for name, code in window], args)
+            if measured is None:
+                return 1
+            for result in measured:
+                windows[str(result["code"])].append(result)
+    finally:
         targets.stop()
         shutil.rmtree(work, ignore_errors=True)
+    results = [summary(name, windows[name], args) for name, _ in codes]
     if args.json:
         print(json.dumps(results[0] if len(results) == 1 else results))
         return 0
+    how = "at once" if args.together else "alternating, each alone"
     for r in results:
         share, ui = r["cpu_share_of_one_core"], r["ui_thread_share"]
+        n = len(r["windows"])
         window = f"{args.targets} targets at {args.interval:g} s, {args.seconds:g} s window"
+        window += f" x{n} ({how})" if args.before else ""
         print(f"kvops top ({r['code']}; {r['c parts']}), {window}:")
         print(f"  CPU: {share * 100:.2f} % of one core (user+system of the top process)")
+        if n > 1:
+            each = ", ".join(f"{w['cpu_share_of_one_core'] * 100:.2f}" for w in r["windows"])
+            print(f"    each window: {each} %")
         print(f"    of which in the kernel (system time): {r['system_share'] * 100:.2f} %")
         print(f"    UI thread (Textual): {ui * 100:.2f} %; scrape threads: {(share - ui) * 100:.2f} %")
         print(f"  time to first frame (process start to all {args.targets} rows): "
@@ -169,7 +226,7 @@ def main() -> int:
         print(f"  RSS: {r['rss_bytes'] / 2**20:.0f} MiB; any target down: {r['any_target_down']}")
     if len(results) == 2:
         ratio = results[1]["cpu_share_of_one_core"] / results[0]["cpu_share_of_one_core"]
-        print(f"before / kvops: {ratio:.2f}x the CPU, same window")
+        print(f"before / kvops: {ratio:.2f}x the CPU, same run ({how})")
     return 0
 
 

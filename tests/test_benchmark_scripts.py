@@ -31,3 +31,9 @@ def test_top_cpu_runs_and_reports_its_window():
     out = run("top_cpu.py", "--targets", "2", "--seconds", "3")
     assert "kvops top (kvops; C line finder, bucket grouping, line joiner built), 2 targets" in out, out
     assert "CPU:" in out and "UI thread (Textual):" in out and "time to first frame" in out, out
+
+
+def test_top_cpu_alternates_windows_with_a_before_tree():
+    out = run("top_cpu.py", "--targets", "2", "--seconds", "2", "--before", str(ROOT), "--rounds", "2")
+    assert out.count("x2 (alternating, each alone)") == 2, out
+    assert "each window:" in out and "before / kvops:" in out, out
