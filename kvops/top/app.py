@@ -314,8 +314,8 @@ def _row_cells(row: Row) -> dict[str, Text]:
             target=Text(_short_target(row.target), style="red"), model=_model_cell(row),
             engine=Text(visible(row.engine)), kv=Text("down", style="bold red"),
             kind=Text(visible(row.kind)),
-            store_trend=Text(numbers.sparkline(list(row.store_history), SPARK_WIDTH)),
-            load_trend=Text(numbers.sparkline(list(row.load_history), SPARK_WIDTH)),
+            store_trend=Text(numbers.sparkline(row.store_history.tail(SPARK_WIDTH), SPARK_WIDTH)),
+            load_trend=Text(numbers.sparkline(row.load_history.tail(SPARK_WIDTH), SPARK_WIDTH)),
         )  # fmt: skip
         return cells
     kv = row.get("kv_cache_usage")
@@ -339,8 +339,8 @@ def _row_cells(row: Row) -> dict[str, Text]:
         "waiting": Text(numbers.count(row.get("requests_waiting"))),
         "preempt": Text(numbers.count(row.get("preemptions"))),
         "ttft": Text(num(row.get("ttft_p90_seconds"), 0.001, 0)),
-        "store_trend": Text(numbers.sparkline(list(row.store_history), SPARK_WIDTH), style="cyan"),
-        "load_trend": Text(numbers.sparkline(list(row.load_history), SPARK_WIDTH), style="magenta"),
+        "store_trend": Text(numbers.sparkline(row.store_history.tail(SPARK_WIDTH), SPARK_WIDTH), style="cyan"),
+        "load_trend": Text(numbers.sparkline(row.load_history.tail(SPARK_WIDTH), SPARK_WIDTH), style="magenta"),
     }
     for tier, key, _ in TIER_COLUMNS:
         rate = tier_hit_rate(row, tier)

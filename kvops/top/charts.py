@@ -95,15 +95,11 @@ def span_for(window: float) -> float:
 def series(trend: Trend, line: Line, window: float, span: float | None = None) -> Points:
     """(seconds before the last frame, value) for one line over the last `span` seconds;
     value None where unknown."""
-    points = trend.smoothed(line.numerator, line.denominator, window)
+    points = trend.smoothed(line.numerator, line.denominator, window, span)
     if not points:
         return []
-    last = points[-1][0]
-    return [
-        (end - last, None if v is None else v / line.scale)
-        for end, v in points
-        if span is None or end - last >= -span
-    ]
+    last, scale = points[-1][0], line.scale
+    return [(end - last, None if v is None else v / scale) for end, v in points]
 
 
 def thinned(points: Points, pixels: int) -> Points:

@@ -58,13 +58,22 @@ class Ring:
         return len(self._data)
 
     def __iter__(self) -> Iterator[float | None]:
-        data = self._data
-        for i in range(len(data)):
-            x = data[(self._next + i) % len(data)] if len(data) == self.size else data[i]
-            yield None if math.isnan(x) else x
+        return iter(self.values())
 
     def values(self) -> list[float | None]:
-        return list(self)
+        """Oldest first; the two halves of a full ring joined by slicing (in C), not read
+        element by element: charts and sparklines read rings every frame."""
+        data = self._data
+        ordered = data[self._next :] + data[: self._next] if self._next else data
+        return [None if x != x else x for x in ordered]  # NaN (x != x) is unknown
+
+    def tail(self, n: int) -> list[float | None]:
+        """The last `n` values (fewer while the ring holds fewer), oldest first: what a
+        sparkline `n` cells wide shows, without reading the rest of the history."""
+        data, end = self._data, self._next or len(self._data)
+        n = min(max(0, n), len(data))
+        part = data[end - n : end] if n <= end else data[len(data) - (n - end) :] + data[:end]
+        return [None if x != x else x for x in part]
 
 
 def deltas_of(entry: EngineInterval) -> dict[str, float | None]:
@@ -136,14 +145,25 @@ class Trend:
         return len(self.ends)
 
     def smoothed(
-        self, numerator: str, denominator: str | None, window: float
+        self, numerator: str, denominator: str | None, window: float, span: float | None = None
     ) -> list[tuple[float, float | None]]:
         """(frame end, sum of `numerator` / sum of `denominator` over the frames that ended
         within `window` seconds up to it) per frame; `denominator` None means per second of
-        interval. None where the denominator summed to zero or nothing was known."""
+        interval. None where the denominator summed to zero or nothing was known.
+        `span`: only the frames that ended within `span` seconds of the last one, worked out
+        from the frames their windows reach back to (a chart shows a minute of five kept)."""
         ends = self.ends.values()
-        num = self.deltas[numerator].values()
-        den = self.seconds.values() if denominator is None else self.deltas[denominator].values()
+        first = 0
+        if span is not None and ends:
+            # Frames end in order: those a window or more before the span's first frame are
+            # out of every window that frame and the ones after it sum.
+            cutoff = (ends[-1] or 0.0) - span - window + 1e-9
+            first = len(ends)
+            while first > 0 and (ends[first - 1] or 0.0) > cutoff:
+                first -= 1
+            ends = ends[first:]
+        num = self.deltas[numerator].tail(len(ends))
+        den = (self.seconds if denominator is None else self.deltas[denominator]).tail(len(ends))
         out: list[tuple[float, float | None]] = []
         start = 0
         sum_num = sum_den = 0.0
@@ -161,4 +181,7 @@ class Trend:
                     sum_num, sum_den, known = sum_num - n0, sum_den - d0, known - 1
                 start += 1
             out.append((end, sum_num / sum_den if known and sum_den > 0 else None))
+        if span is not None and out:
+            last = out[-1][0]
+            return [point for point in out if point[0] - last >= -span]
         return out

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kvops.snapshot import EngineSample, Snapshot, TargetSample
 from kvops.top import numbers as units
@@ -73,3 +75,48 @@ def test_a_minute_of_frames_draws_a_minute_of_chart(mode: str):
     # i kB stored in the interval that ended at frame i: the line climbs across the minute.
     assert known[-1] == (0.0, pytest.approx(60_000 / units.GB))
     assert known[0][1] < known[-1][1] / 10
+
+
+@given(
+    st.integers(1, 12),
+    st.lists(st.one_of(st.none(), st.floats(-1e6, 1e6, width=32)), max_size=40),
+    st.integers(0, 50),
+)
+def test_ring_values_and_tail_are_the_last_values_in_order(size, appended, n):
+    """values() and tail(n) as a plain list of everything appended reads them, every wrap."""
+    ring = Ring(size)
+    for value in appended:
+        ring.append(value)
+    kept = appended[-size:] if appended else []
+    assert ring.values() == kept and list(ring) == kept
+    assert ring.tail(n) == (kept[-n:] if n else [])
+
+
+@given(
+    st.lists(
+        st.tuples(
+            # Seconds to the next frame end (frames end in order) and counts, all exact in
+            # binary: a sum then does not depend on where the summing started.
+            st.integers(1, 12).map(lambda quarters: quarters / 4),
+            st.one_of(st.none(), st.integers(0, 10_000).map(float)),
+            st.one_of(st.none(), st.integers(0, 10_000).map(float)),
+        ),
+        min_size=1, max_size=80,
+    ),
+    st.sampled_from([1.0, 10.0, 60.0]),
+    st.sampled_from([5.0, 20.0, 60.0, 300.0]),
+    st.integers(5, 60),
+)  # fmt: skip
+def test_smoothed_over_a_span_equals_the_whole_history_cut_to_it(frames, window, span, size):
+    """What a chart draws: working out only the frames a span's windows reach back to gives
+    the points the whole history gives, for the frames of the span."""
+    trend, end = Trend(size), 1000.0
+    for step, hits, queries in frames:
+        end += step
+        trend.append(end, step, {"local_hits": hits, "local_queries": queries, "store_bytes": hits})
+    for numerator, denominator in (("local_hits", "local_queries"), ("store_bytes", None)):
+        whole = trend.smoothed(numerator, denominator, window)
+        last = whole[-1][0]
+        expected = [(t, v) for t, v in whole if t - last >= -span]
+        got = trend.smoothed(numerator, denominator, window, span)
+        assert got == expected
