@@ -8,7 +8,9 @@ starts `kvops top URL x16` as its own process in a real terminal (tmux, 120x40),
 waits until all 16 engines are on screen (time to first frame: process start to 16 rows),
 then measures the top process's CPU time (user + system, its threads included) over a
 window and divides by wall time. The simulators' CPU is not counted.
-The dashboard scrapes, parses, normalises, computes rates and redraws each second.
+The dashboard scrapes, parses, normalises, computes rates and redraws each second. The
+window starts two intervals after the first frame; `--warmup 300` starts it with top's
+history full (300 frames: the charts and sparklines read from it every frame).
 
 `--before DIR` also measures a `kvops top` imported from another checkout of kvops (say
 `git worktree add DIR <commit>`) on the same targets, in one run: windows alternate, this
@@ -18,7 +20,7 @@ machine's drift over both; each top's figure is the mean of its windows, and eac
 is printed. `--together` runs both tops at once in every window instead (both then share
 the two cores, so both read higher than alone: 4.5 % where alone reads 2.9 %, 2026-11-27).
 
-    python benchmarks/top_cpu.py [--targets 16] [--interval 1] [--seconds 60]
+    python benchmarks/top_cpu.py [--targets 16] [--interval 1] [--seconds 60] [--warmup S]
                                  [--before DIR [--rounds 2] [--together]]
 """
 
@@ -101,7 +103,7 @@ def measure(tops: list[Top], args: argparse.Namespace) -> list[dict[str, Any]] |
             time.sleep(0.02)
         for top in tops:
             top.proc = psutil.Process(int(top.pid_file.read_text()))
-        time.sleep(2 * args.interval)  # past start-up: the steady state is what is claimed
+        time.sleep(args.warmup if args.warmup is not None else 2 * args.interval)  # past start-up
         before = [t.sample() for t in tops]
         wall0 = time.monotonic()
         time.sleep(args.seconds)
@@ -144,6 +146,7 @@ def summary(code: str, windows: list[dict[str, Any]], args: argparse.Namespace) 
         "targets": args.targets,
         "interval_seconds": args.interval,
         "window_seconds": args.seconds,
+        "warmup_seconds": args.warmup if args.warmup is not None else 2 * args.interval,
         "targets_honour_name_filter": args.honour_name_filter,
         "together": args.together,
         "cpus": os.cpu_count(),
@@ -169,6 +172,12 @@ def main() -> int:
     )
     parser.add_argument(
         "--together", action="store_true", help="with --before: both tops at once in each window"
+    )
+    parser.add_argument(
+        "--warmup",
+        type=positive(float),
+        help="seconds between the first frame and the window (default: two intervals; top's "
+        "history is full after 300 frames)",
     )
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
@@ -213,6 +222,7 @@ def main() -> int:
         share, ui = r["cpu_share_of_one_core"], r["ui_thread_share"]
         n = len(r["windows"])
         window = f"{args.targets} targets at {args.interval:g} s, {args.seconds:g} s window"
+        window += f" after {r['warmup_seconds']:g} s" if args.warmup is not None else ""
         window += f" x{n} ({how})" if args.before else ""
         print(f"kvops top ({r['code']}; {r['c parts']}), {window}:")
         print(f"  CPU: {share * 100:.2f} % of one core (user+system of the top process)")
