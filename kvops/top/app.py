@@ -31,6 +31,7 @@ from kvops.termsafe import visible
 from kvops.top import fleet, numbers
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
+from kvops.top.history import Ring
 from kvops.top.table import TargetTable
 from kvops.top.tiers_view import signals_table, tiers_table
 from kvops.top.view import View
@@ -306,6 +307,11 @@ def _model_cell(row: Row) -> Text:
     return Text(visible(row.kind) or numbers.UNKNOWN, style="dim")
 
 
+def _trend_cell(history: Ring, style: str) -> Text:
+    """A sparkline of the last SPARK_WIDTH values (read from the end of the history only)."""
+    return Text(numbers.sparkline(history.tail(SPARK_WIDTH), SPARK_WIDTH), style=style)
+
+
 def _row_cells(row: Row) -> dict[str, Text]:
     if not row.up:
         cells = {key: Text(numbers.UNKNOWN) for key, _ in COLUMNS}
@@ -314,8 +320,7 @@ def _row_cells(row: Row) -> dict[str, Text]:
             target=Text(_short_target(row.target), style="red"), model=_model_cell(row),
             engine=Text(visible(row.engine)), kv=Text("down", style="bold red"),
             kind=Text(visible(row.kind)),
-            store_trend=Text(numbers.sparkline(row.store_history.tail(SPARK_WIDTH), SPARK_WIDTH)),
-            load_trend=Text(numbers.sparkline(row.load_history.tail(SPARK_WIDTH), SPARK_WIDTH)),
+            store_trend=_trend_cell(row.store_history, ""), load_trend=_trend_cell(row.load_history, ""),
         )  # fmt: skip
         return cells
     kv = row.get("kv_cache_usage")
@@ -339,8 +344,8 @@ def _row_cells(row: Row) -> dict[str, Text]:
         "waiting": Text(numbers.count(row.get("requests_waiting"))),
         "preempt": Text(numbers.count(row.get("preemptions"))),
         "ttft": Text(num(row.get("ttft_p90_seconds"), 0.001, 0)),
-        "store_trend": Text(numbers.sparkline(row.store_history.tail(SPARK_WIDTH), SPARK_WIDTH), style="cyan"),
-        "load_trend": Text(numbers.sparkline(row.load_history.tail(SPARK_WIDTH), SPARK_WIDTH), style="magenta"),
+        "store_trend": _trend_cell(row.store_history, "cyan"),
+        "load_trend": _trend_cell(row.load_history, "magenta"),
     }
     for tier, key, _ in TIER_COLUMNS:
         rate = tier_hit_rate(row, tier)

@@ -204,7 +204,7 @@ class TargetTable(Widget, can_focus=True):
             elif cell.plain:
                 segments.append(Segment(cell.plain, self._cell_style(cell.style)))
         segments.append(Segment(pad_after, NULL_STYLE))
-        return Strip(segments, sum(widths[i] + GAP for i in shown))
+        return Strip(_joined(segments), sum(widths[i] + GAP for i in shown))
 
     def _cell_style(self, style: str | Style) -> Style | None:
         if isinstance(style, Style):
@@ -235,9 +235,8 @@ class TargetTable(Widget, can_focus=True):
         if not 0 <= index - self._built_top < len(self._strips):
             return Strip.blank(width, self._style("base"))
         # A style, never None, on the padding: Textual's NO_COLOR filter reads style.color.
-        strip = (
-            self._strips[index - self._built_top].crop(left, left + width).extend_cell_length(width, Style())
-        )
+        strip = self._strips[index - self._built_top].crop(left, left + width)
+        strip = strip.extend_cell_length(width, NULL_STYLE)
         if index == self.cursor:
             strip = strip.apply_style(self._style("cursor"))
         return strip.apply_style(self._style("base"))
@@ -316,3 +315,16 @@ class TargetTable(Widget, can_focus=True):
             self.refresh()
             if event.chain == 2:
                 self.action_select()
+
+
+def _joined(segments: list[Segment]) -> list[Segment]:
+    """Neighbouring segments of one style as one: a row is mostly unstyled figures and the
+    blanks between them, and Textual styles, filters and cuts each segment of each line it
+    draws (a row of 30 segments becomes a handful)."""
+    out: list[Segment] = []
+    for segment in segments:
+        if out and (segment.style is out[-1].style or segment.style == out[-1].style):
+            out[-1] = Segment(out[-1].text + segment.text, out[-1].style)
+        elif segment.text:
+            out.append(segment)
+    return out or [Segment("", NULL_STYLE)]
