@@ -32,7 +32,7 @@ from kvops.top import fleet, numbers
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
 from kvops.top.history import Ring
-from kvops.top.table import TargetTable
+from kvops.top.table import Cell, TableCell, TargetTable
 from kvops.top.tiers_view import signals_table, tiers_table
 from kvops.top.view import View
 
@@ -300,26 +300,33 @@ def _short_target(target: str) -> str:
     return visible(target.removeprefix("http://"))
 
 
-def _model_cell(row: Row) -> Text:
+def _model_cell(row: Row) -> Cell:
     """The model, else the engine kind (KVBM's page names no model, LMCache's is per worker)."""
     if row.model:
-        return Text(_short_model(row.model))
-    return Text(visible(row.kind) or numbers.UNKNOWN, style="dim")
+        return Cell(_short_model(row.model))
+    return Cell(visible(row.kind) or numbers.UNKNOWN, "dim")
 
 
-def _trend_cell(history: Ring, style: str) -> Text:
+def _trend_cell(history: Ring, style: str) -> Cell:
     """A sparkline of the last SPARK_WIDTH values (read from the end of the history only)."""
-    return Text(numbers.sparkline(history.tail(SPARK_WIDTH), SPARK_WIDTH), style=style)
+    return Cell(numbers.sparkline(history.tail(SPARK_WIDTH), SPARK_WIDTH), style)
 
 
-def _row_cells(row: Row) -> dict[str, Text]:
+def _marked(text: str, style: str) -> Cell:
+    """numbers.marked() as a table cell: the alarm mark after the figure where the style is one."""
+    return Cell(numbers.flagged(text, style), style)
+
+
+_UNKNOWN_CELL = Cell(numbers.UNKNOWN)
+
+
+def _row_cells(row: Row) -> dict[str, Cell]:
     if not row.up:
-        cells = {key: Text(numbers.UNKNOWN) for key, _ in COLUMNS}
-        cells.update({key: Text(numbers.UNKNOWN) for _, key, _ in TIER_COLUMNS})
+        cells = {key: _UNKNOWN_CELL for key, _ in COLUMNS}
+        cells.update({key: _UNKNOWN_CELL for _, key, _ in TIER_COLUMNS})
         cells.update(
-            target=Text(_short_target(row.target), style="red"), model=_model_cell(row),
-            engine=Text(visible(row.engine)), kv=Text("down", style="bold red"),
-            kind=Text(visible(row.kind)),
+            target=Cell(_short_target(row.target), "red"), model=_model_cell(row),
+            engine=Cell(visible(row.engine)), kv=Cell("down", "bold red"), kind=Cell(visible(row.kind)),
             store_trend=_trend_cell(row.store_history, ""), load_trend=_trend_cell(row.load_history, ""),
         )  # fmt: skip
         return cells
@@ -330,26 +337,26 @@ def _row_cells(row: Row) -> dict[str, Text]:
         return numbers.UNKNOWN if value is None else f"{value / scale:.{digits}f}"
 
     cells = {
-        "target": Text(_short_target(row.target)),
+        "target": Cell(_short_target(row.target)),
         "model": _model_cell(row),
-        "engine": Text(visible(row.engine)),
-        "kind": Text(visible(row.kind)),
-        "kv": numbers.marked(num(kv, 0.01, 1), numbers.usage_style(kv)),
-        "local": numbers.marked(num(local, 0.01, 1), numbers.hit_rate_style(local)),
-        "external": numbers.marked(num(external, 0.01, 1), numbers.hit_rate_style(external)),
-        "store": Text(num(row.get("store_bandwidth_bytes_per_second"), numbers.GB, 2)),
-        "load": Text(num(row.get("load_bandwidth_bytes_per_second"), numbers.GB, 2)),
-        "ratio": Text(numbers.ratio(row.get("load_store_ratio"))),
-        "running": Text(numbers.count(row.get("requests_running"))),
-        "waiting": Text(numbers.count(row.get("requests_waiting"))),
-        "preempt": Text(numbers.count(row.get("preemptions"))),
-        "ttft": Text(num(row.get("ttft_p90_seconds"), 0.001, 0)),
+        "engine": Cell(visible(row.engine)),
+        "kind": Cell(visible(row.kind)),
+        "kv": _marked(num(kv, 0.01, 1), numbers.usage_style(kv)),
+        "local": _marked(num(local, 0.01, 1), numbers.hit_rate_style(local)),
+        "external": _marked(num(external, 0.01, 1), numbers.hit_rate_style(external)),
+        "store": Cell(num(row.get("store_bandwidth_bytes_per_second"), numbers.GB, 2)),
+        "load": Cell(num(row.get("load_bandwidth_bytes_per_second"), numbers.GB, 2)),
+        "ratio": Cell(numbers.ratio(row.get("load_store_ratio"))),
+        "running": Cell(numbers.count(row.get("requests_running"))),
+        "waiting": Cell(numbers.count(row.get("requests_waiting"))),
+        "preempt": Cell(numbers.count(row.get("preemptions"))),
+        "ttft": Cell(num(row.get("ttft_p90_seconds"), 0.001, 0)),
         "store_trend": _trend_cell(row.store_history, "cyan"),
         "load_trend": _trend_cell(row.load_history, "magenta"),
     }
     for tier, key, _ in TIER_COLUMNS:
         rate = tier_hit_rate(row, tier)
-        cells[key] = numbers.marked(num(rate, 0.01, 1), numbers.hit_rate_style(rate))
+        cells[key] = _marked(num(rate, 0.01, 1), numbers.hit_rate_style(rate))
     return cells
 
 
@@ -678,7 +685,7 @@ class TopApp(App[int]):
         table.set_columns(columns, NUMERIC_COLUMNS, DROP_ORDER)
         keys = [key for key, _ in columns]
 
-        def cells_of(i: int) -> list[Text]:
+        def cells_of(i: int) -> list[TableCell]:
             cells = _row_cells(rows[i])
             return [cells[key] for key in keys]
 
@@ -698,7 +705,7 @@ class TopApp(App[int]):
         table.set_columns(columns, GROUP_NUMERIC, GROUP_DROP_ORDER)
         keys = [key for key, _ in columns]
 
-        def cells_of(i: int) -> list[Text]:
+        def cells_of(i: int) -> list[TableCell]:
             cells = _group_cells(groups[i])
             return [cells[key] for key in keys]
 

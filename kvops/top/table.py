@@ -6,7 +6,7 @@ are never dropped do not fit does the table pan sideways.
 
 Textual's DataTable re-renders every cell through Rich on any update (its cell cache is
 keyed on an update counter), which at one update a second for 16 targets cost more CPU
-than the scraping. Here each row is one Text, rendered to one Strip once per frame, and
+than the scraping. Here each row is rendered to one Strip once per frame, and
 render_line only crops and styles strips (benchmarks/top_cpu.py measures the difference).
 Only the rows in view are turned into cells and strips (`cells_of` is asked for them), so a
 frame costs the same with 16 engines or 5,000; and only the lines whose strip changed are
@@ -16,8 +16,9 @@ refreshed, so Textual restyles and composites no row that stayed the same.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
@@ -32,6 +33,22 @@ from kvops.top.board import RowKey
 from kvops.top.content_size import ContentSize
 
 GAP = 2  # spaces between columns
+
+
+class Cell(NamedTuple):
+    """A cell of one style, what nearly every cell is: its text (already made visible, see
+    kvops.termsafe) and a Rich style name. A rich Text per cell, rebuilt for each row each
+    frame, cost a third of the table's frame."""
+
+    plain: str
+    style: str = ""
+
+    @property
+    def cell_len(self) -> int:
+        return cell_len(self.plain)
+
+
+TableCell = Cell | Text  # a Text where a cell mixes styles
 NULL_STYLE = Style()  # for padding and unstyled runs: Textual's NO_COLOR filter reads style.color
 
 
@@ -78,7 +95,7 @@ class TargetTable(Widget, can_focus=True):
         self.drop_order = [keys.index(key) for key in drop_order if key in keys]
         self.shown_columns: list[int] = list(range(len(self.columns)))
         self.keys: list[RowKey] = []
-        self._cells_of: Callable[[int], list[Text]] = lambda index: []
+        self._cells_of: Callable[[int], list[TableCell]] = lambda index: []
         self._built_top = -1  # the first row the strips were built from
         self.cursor = 0
         self._top = 0  # first row shown
@@ -113,7 +130,7 @@ class TargetTable(Widget, can_focus=True):
     def cursor_key(self) -> RowKey | None:
         return self.keys[self.cursor] if self.keys else None
 
-    def set_rows(self, keys: list[RowKey], cells_of: Callable[[int], list[Text]]) -> None:
+    def set_rows(self, keys: list[RowKey], cells_of: Callable[[int], list[TableCell]]) -> None:
         """Replace the rows (`cells_of(i)`: the cells of row i, asked only for rows in view),
         keeping the cursor on the same key where it is still shown."""
         keep = self.cursor_key
@@ -137,7 +154,7 @@ class TargetTable(Widget, can_focus=True):
             width = self.size.width
             self.refresh(*(Region(0, i + 2, width, 1) for i in changed))
 
-    def shown_cells(self) -> list[tuple[RowKey, list[Text]]]:
+    def shown_cells(self) -> list[tuple[RowKey, list[TableCell]]]:
         """The rows in view with all their cells (the dropped columns too)."""
         end = min(len(self.keys), self._top + self._visible_rows())
         return [(self.keys[i], self._cells_of(i)) for i in range(self._top, end)]
@@ -179,7 +196,7 @@ class TargetTable(Widget, can_focus=True):
             total -= widths[index] + GAP
         return [i for i in range(len(widths)) if i not in dropped]
 
-    def _row_strip(self, cells: list[Text], shown: list[int], widths: list[int]) -> Strip:
+    def _row_strip(self, cells: list[TableCell], shown: list[int], widths: list[int]) -> Strip:
         """One row's strip, put together from its cells' segments: a cell is almost always
         one run of one style, which needs no pass through Text.render (that pass, per row
         and frame, was half of the table's CPU)."""
@@ -195,7 +212,7 @@ class TargetTable(Widget, can_focus=True):
             else:
                 segments.append(Segment(pad_after + " ", NULL_STYLE))
                 pad_after = pad + gap
-            if cell.spans or "\n" in cell.plain:
+            if isinstance(cell, Text) and (cell.spans or "\n" in cell.plain):
                 segments.extend(
                     Segment(s.text, s.style or NULL_STYLE)
                     for s in cell.render(self.app.console)

@@ -8,27 +8,26 @@ import time
 from typing import Any
 
 import pytest
-from rich.text import Text
 from textual.widgets import Input
 
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import COLUMNS, DetailScreen, HelpScreen, TopApp
 from kvops.top.live_source import LiveSource
-from kvops.top.table import TargetTable
+from kvops.top.table import TableCell, TargetTable
 from support.upstream import Upstream, body
 
 from .helpers import T1, T2, V033, drive, screen_text, truth_interval, wait_until
 
 
-def cells(app: TopApp) -> dict[str, dict[str, Text]]:
+def cells(app: TopApp) -> dict[str, dict[str, TableCell]]:
     """Visible rows: "target model engine" -> {column key: cell}."""
     table = app.query_one("#targets", TargetTable)
     columns = [key for key, _ in COLUMNS]
     return {" ".join(key): dict(zip(columns, row, strict=True)) for key, row in table.shown_cells()}
 
 
-def plain(cell: Text | str) -> str:
-    return cell.plain if isinstance(cell, Text) else str(cell)
+def plain(cell: TableCell) -> str:
+    return cell.plain
 
 
 def replay_app(*files: Any, interval: float = 0.05) -> TopApp:
@@ -65,8 +64,8 @@ async def test_shown_values_equal_the_truth_interval():
             if not isinstance(value, str):
                 assert board_row.get(name) == pytest.approx(value, rel=1e-9), name
         # Colours that mean something: 18 % external hits stand out, 58 % local do not.
-        assert isinstance(row["external"], Text) and "red" in str(row["external"].style)
-        assert isinstance(row["local"], Text) and "red" not in str(row["local"].style)
+        assert "red" in str(row["external"].style)
+        assert "red" not in str(row["local"].style)
         assert "yellow" in str(row["kv"].style)  # 98 % of the GPU KV cache in use
         status = screen_text(app)
         assert "holding the last frame" in status

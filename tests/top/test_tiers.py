@@ -18,7 +18,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rich.text import Text
 
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import DetailScreen, TopApp
@@ -45,7 +44,7 @@ def cells(app: TopApp) -> dict[str, dict[str, str]]:
     table = app.query_one("#targets", TargetTable)
     keys = [key for key, _ in table.columns]
     return {
-        " ".join(key): {k: c.plain if isinstance(c, Text) else str(c) for k, c in zip(keys, row, strict=True)}
+        " ".join(key): {k: c.plain for k, c in zip(keys, row, strict=True)}
         for key, row in table.shown_cells()
     }
 
