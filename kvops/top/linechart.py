@@ -20,7 +20,8 @@ colours apart, braille lines differ only by colour, the markers do not.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rich.segment import Segment
 from rich.style import Style
@@ -77,9 +78,10 @@ class LineChart(Widget):
         self._strips: list[Strip] = []
         self._built_for: tuple[int, int] | None = None
         self._content_size = ContentSize()
-        # Title lines cut to the width, by what they hold: the same every frame but for the
-        # window or link-max shown (Text.truncate on each was another twentieth).
-        self._title_strips: dict[tuple[object, ...], Strip] = {}
+        # Title lines cut to the width, blank plot rows, the x axis and its time marks, by what
+        # they hold: the same every frame but for the window or link-max shown (Text.truncate
+        # on each title line was another twentieth).
+        self._kept_strips: dict[tuple[object, ...], Any] = {}
 
     def set_data(
         self, title: Text, lines: Sequence[tuple[str, str, Points]], y_max: float, x_span: float
@@ -105,7 +107,7 @@ class LineChart(Widget):
     def notify_style_update(self) -> None:
         self._built_for = None  # padding or theme: another content size, other styles
         self._content_size.forget()
-        self._title_strips.clear()
+        self._kept_strips.clear()
         super().notify_style_update()
 
     # --- drawing -------------------------------------------------------------------------------
@@ -117,9 +119,7 @@ class LineChart(Widget):
         return self._strips[y] if y < len(self._strips) else Strip.blank(size.width, NULL_STYLE)
 
     def _build(self, width: int, height: int) -> list[Strip]:
-        strips = [self._text_strip(line, width) for line in self.title.split("\n")[:2]]
-        while len(strips) < 2:
-            strips.append(Strip.blank(width, NULL_STYLE))
+        strips = list(self._title_lines(width))
         plot_h, plot_w = height - 4, width - AXIS_WIDTH  # title 2, x axis 1, time marks 1
         if plot_h < 2 or plot_w < 8:
             return strips + [Strip.blank(width, NULL_STYLE)] * max(0, height - 2)
@@ -128,11 +128,15 @@ class LineChart(Widget):
         ticks = {0: self.y_max, plot_h // 2: self.y_max / 2} if plot_h >= 4 else {0: self.y_max}
         for row in range(plot_h):
             label = f"{tick_label(ticks[row]):>5}┤" if row in ticks else "     │"
+            row_marks = marks.get(row)
+            if not row_marks and not any(cells[row]):  # most rows: the axis and a blank
+                strips.append(self._blank_row(label, plot_w))
+                continue
             segments = [Segment(label, axis)]
             # Runs of one style: a line's cells are few, the blank runs between them long.
             row_styles = styles[row]
             chars = [_BRAILLE[c] for c in cells[row]]
-            for col, glyph in marks.get(row, {}).items():
+            for col, glyph in (row_marks or {}).items():
                 chars[col] = glyph
             start = 0
             for col in range(1, plot_w + 1):
@@ -141,22 +145,44 @@ class LineChart(Widget):
                     segments.append(Segment(run, row_styles[start] or NULL_STYLE))
                     start = col
             strips.append(Strip(segments, AXIS_WIDTH + plot_w))
-        strips.append(Strip([Segment("    0└" + "─" * plot_w, axis)], AXIS_WIDTH + plot_w))
-        strips.append(Strip([Segment(self._time_marks(plot_w), axis)], AXIS_WIDTH + plot_w))
+        strips.append(self._kept(("x axis", plot_w), lambda: Strip(
+            [Segment("    0└" + "─" * plot_w, axis)], AXIS_WIDTH + plot_w
+        )))  # fmt: skip
+        strips.append(self._kept(("time marks", plot_w, self.x_span), lambda: Strip(
+            [Segment(self._time_marks(plot_w), axis)], AXIS_WIDTH + plot_w
+        )))  # fmt: skip
         # The title lines are cut or padded to the width; the plot lines are that wide.
         return [
             s if s.cell_length == width else s.extend_cell_length(width, NULL_STYLE).crop(0, width)
             for s in strips
         ]
 
-    def _text_strip(self, text: Text, width: int) -> Strip:
-        key = (text.plain, tuple(text.spans), text.style, width)
-        strip = self._title_strips.get(key)
-        if strip is None:
-            if len(self._title_strips) >= 32:
-                self._title_strips.clear()
-            strip = self._title_strips[key] = self._cut_text_strip(text, width)
-        return strip
+    def _blank_row(self, label: str, plot_w: int) -> Strip:
+        def make() -> Strip:
+            segments = [Segment(label, _AXIS), Segment(" " * plot_w, NULL_STYLE)]
+            return Strip(segments, AXIS_WIDTH + plot_w)
+
+        return self._kept(("blank", label, plot_w), make)
+
+    def _title_lines(self, width: int) -> list[Strip]:
+        """The title's two lines cut to the width, kept by what the title holds."""
+        title = self.title
+        key = ("title", title.plain, tuple(title.spans), title.style, width)
+
+        def cut() -> list[Strip]:
+            strips = [self._cut_text_strip(line, width) for line in title.split("\n")[:2]]
+            return strips + [Strip.blank(width, NULL_STYLE)] * (2 - len(strips))
+
+        return self._kept(key, cut)
+
+    def _kept(self, key: tuple[object, ...], make: Callable[[], Any]) -> Any:
+        """What `make` returns, kept by `key` until the styles change (at most 64 kept)."""
+        found = self._kept_strips.get(key)
+        if found is None:
+            if len(self._kept_strips) >= 64:
+                self._kept_strips.clear()
+            found = self._kept_strips[key] = make()
+        return found
 
     def _cut_text_strip(self, text: Text, width: int) -> Strip:
         text = text.copy()
