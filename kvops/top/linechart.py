@@ -20,7 +20,7 @@ colours apart, braille lines differ only by colour, the markers do not.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from rich.segment import Segment
@@ -60,6 +60,22 @@ def tick_label(value: float) -> str:
     if value >= 100 or value == int(value):
         return f"{value:.0f}"
     return f"{value:.1f}" if value >= 1 else f"{value:.2g}"
+
+
+def _dots_between(start: tuple[int, int], dx: int, dy: int) -> Sequence[tuple[int, int]]:
+    """The dots from `start` (left out) to (dx, dy): one per step of the longer axis, the
+    other axis rounded as round() rounds (half to even). Along the longer axis the step is
+    exact, so only the shorter one is rounded."""
+    x0, y0 = start
+    ddx, ddy = dx - x0, dy - y0
+    if ddx == ddy == 0:
+        return ((x0, y0),)
+    steps = max(abs(ddx), abs(ddy))
+    if abs(ddx) == steps:  # wider than tall: x moves one dot each step
+        sign = 1 if ddx > 0 else -1
+        return [(x0 + sign * k, y0 + round(ddy * k / steps)) for k in range(1, steps + 1)]
+    sign = 1 if ddy > 0 else -1
+    return [(x0 + round(ddx * k / steps), y0 + sign * k) for k in range(1, steps + 1)]
 
 
 class LineChart(Widget):
@@ -222,34 +238,29 @@ class LineChart(Widget):
         # the cell of its newest known point.
         tracks: list[tuple[Style, str, dict[int, int], tuple[int, int] | None]] = []
 
+        x_span = self.x_span
+        y_max = self.y_max
         for style_name, marker, points in self.lines:
             style = Style.parse(style_name)
             track: dict[int, int] = {}
-
-            def dot(dx: int, dy: int, style: Style = style, track: dict[int, int] = track) -> None:
-                if 0 <= dx < dots_w and 0 <= dy < dots_h:
-                    row, col = dy // 4, dx // 2
-                    cells[row][col] |= _DOTS[dx % 2][dy % 4]
-                    styles[row][col] = style
-                    track[col] = row
-
             prev: tuple[int, int] | None = None
             newest: tuple[int, int] | None = None
             for x, y in points:
                 if y is None or not math.isfinite(y):
                     prev = None
                     continue
-                dx = round((x + self.x_span) / self.x_span * (dots_w - 1))
-                dy = round((1 - min(max(y, 0.0), self.y_max) / self.y_max) * (dots_h - 1))
+                dx = round((x + x_span) / x_span * (dots_w - 1))
+                dy = round((1 - min(max(y, 0.0), y_max) / y_max) * (dots_h - 1))
                 if prev is None:
-                    dot(dx, dy)
+                    way: Iterable[tuple[int, int]] = ((dx, dy),)
                 else:  # every dot on the way: no holes in steep lines
-                    steps = max(abs(dx - prev[0]), abs(dy - prev[1]), 1)
-                    for k in range(1, steps + 1):
-                        dot(
-                            prev[0] + round((dx - prev[0]) * k / steps),
-                            prev[1] + round((dy - prev[1]) * k / steps),
-                        )
+                    way = _dots_between(prev, dx, dy)
+                for px, py in way:  # the dots set, inline: a frame sets a few thousand
+                    if 0 <= px < dots_w and 0 <= py < dots_h:
+                        row, col = py >> 2, px >> 1
+                        cells[row][col] |= _DOTS[px & 1][py & 3]
+                        styles[row][col] = style
+                        track[col] = row
                 prev = (dx, dy)
                 if 0 <= dx < dots_w and 0 <= dy < dots_h:
                     newest = (dy // 4, dx // 2)
