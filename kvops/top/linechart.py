@@ -251,8 +251,8 @@ class LineChart(Widget):
                     continue
                 dx = round((x + x_span) / x_span * (dots_w - 1))
                 dy = round((1 - min(max(y, 0.0), y_max) / y_max) * (dots_h - 1))
-                if prev is None:
-                    way: Iterable[tuple[int, int]] = ((dx, dy),)
+                if prev is None or (-1 <= dx - prev[0] <= 1 and -1 <= dy - prev[1] <= 1):
+                    way: Iterable[tuple[int, int]] = ((dx, dy),)  # a neighbour: nothing between
                 else:  # every dot on the way: no holes in steep lines
                     way = _dots_between(prev, dx, dy)
                 for px, py in way:  # the dots set, inline: a frame sets a few thousand
