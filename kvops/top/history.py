@@ -61,19 +61,17 @@ class Ring:
         return iter(self.values())
 
     def values(self) -> list[float | None]:
-        """Oldest first; the two halves of a full ring joined by slicing (in C), not read
-        element by element: charts and sparklines read rings every frame."""
-        data = self._data
-        ordered = data[self._next :] + data[: self._next] if self._next else data
-        return [None if x != x else x for x in ordered]  # NaN (x != x) is unknown
+        return self.tail(len(self._data))
 
     def tail(self, n: int) -> list[float | None]:
         """The last `n` values (fewer while the ring holds fewer), oldest first: what a
-        sparkline `n` cells wide shows, without reading the rest of the history."""
+        sparkline `n` cells wide shows, without reading the rest of the history. The two
+        halves of a full ring are joined by slicing (in C), not read element by element:
+        charts and sparklines read rings every frame."""
         data, end = self._data, self._next or len(self._data)
         n = min(max(0, n), len(data))
         part = data[end - n : end] if n <= end else data[len(data) - (n - end) :] + data[:end]
-        return [None if x != x else x for x in part]
+        return [None if x != x else x for x in part]  # NaN (x != x) is unknown
 
 
 def deltas_of(entry: EngineInterval) -> dict[str, float | None]:
