@@ -32,7 +32,7 @@ from kvops.top import fleet, numbers
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
 from kvops.top.history import Ring
-from kvops.top.table import Cell, TableCell, TargetTable
+from kvops.top.table import Cell, TargetTable
 from kvops.top.tiers_view import signals_table, tiers_table
 from kvops.top.view import View
 
@@ -360,28 +360,28 @@ def _row_cells(row: Row) -> dict[str, Cell]:
     return cells
 
 
-def _group_cells(group: fleet.Group) -> dict[str, Text]:
+def _group_cells(group: fleet.Group) -> dict[str, Cell]:
     """One --group-by row, the figures kvops.top.fleet.group() summed."""
 
-    def num(value: float | None, scale: float, digits: int, style: str = "") -> Text:
-        return numbers.marked(numbers.UNKNOWN if value is None else f"{value / scale:.{digits}f}", style)
+    def num(value: float | None, scale: float, digits: int, style: str = "") -> Cell:
+        return _marked(numbers.UNKNOWN if value is None else f"{value / scale:.{digits}f}", style)
 
-    def rate(value: float | None) -> Text:
+    def rate(value: float | None) -> Cell:
         return num(value, 0.01, 1, numbers.hit_rate_style(value))
 
     return {
-        "group": Text(visible(group.group) or numbers.UNKNOWN),
-        "engines": Text(str(group.engines)),
-        "down": Text(str(group.engines_down), style="bold red" if group.engines_down else ""),
+        "group": Cell(visible(group.group) or numbers.UNKNOWN),
+        "engines": Cell(str(group.engines)),
+        "down": Cell(str(group.engines_down), "bold red" if group.engines_down else ""),
         "local": rate(group.local_hit_rate),
         "external": rate(group.external_hit_rate),
         "store": num(group.store_bandwidth_bytes_per_second, numbers.GB, 2),
         "load": num(group.load_bandwidth_bytes_per_second, numbers.GB, 2),
         "stored": num(group.store_offered_bytes_per_second, numbers.GB, 2),
         "loaded": num(group.load_offered_bytes_per_second, numbers.GB, 2),
-        "running": Text(numbers.count(group.requests_running)),
-        "waiting": Text(numbers.count(group.requests_waiting)),
-        "preempt": Text(numbers.count(group.preemptions)),
+        "running": Cell(numbers.count(group.requests_running)),
+        "waiting": Cell(numbers.count(group.requests_waiting)),
+        "preempt": Cell(numbers.count(group.preemptions)),
     }
 
 
@@ -685,7 +685,7 @@ class TopApp(App[int]):
         table.set_columns(columns, NUMERIC_COLUMNS, DROP_ORDER)
         keys = [key for key, _ in columns]
 
-        def cells_of(i: int) -> list[TableCell]:
+        def cells_of(i: int) -> list[Cell]:
             cells = _row_cells(rows[i])
             return [cells[key] for key in keys]
 
@@ -705,7 +705,7 @@ class TopApp(App[int]):
         table.set_columns(columns, GROUP_NUMERIC, GROUP_DROP_ORDER)
         keys = [key for key, _ in columns]
 
-        def cells_of(i: int) -> list[TableCell]:
+        def cells_of(i: int) -> list[Cell]:
             cells = _group_cells(groups[i])
             return [cells[key] for key in keys]
 

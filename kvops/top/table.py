@@ -36,9 +36,9 @@ GAP = 2  # spaces between columns
 
 
 class Cell(NamedTuple):
-    """A cell of one style, what nearly every cell is: its text (already made visible, see
-    kvops.termsafe) and a Rich style name. A rich Text per cell, rebuilt for each row each
-    frame, cost a third of the table's frame."""
+    """A cell: its text (one line, already made visible, see kvops.termsafe) and a Rich style
+    name. A rich Text per cell, rebuilt for each row each frame, cost a third of the table's
+    frame."""
 
     plain: str
     style: str = ""
@@ -48,7 +48,6 @@ class Cell(NamedTuple):
         return cell_len(self.plain)
 
 
-TableCell = Cell | Text  # a Text where a cell mixes styles
 NULL_STYLE = Style()  # for padding and unstyled runs: Textual's NO_COLOR filter reads style.color
 
 
@@ -95,7 +94,7 @@ class TargetTable(Widget, can_focus=True):
         self.drop_order = [keys.index(key) for key in drop_order if key in keys]
         self.shown_columns: list[int] = list(range(len(self.columns)))
         self.keys: list[RowKey] = []
-        self._cells_of: Callable[[int], list[TableCell]] = lambda index: []
+        self._cells_of: Callable[[int], list[Cell]] = lambda index: []
         self._built_top = -1  # the first row the strips were built from
         self.cursor = 0
         self._top = 0  # first row shown
@@ -130,7 +129,7 @@ class TargetTable(Widget, can_focus=True):
     def cursor_key(self) -> RowKey | None:
         return self.keys[self.cursor] if self.keys else None
 
-    def set_rows(self, keys: list[RowKey], cells_of: Callable[[int], list[TableCell]]) -> None:
+    def set_rows(self, keys: list[RowKey], cells_of: Callable[[int], list[Cell]]) -> None:
         """Replace the rows (`cells_of(i)`: the cells of row i, asked only for rows in view),
         keeping the cursor on the same key where it is still shown."""
         keep = self.cursor_key
@@ -154,7 +153,7 @@ class TargetTable(Widget, can_focus=True):
             width = self.size.width
             self.refresh(*(Region(0, i + 2, width, 1) for i in changed))
 
-    def shown_cells(self) -> list[tuple[RowKey, list[TableCell]]]:
+    def shown_cells(self) -> list[tuple[RowKey, list[Cell]]]:
         """The rows in view with all their cells (the dropped columns too)."""
         end = min(len(self.keys), self._top + self._visible_rows())
         return [(self.keys[i], self._cells_of(i)) for i in range(self._top, end)]
@@ -196,10 +195,10 @@ class TargetTable(Widget, can_focus=True):
             total -= widths[index] + GAP
         return [i for i in range(len(widths)) if i not in dropped]
 
-    def _row_strip(self, cells: list[TableCell], shown: list[int], widths: list[int]) -> Strip:
-        """One row's strip, put together from its cells' segments: a cell is almost always
-        one run of one style, which needs no pass through Text.render (that pass, per row
-        and frame, was half of the table's CPU)."""
+    def _row_strip(self, cells: list[Cell], shown: list[int], widths: list[int]) -> Strip:
+        """One row's strip, put together from its cells' segments: a cell is one run of one
+        style, which needs no pass through Text.render (that pass, per row and frame, was
+        half of the table's CPU)."""
         segments: list[Segment] = []
         gap = " " * (GAP - 1)
         pad_after = ""  # a left-aligned cell's padding, joined to the next blank
@@ -212,20 +211,12 @@ class TargetTable(Widget, can_focus=True):
             else:
                 segments.append(Segment(pad_after + " ", NULL_STYLE))
                 pad_after = pad + gap
-            if isinstance(cell, Text) and (cell.spans or "\n" in cell.plain):
-                segments.extend(
-                    Segment(s.text, s.style or NULL_STYLE)
-                    for s in cell.render(self.app.console)
-                    if s.text != "\n"
-                )
-            elif cell.plain:
+            if cell.plain:
                 segments.append(Segment(cell.plain, self._cell_style(cell.style)))
         segments.append(Segment(pad_after, NULL_STYLE))
         return Strip(_joined(segments), sum(widths[i] + GAP for i in shown))
 
-    def _cell_style(self, style: str | Style) -> Style | None:
-        if isinstance(style, Style):
-            return style
+    def _cell_style(self, style: str) -> Style:
         found = self._parsed.get(style)
         if found is None:
             found = self._parsed[style] = self.app.console.get_style(style, default="")

@@ -13,20 +13,20 @@ from textual.widgets import Input
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import COLUMNS, DetailScreen, HelpScreen, TopApp
 from kvops.top.live_source import LiveSource
-from kvops.top.table import TableCell, TargetTable
+from kvops.top.table import Cell, TargetTable
 from support.upstream import Upstream, body
 
 from .helpers import T1, T2, V033, drive, screen_text, truth_interval, wait_until
 
 
-def cells(app: TopApp) -> dict[str, dict[str, TableCell]]:
+def cells(app: TopApp) -> dict[str, dict[str, Cell]]:
     """Visible rows: "target model engine" -> {column key: cell}."""
     table = app.query_one("#targets", TargetTable)
     columns = [key for key, _ in COLUMNS]
     return {" ".join(key): dict(zip(columns, row, strict=True)) for key, row in table.shown_cells()}
 
 
-def plain(cell: TableCell) -> str:
+def plain(cell: Cell) -> str:
     return cell.plain
 
 
