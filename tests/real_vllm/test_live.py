@@ -24,28 +24,40 @@ from support.real_vllm.server import MODEL_NAME, RealVllm
 
 pytestmark = [pytest.mark.real_vllm, pytest.mark.timeout(1200)]
 ME = {"model_name": MODEL_NAME, "engine": "0"}
+TRAFFIC_CAP_S = 600
 FILTER = "?name[]=vllm:num_requests_running&name[]=vllm:prefix_cache_hits_total"
 
 
 @pytest.fixture
 def busy(real_vllm: Callable[[str], RealVllm]) -> Iterator[RealVllm]:
-    """The offloading server with traffic running (bounded: 60 s) for the test's duration: 6 new
-    prefixes a round keep it storing, the other 6 load back from the tier, repeats hit locally."""
+    """The offloading server with traffic running for the whole test (until its teardown; at most
+    TRAFFIC_CAP_S): 6 new prefixes a round keep it storing, the other 6 load back from the tier,
+    repeats hit locally. A fixed length would let a slow machine's test outlive its traffic and
+    judge an idle interval (CI once did: no queries between doctor's two pages)."""
     server = real_vllm("offload")
     results: list[traffic.TrafficResult] = []
+    stop = threading.Event()
 
     def run() -> None:
-        results.append(traffic.drive(server.url, MODEL_NAME, rounds=60, seconds=60, seed=7, fresh=6))
+        results.append(
+            traffic.drive(
+                server.url, MODEL_NAME, rounds=400, seconds=TRAFFIC_CAP_S, seed=7, fresh=6, stop=stop
+            )
+        )
 
     thread = threading.Thread(target=run)
     thread.start()
     end = time.monotonic() + 60
-    # steady state: the tier has loaded something back (the flat load series exists from then on)
-    while one(parse(page(server.metrics_url)), "vllm:kv_offload_load_bytes_total", **ME) is None:
-        assert time.monotonic() < end and thread.is_alive(), "no load from the offload tier"
-        time.sleep(0.5)
-    yield server
-    thread.join()
+    try:
+        # steady state: the tier has loaded something back (the flat load series exists from then on)
+        while one(parse(page(server.metrics_url)), "vllm:kv_offload_load_bytes_total", **ME) is None:
+            assert time.monotonic() < end and thread.is_alive(), "no load from the offload tier"
+            time.sleep(0.5)
+        yield server
+        assert thread.is_alive(), "the traffic ended before the test did: raise TRAFFIC_CAP_S"
+    finally:
+        stop.set()
+        thread.join()
     assert results and results[0].failed == 0, results
 
 

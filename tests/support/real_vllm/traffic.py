@@ -5,7 +5,7 @@ PREFIXES prefixes of PREFIX_TOKENS tokens each, every request one prefix plus a 
 own. Each prefix is asked for again two requests later (the device cache still holds it: local
 hits), and the prefixes rotate, PREFIXES x 4 blocks against 16 device blocks, so a prefix comes
 back after the device cache evicted it (an offload tier loads it back). Bounded by a request count
-and a deadline, whichever comes first.
+and a deadline, whichever comes first, or by the caller's stop event.
 """
 
 from __future__ import annotations
@@ -59,15 +59,17 @@ def drive(
     seconds: float = 120.0,
     seed: int = 0,
     fresh: int = 0,
+    stop: threading.Event | None = None,
 ) -> TrafficResult:
-    """Send plan(rounds, seed, fresh) with `concurrency` requests in flight; stop at the deadline."""
+    """Send plan(rounds, seed, fresh) with `concurrency` requests in flight; stop at the deadline
+    or once `stop` is set."""
     prompts = plan(rounds, seed, fresh)
     end = time.monotonic() + seconds
     result = TrafficResult()
     lock = threading.Lock()
 
     def one(prompt: list[int]) -> None:
-        if time.monotonic() > end:
+        if time.monotonic() > end or (stop is not None and stop.is_set()):
             return
         body = json.dumps({"model": model, "prompt": prompt, "max_tokens": 2, "temperature": 0}).encode()
         req = urllib.request.Request(f"{base_url}/v1/completions", body, {"Content-Type": "application/json"})
