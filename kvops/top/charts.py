@@ -21,7 +21,7 @@ from textual.containers import Horizontal
 
 from kvops.top import numbers
 from kvops.top.history import TIERS, Trend
-from kvops.top.linechart import AXIS_WIDTH, LineChart, nice_ceiling
+from kvops.top.linechart import LineChart, nice_ceiling
 
 Points = list[tuple[float, float | None]]  # (seconds before now, value)
 
@@ -102,16 +102,6 @@ def series(trend: Trend, line: Line, window: float, span: float | None = None) -
     return [(end - last, None if v is None else v / scale) for end, v in points]
 
 
-def thinned(points: Points, pixels: int) -> Points:
-    """At most about `pixels` points, the newest always kept: a braille chart has two dots
-    per cell across, so more points cost drawing time and show nothing more."""
-    if pixels <= 0 or len(points) <= pixels:
-        return points
-    stride = len(points) / pixels
-    picked = [points[int(i * stride)] for i in range(pixels)]
-    return picked if picked[-1] == points[-1] else [*picked, points[-1]]
-
-
 class ChartPanel(Horizontal):
     """The charts side by side; the third one is left out on a narrow terminal."""
 
@@ -155,7 +145,6 @@ class ChartPanel(Horizontal):
             label = f"{line.label} (100 % = top)" if line.label == SHARE_LINE else line.label
             title.append(f"{line.marker}━ ", style=line.style).append(f"{label}  ")
         span = span_for(window)
-        pixels = 2 * max(1, widget.size.width - AXIS_WIDTH)  # braille: two dots a cell
         drawn: dict[str, Points] = {}
         plotted: list[tuple[str, str, Points]] = []
         top = 0.0
@@ -164,10 +153,10 @@ class ChartPanel(Horizontal):
             points = series(trend, line, window, span)
             drawn[line.label] = points
             if line.label == SHARE_LINE:
-                share = (line.style, line.marker, thinned(points, pixels))
+                share = (line.style, line.marker, points)
                 continue
             top = max([top, *(y for _, y in points if y is not None)])
-            plotted.append((line.style, line.marker, thinned(points, pixels)))
+            plotted.append((line.style, line.marker, points))
         if share is not None:  # percent onto the TTFT axis: 100 % at its top
             y_top = nice_ceiling(top * 1.05) if top > 0 else 100.0
             scaled = [(x, None if y is None else y / 100.0 * y_top) for x, y in share[2]]
@@ -182,7 +171,8 @@ class ChartPanel(Horizontal):
                 title.append(f"link max {ceiling:.0f}", style="dim")
         self.shown[chart.key] = drawn
         y_max = 100.0 if chart.percent or (share is not None and top <= 0) else nice_ceiling(top * 1.05)
-        widget.set_data(title, plotted, y_max, span)
+        ends = trend.ends.tail(1)  # x = 0: the last frame, on the clock the frames end on
+        widget.set_data(title, plotted, y_max, span, ends[0] or 0.0 if ends else 0.0)
 
 
 def _window_text(window: float) -> str:

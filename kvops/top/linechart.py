@@ -11,8 +11,10 @@ rasterised at once and only the lines that differ are refreshed: a chart's blank
 axis and its time marks stay in Textual's line cache.
 
 Each cell is a braille character: 2 × 4 dots, so a chart W cells wide and H high has 2W × 4H
-dots. Lines are drawn dot to dot between consecutive known points; an unknown point (None)
-leaves a gap. Each line also carries its own marker glyph (the legend shows it), on its newest
+dots. A dot column holds a fixed step of the points' clock and shows the newest point in it:
+a point stays in its column until the whole chart moves a column, so most frames change a
+few dots at the right edge or none (then nothing is drawn). Lines are drawn dot to dot
+between consecutive known points; an unknown point (None) leaves a gap. Each line also carries its own marker glyph (the legend shows it), on its newest
 point and every MARK_EVERY cells along it: with NO_COLOR, or to an eye that does not tell the
 colours apart, braille lines differ only by colour, the markers do not.
 """
@@ -36,6 +38,8 @@ from kvops.top.content_size import ContentSize
 NULL_STYLE = Style()
 
 Points = Sequence[tuple[float, float | None]]  # (x, y); y None: unknown
+# Each line as it is drawn: (rich style, marker glyph, its dots (x, y) or None for a gap).
+Plan = tuple[tuple[str, str, tuple[tuple[int, int] | None, ...]], ...]
 
 # Braille dot bits by (column, row) inside a cell: U+2800 + the sum of the dots set.
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -91,8 +95,10 @@ class LineChart(Widget):
         self.lines: Sequence[tuple[str, str, Points]] = []  # (rich style, marker glyph, points)
         self.y_max = 1.0
         self.x_span = 60.0  # x runs from -x_span (oldest) to 0 (now)
+        self.now = 0.0  # the time x = 0 stands for: dot columns are fixed steps of its clock
         self._strips: list[Strip] = []
         self._built_for: tuple[int, int] | None = None
+        self._drawn: tuple[object, ...] | None = None  # what _strips show (_picture)
         self._content_size = ContentSize()
         # Title lines cut to the width, blank plot rows, the x axis and its time marks, by what
         # they hold: the same every frame but for the window or link-max shown (Text.truncate
@@ -100,19 +106,31 @@ class LineChart(Widget):
         self._kept_strips: dict[tuple[object, ...], Any] = {}
 
     def set_data(
-        self, title: Text, lines: Sequence[tuple[str, str, Points]], y_max: float, x_span: float
+        self,
+        title: Text,
+        lines: Sequence[tuple[str, str, Points]],
+        y_max: float,
+        x_span: float,
+        now: float = 0.0,
     ) -> None:
+        """`now`: the time x = 0 stands for, on the clock of the points' times (x is seconds
+        before it). A dot column holds a fixed step of that clock, so a point keeps its column
+        from frame to frame and the chart moves a whole column at a time."""
         self.title, self.lines = title, lines
         self.y_max, self.x_span = (y_max if y_max > 0 else 1.0), max(x_span, 1.0)
+        self.now = now
         built_for = self._built_for
         size = self._content_size.of(self) if built_for is not None else None
         if size is None or built_for != (size.width, size.height):
             self._built_for = None  # render_line builds at the size it is drawn at
             self.refresh()
             return
+        picture = self._picture(size.width, size.height)
+        if picture == self._drawn:  # the same dots, title and axes: nothing to draw
+            return
         # Drawn before at this size: only the lines that differ are sent through Textual's
         # styles and compositor (most of a chart's lines, blank or axis, stay the same).
-        old, self._strips = self._strips, self._build(size.width, size.height)
+        old, self._strips = self._strips, self._build(size.width, size.height, picture)
         changed = [y for y, strip in enumerate(self._strips) if y >= len(old) or strip != old[y]]
         if changed:
             self.refresh(*(Region(0, y, size.width, 1) for y in changed))
@@ -130,16 +148,25 @@ class LineChart(Widget):
     def render_line(self, y: int) -> Strip:
         size = self._content_size.of(self)
         if self._built_for != (size.width, size.height):
-            self._strips = self._build(size.width, size.height)
+            self._strips = self._build(size.width, size.height, self._picture(size.width, size.height))
             self._built_for = (size.width, size.height)
         return self._strips[y] if y < len(self._strips) else Strip.blank(size.width, NULL_STYLE)
 
-    def _build(self, width: int, height: int) -> list[Strip]:
-        strips = list(self._title_lines(width))
+    def _picture(self, width: int, height: int) -> tuple[object, ...]:
+        """Everything a build draws from, the lines as their dots: two equal pictures are
+        the same strips."""
+        title = self.title
         plot_h, plot_w = height - 4, width - AXIS_WIDTH  # title 2, x axis 1, time marks 1
+        plan = self._dots(plot_w, plot_h) if plot_h >= 2 and plot_w >= 8 else ()
+        return (width, height, title.plain, tuple(title.spans), title.style, self.y_max, self.x_span, plan)
+
+    def _build(self, width: int, height: int, picture: tuple[object, ...]) -> list[Strip]:
+        self._drawn = picture
+        strips = list(self._title_lines(width))
+        plot_h, plot_w = height - 4, width - AXIS_WIDTH
         if plot_h < 2 or plot_w < 8:
             return strips + [Strip.blank(width, NULL_STYLE)] * max(0, height - 2)
-        cells, styles, marks = self._raster(plot_w, plot_h)
+        cells, styles, marks = self._raster(plot_w, plot_h, picture[-1])  # type: ignore[arg-type]
         axis = _AXIS
         ticks = {0: self.y_max, plot_h // 2: self.y_max / 2} if plot_h >= 4 else {0: self.y_max}
         for row in range(plot_h):
@@ -227,8 +254,39 @@ class LineChart(Widget):
                 out[start : start + len(label)] = label
         return "".join(out)
 
+    def _dots(self, plot_w: int, plot_h: int) -> Plan:
+        """Each line as (style, marker, dots): a dot per dot column, the newest point in it
+        (a column holds x_span / (2 * plot_w - 1) seconds, counted on `now`'s clock, so a
+        point stays in its column until the chart moves), None between two runs of known
+        points (a gap)."""
+        dots_w, dots_h = 2 * plot_w, 4 * plot_h
+        step = self.x_span / (dots_w - 1)
+        now, y_max, floor, finite = self.now, self.y_max, math.floor, math.isfinite
+        right = dots_w - 1 - floor(now / step)  # x = 0 is the last column
+        plan = []
+        for style_name, marker, points in self.lines:
+            # Newest first: a column's newest point is the first met, the older ones in it
+            # are passed over without working out where they would go.
+            dots: list[tuple[int, int] | None] = []
+            last_col: int | None = None  # the column of the newer point; None after a gap
+            for x, y in reversed(points):
+                if y is None or not finite(y):
+                    if last_col is not None:
+                        dots.append(None)
+                        last_col = None
+                    continue
+                col = right + floor((now + x) / step)
+                if col != last_col:
+                    dots.append((col, round((1 - min(max(y, 0.0), y_max) / y_max) * (dots_h - 1))))
+                    last_col = col
+            if dots and dots[-1] is None:
+                dots.pop()
+            dots.reverse()
+            plan.append((style_name, marker, tuple(dots)))
+        return tuple(plan)
+
     def _raster(
-        self, plot_w: int, plot_h: int
+        self, plot_w: int, plot_h: int, plan: Plan
     ) -> tuple[list[list[int]], list[list[Style | None]], dict[int, dict[int, str]]]:
         """Braille dots per cell, the style per cell, and the marker glyphs (row -> col -> glyph)."""
         cells = [[0] * plot_w for _ in range(plot_h)]
@@ -237,22 +295,18 @@ class LineChart(Widget):
         # Per line: its style, marker, the cell row it passes through in each cell column, and
         # the cell of its newest known point.
         tracks: list[tuple[Style, str, dict[int, int], tuple[int, int] | None]] = []
-
-        x_span = self.x_span
-        y_max = self.y_max
-        for style_name, marker, points in self.lines:
+        for style_name, marker, dots in plan:
             style = Style.parse(style_name)
             track: dict[int, int] = {}
             prev: tuple[int, int] | None = None
             newest: tuple[int, int] | None = None
-            for x, y in points:
-                if y is None or not math.isfinite(y):
+            for dot in dots:
+                if dot is None:
                     prev = None
                     continue
-                dx = round((x + x_span) / x_span * (dots_w - 1))
-                dy = round((1 - min(max(y, 0.0), y_max) / y_max) * (dots_h - 1))
+                dx, dy = dot
                 if prev is None or (-1 <= dx - prev[0] <= 1 and -1 <= dy - prev[1] <= 1):
-                    way: Iterable[tuple[int, int]] = ((dx, dy),)  # a neighbour: nothing between
+                    way: Iterable[tuple[int, int]] = (dot,)  # a neighbour: nothing between
                 else:  # every dot on the way: no holes in steep lines
                     way = _dots_between(prev, dx, dy)
                 for px, py in way:  # the dots set, inline: a frame sets a few thousand
@@ -261,7 +315,7 @@ class LineChart(Widget):
                         cells[row][col] |= _DOTS[px & 1][py & 3]
                         styles[row][col] = style
                         track[col] = row
-                prev = (dx, dy)
+                prev = dot
                 if 0 <= dx < dots_w and 0 <= dy < dots_h:
                     newest = (dy // 4, dx // 2)
             tracks.append((style, marker, track, newest))
