@@ -121,12 +121,17 @@ def add(total: dict[str, float | None], part: dict[str, float | None]) -> None:
 class Trend:
     """One engine's (or the fleet's) per-frame deltas and the time each frame ended."""
 
-    __slots__ = ("deltas", "ends", "seconds")
+    __slots__ = ("_ends", "_smoothed", "appended", "deltas", "ends", "seconds")
 
     def __init__(self, size: int = HISTORY_POINTS) -> None:
         self.ends = Ring(size, "d")  # the frame's end, seconds on the source's clock: exact
         self.seconds = Ring(size)  # the frame's interval length
         self.deltas = {name: Ring(size) for name in DELTAS}
+        self.appended = 0  # frames appended so far: frame k is the k-th appended (from 0)
+        # smoothed() points worked out, by (numerator, denominator, window) and frame k:
+        # (value, the first frame of its window). Kept while the rings hold that window.
+        self._smoothed: dict[tuple[str, str | None, float], dict[int, tuple[float | None, int]]] = {}
+        self._ends: tuple[int, list[float]] = (0, [])  # (appended, ends) read once a frame
 
     def append(self, end: float, seconds: float | None, deltas: dict[str, float | None] | None) -> None:
         self.ends.append(end)
@@ -138,9 +143,15 @@ class Trend:
                     ring.append(None)
         for name, ring in self.deltas.items():
             ring.append(None if deltas is None else deltas.get(name))
+        self.appended += 1
 
     def __len__(self) -> int:
         return len(self.ends)
+
+    def _end_times(self) -> list[float]:
+        if self._ends[0] != self.appended:
+            self._ends = (self.appended, [end or 0.0 for end in self.ends.values()])
+        return self._ends[1]
 
     def smoothed(
         self, numerator: str, denominator: str | None, window: float, span: float | None = None
@@ -148,38 +159,46 @@ class Trend:
         """(frame end, sum of `numerator` / sum of `denominator` over the frames that ended
         within `window` seconds up to it) per frame; `denominator` None means per second of
         interval. None where the denominator summed to zero or nothing was known.
-        `span`: only the frames that ended within `span` seconds of the last one, worked out
-        from the frames their windows reach back to (a chart shows a minute of five kept)."""
-        ends = self.ends.values()
+        `span`: only the frames that ended within `span` seconds of the last one.
+
+        Each point is its window summed afresh, so it does not depend on when it was worked
+        out: a point is kept and not worked out again while the rings hold its whole window
+        (a chart draws the same minutes every second, and only its newest point is new)."""
+        ends = self._end_times()
+        n = len(ends)
+        if not n:
+            return []
         first = 0
-        if span is not None and ends:
-            # Frames end in order: those a window or more before the span's first frame are
-            # out of every window that frame and the ones after it sum.
-            cutoff = (ends[-1] or 0.0) - span - window + 1e-9
-            first = len(ends)
-            while first > 0 and (ends[first - 1] or 0.0) > cutoff:
+        if span is not None:
+            last = ends[-1]
+            first = n
+            while first > 0 and ends[first - 1] - last >= -span:
                 first -= 1
-            ends = ends[first:]
-        num = self.deltas[numerator].tail(len(ends))
-        den = (self.seconds if denominator is None else self.deltas[denominator]).tail(len(ends))
-        out: list[tuple[float, float | None]] = []
-        start = 0
-        sum_num = sum_den = 0.0
-        known = 0  # frames in the window with both figures known
-        for i, end in enumerate(ends):
-            assert end is not None
-            n, d = num[i], den[i]
-            if n is not None and d is not None:
-                sum_num, sum_den, known = sum_num + n, sum_den + d, known + 1
-            # Frames whose end is a window or more before this one's leave it. A 1 s window at
-            # a 1 s interval is this frame alone: the raw per-interval figure.
-            while start < i and (ends[start] or 0.0) <= end - window + 1e-9:
-                n0, d0 = num[start], den[start]
-                if n0 is not None and d0 is not None:
-                    sum_num, sum_den, known = sum_num - n0, sum_den - d0, known - 1
-                start += 1
-            out.append((end, sum_num / sum_den if known and sum_den > 0 else None))
-        if span is not None and out:
-            last = out[-1][0]
-            return [point for point in out if point[0] - last >= -span]
-        return out
+        base = self.appended - n  # the frame ends[0] is
+        kept = self._smoothed.setdefault((numerator, denominator, window), {})
+        missing = [i for i in range(first, n) if (hit := kept.get(base + i)) is None or hit[1] < base]
+        if missing:
+            # Frames whose end is a window or more before a frame's are out of its window. A
+            # 1 s window at a 1 s interval is the frame alone: the raw per-interval figure.
+            def window_start(i: int) -> int:
+                start, edge = i, ends[i] - window + 1e-9
+                while start > 0 and ends[start - 1] > edge:
+                    start -= 1
+                return start
+
+            lowest = window_start(missing[0])
+            num = self.deltas[numerator].tail(n - lowest)
+            den = (self.seconds if denominator is None else self.deltas[denominator]).tail(n - lowest)
+            for i in missing:
+                start = window_start(i)
+                sum_num = sum_den = 0.0
+                known = 0  # frames in the window with both figures known
+                inside = slice(start - lowest, i - lowest + 1)
+                for a, b in zip(num[inside], den[inside], strict=True):
+                    if a is not None and b is not None:
+                        sum_num, sum_den, known = sum_num + a, sum_den + b, known + 1
+                kept[base + i] = (sum_num / sum_den if known and sum_den > 0 else None, base + start)
+            if len(kept) > 2 * self.ends.size:  # frames the rings no longer hold
+                for k in [k for k in kept if k < base]:
+                    del kept[k]
+        return [(ends[i], kept[base + i][0]) for i in range(first, n)]

@@ -120,3 +120,39 @@ def test_smoothed_over_a_span_equals_the_whole_history_cut_to_it(frames, window,
         expected = [(t, v) for t, v in whole if t - last >= -span]
         got = trend.smoothed(numerator, denominator, window, span)
         assert got == expected
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(1, 12).map(lambda quarters: quarters / 4),
+            # any counts: each point is its window summed afresh, so where the summing
+            # started cannot show even in the last digit
+            st.one_of(st.none(), st.floats(0, 1e12)),
+            st.one_of(st.none(), st.floats(0, 1e12)),
+        ),
+        min_size=1, max_size=60,
+    ),
+    st.sampled_from([1.0, 10.0, 60.0]),
+    st.sampled_from([None, 5.0, 20.0, 60.0]),
+    st.integers(5, 40),
+)  # fmt: skip
+def test_points_kept_from_frame_to_frame_are_the_points_worked_out_afresh(frames, window, span, size):
+    """top asks for the same line every frame and keeps the points worked out before: after
+    any number of frames (the rings wrapping, windows cut at the oldest frame held) they are
+    what a trend that never kept a point gives, to the last digit."""
+    kept, end = Trend(size), 1000.0
+    lines = (("local_hits", "local_queries"), ("store_bytes", None))
+    afresh_frames: list[tuple[float, float, dict[str, float | None]]] = []
+    for step, hits, queries in frames:
+        end += step
+        deltas = {"local_hits": hits, "local_queries": queries, "store_bytes": hits}
+        kept.append(end, step, deltas)
+        afresh_frames.append((end, step, deltas))
+        afresh = Trend(size)
+        for frame in afresh_frames:
+            afresh.append(*frame)
+        for numerator, denominator in lines:
+            assert kept.smoothed(numerator, denominator, window, span) == afresh.smoothed(
+                numerator, denominator, window, span
+            )
