@@ -172,7 +172,8 @@ class ChartPanel(Horizontal):
         self.shown[chart.key] = drawn
         y_max = 100.0 if chart.percent or (share is not None and top <= 0) else nice_ceiling(top * 1.05)
         ends = trend.ends.tail(1)  # x = 0: the last frame, on the clock the frames end on
-        widget.set_data(title, plotted, y_max, span, ends[0] or 0.0 if ends else 0.0)
+        now = (ends[0] or 0.0) if ends else 0.0
+        widget.set_data(title, plotted, y_max, span, now)
 
 
 def _window_text(window: float) -> str:

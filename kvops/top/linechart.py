@@ -14,9 +14,10 @@ Each cell is a braille character: 2 × 4 dots, so a chart W cells wide and H hig
 dots. A dot column holds a fixed step of the points' clock and shows the newest point in it:
 a point stays in its column until the whole chart moves a column, so most frames change a
 few dots at the right edge or none (then nothing is drawn). Lines are drawn dot to dot
-between consecutive known points; an unknown point (None) leaves a gap. Each line also carries its own marker glyph (the legend shows it), on its newest
-point and every MARK_EVERY cells along it: with NO_COLOR, or to an eye that does not tell the
-colours apart, braille lines differ only by colour, the markers do not.
+between consecutive known points; an unknown point (None) leaves a gap. Each line also
+carries its own marker glyph (the legend shows it), on its newest point and every MARK_EVERY
+cells along it: with NO_COLOR, or to an eye that does not tell the colours apart, braille
+lines differ only by colour, the markers do not.
 """
 
 from __future__ import annotations
