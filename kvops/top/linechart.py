@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -41,6 +41,18 @@ NULL_STYLE = Style()
 Points = Sequence[tuple[float, float | None]]  # (x, y); y None: unknown
 # Each line as it is drawn: (rich style, marker glyph, its dots (x, y) or None for a gap).
 Plan = tuple[tuple[str, str, tuple[tuple[int, int] | None, ...]], ...]
+
+
+class Picture(NamedTuple):
+    """Everything a build draws from, the lines as their dots: equal pictures, equal strips."""
+
+    width: int
+    height: int
+    title: tuple[object, ...]  # the title's text, spans and style
+    y_max: float
+    x_span: float
+    plan: Plan
+
 
 # Braille dot bits by (column, row) inside a cell: U+2800 + the sum of the dots set.
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
@@ -99,7 +111,7 @@ class LineChart(Widget):
         self.now = 0.0  # the time x = 0 stands for: dot columns are fixed steps of its clock
         self._strips: list[Strip] = []
         self._built_for: tuple[int, int] | None = None
-        self._drawn: tuple[object, ...] | None = None  # what _strips show (_picture)
+        self._drawn: Picture | None = None  # what _strips show
         self._content_size = ContentSize()
         # Title lines cut to the width, blank plot rows, the x axis and its time marks, by what
         # they hold: the same every frame but for the window or link-max shown (Text.truncate
@@ -131,7 +143,7 @@ class LineChart(Widget):
             return
         # Drawn before at this size: only the lines that differ are sent through Textual's
         # styles and compositor (most of a chart's lines, blank or axis, stay the same).
-        old, self._strips = self._strips, self._build(size.width, size.height, picture)
+        old, self._strips = self._strips, self._build(picture)
         changed = [y for y, strip in enumerate(self._strips) if y >= len(old) or strip != old[y]]
         if changed:
             self.refresh(*(Region(0, y, size.width, 1) for y in changed))
@@ -149,25 +161,25 @@ class LineChart(Widget):
     def render_line(self, y: int) -> Strip:
         size = self._content_size.of(self)
         if self._built_for != (size.width, size.height):
-            self._strips = self._build(size.width, size.height, self._picture(size.width, size.height))
+            self._strips = self._build(self._picture(size.width, size.height))
             self._built_for = (size.width, size.height)
         return self._strips[y] if y < len(self._strips) else Strip.blank(size.width, NULL_STYLE)
 
-    def _picture(self, width: int, height: int) -> tuple[object, ...]:
-        """Everything a build draws from, the lines as their dots: two equal pictures are
-        the same strips."""
+    def _picture(self, width: int, height: int) -> Picture:
         title = self.title
         plot_h, plot_w = height - 4, width - AXIS_WIDTH  # title 2, x axis 1, time marks 1
         plan = self._dots(plot_w, plot_h) if plot_h >= 2 and plot_w >= 8 else ()
-        return (width, height, title.plain, tuple(title.spans), title.style, self.y_max, self.x_span, plan)
+        title_key = (title.plain, tuple(title.spans), title.style)
+        return Picture(width, height, title_key, self.y_max, self.x_span, plan)
 
-    def _build(self, width: int, height: int, picture: tuple[object, ...]) -> list[Strip]:
+    def _build(self, picture: Picture) -> list[Strip]:
         self._drawn = picture
+        width, height = picture.width, picture.height
         strips = list(self._title_lines(width))
         plot_h, plot_w = height - 4, width - AXIS_WIDTH
         if plot_h < 2 or plot_w < 8:
             return strips + [Strip.blank(width, NULL_STYLE)] * max(0, height - 2)
-        cells, styles, marks = self._raster(plot_w, plot_h, picture[-1])  # type: ignore[arg-type]
+        cells, styles, marks = self._raster(plot_w, plot_h, picture.plan)
         axis = _AXIS
         ticks = {0: self.y_max, plot_h // 2: self.y_max / 2} if plot_h >= 4 else {0: self.y_max}
         for row in range(plot_h):

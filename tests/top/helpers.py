@@ -10,14 +10,22 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from textual.app import App
+from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 
+from kvops.top.linechart import LineChart
 from support.paths import VLLM_FIXTURES
 
 V033 = VLLM_FIXTURES / "0.33.0"
 T1: Path = V033 / "offload-t1.prom"
 T2: Path = V033 / "offload-t2.prom"
+
+
+class OneChart(App[None]):
+    """An app holding one LineChart (id "chart"), for tests that draw a chart by hand."""
+
+    def compose(self) -> ComposeResult:
+        yield LineChart(id="chart")
 
 
 def truth() -> dict[str, Any]:

@@ -16,11 +16,10 @@ from fractions import Fraction
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.text import Text
-from textual.app import App, ComposeResult
 
 from kvops.top.linechart import AXIS_WIDTH, LineChart
 
-from .helpers import drive
+from .helpers import OneChart, drive
 
 PLOT_W, PLOT_H = 20, 6
 DOTS_W, DOTS_H = 2 * PLOT_W, 4 * PLOT_H
@@ -80,22 +79,17 @@ def test_a_point_keeps_its_column_until_the_chart_moves_a_whole_column(points, l
     assert columns(second) == [c - moved for c in columns(first)]
 
 
-class _OneChart(App[None]):
-    def compose(self) -> ComposeResult:
-        yield LineChart(id="chart")
-
-
 @drive
 async def test_a_frame_that_moves_no_dot_draws_nothing_and_one_that_does_redraws():
-    app = _OneChart()
+    app = OneChart()
     async with app.run_test(size=(AXIS_WIDTH + PLOT_W + 1, PLOT_H + 4)) as pilot:
         chart = app.query_one(LineChart)
         builds: list[float] = []
         build = chart._build
 
-        def counting(width, height, picture):
+        def counting(picture):
             builds.append(chart.now)
-            return build(width, height, picture)
+            return build(picture)
 
         chart._build = counting
         title = Text("t\nlegend")

@@ -10,14 +10,13 @@ from __future__ import annotations
 import re
 
 from rich.text import Text
-from textual.app import App, ComposeResult
 
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import TopApp
 from kvops.top.charts import CHARTS, SHARE_LINE, ChartPanel
 from kvops.top.linechart import AXIS_WIDTH, MARK_EVERY, LineChart
 
-from .helpers import T1, T2, drive, wait_until
+from .helpers import T1, T2, OneChart, drive, wait_until
 
 LEGEND = re.compile(r"(\S)━ (.+?)(?:  |$)")
 
@@ -64,14 +63,9 @@ async def test_without_colour_each_line_has_its_own_glyph_on_the_plot(monkeypatc
         assert checked >= 6  # hit 2, bandwidth 2, saved 1+, payoff 2
 
 
-class _OneChart(App[None]):
-    def compose(self) -> ComposeResult:
-        yield LineChart(id="chart")
-
-
 @drive
 async def test_markers_run_along_each_line_staggered_so_overlapping_lines_show_both():
-    app = _OneChart()
+    app = OneChart()
     async with app.run_test(size=(80, 14)) as pilot:
         chart = app.query_one(LineChart)
         flat = [(float(x), 50.0) for x in range(-60, 1)]  # two lines on top of each other
