@@ -271,10 +271,12 @@ class LineChart(Widget):
         """Each line as (style, marker, dots): a dot per dot column, the newest point in it
         (a column holds x_span / (2 * plot_w - 1) seconds, counted on `now`'s clock, so a
         point stays in its column until the chart moves), None between two runs of known
-        points (a gap)."""
+        points (a gap). A point with no finite value or time is unknown: a gap."""
         dots_w, dots_h = 2 * plot_w, 4 * plot_h
         step = self.x_span / (dots_w - 1)
         now, y_max, floor, finite = self.now, self.y_max, math.floor, math.isfinite
+        if not finite(now / step):  # no clock to count columns on (hostile frame times): x alone
+            now = 0.0
         right = dots_w - 1 - floor(now / step)  # x = 0 is the last column
         plan = []
         for style_name, marker, points in self.lines:
@@ -283,12 +285,13 @@ class LineChart(Widget):
             dots: list[tuple[int, int] | None] = []
             last_col: int | None = None  # the column of the newer point; None after a gap
             for x, y in reversed(points):
-                if y is None or not finite(y):
+                steps = (now + x) / step  # non-finite where frame times put the point out of reach
+                if y is None or not finite(y) or not finite(steps):
                     if last_col is not None:
                         dots.append(None)
                         last_col = None
                     continue
-                col = right + floor((now + x) / step)
+                col = right + floor(steps)
                 if col != last_col:
                     dots.append((col, round((1 - min(max(y, 0.0), y_max) / y_max) * (dots_h - 1))))
                     last_col = col

@@ -114,3 +114,19 @@ async def test_a_frame_that_moves_no_dot_draws_nothing_and_one_that_does_redraws
         show(10.5, 95.0)  # the next column: the chart moves
         await pilot.pause()
         assert builds == [10.25, 10.5]
+
+
+def test_a_point_no_finite_clock_can_place_is_a_gap_and_a_non_finite_now_draws_unanchored():
+    """Frame times come from the source (a store's evaluation time under `--prometheus`): far
+    apart, they put a point out of reach (-1e308 - 1e308 is -inf), which must not stop the
+    chart. Such a point is unknown, a gap, as a non-finite value is; a `now` too large to
+    count columns on leaves the columns counted from x alone."""
+    far = [(-1e308, 10.0), (-1.0, 50.0), (0.0, 60.0)]
+    for now in (-1e308, 1e308, math.inf, math.nan):
+        ((_, _, dots),) = _chart([("red", "*", far)], now)._dots(PLOT_W, PLOT_H)
+        assert [d[0] for d in dots if d is not None] == [DOTS_W - 1 - 2, DOTS_W - 1], now
+        assert None not in dots  # the far point was the oldest: no gap left before the rest
+    ((_, _, dots),) = _chart([("red", "*", [(-2.0, 10.0), (-1e308, 5.0), (0.0, 60.0)])], 0.0)._dots(
+        PLOT_W, PLOT_H
+    )
+    assert dots == ((DOTS_W - 1 - 4, 21), None, (DOTS_W - 1, 9))  # y 10 and 60 of 100, 24 dots high
