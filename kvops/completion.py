@@ -12,8 +12,9 @@ SHELLS = ("bash", "zsh")
 
 EXAMPLES = """\
 examples:
+  mkdir -p ~/.local/share/bash-completion/completions
   kvops completion bash > ~/.local/share/bash-completion/completions/kvops
-  kvops completion zsh > ~/.zfunc/_kvops      # with fpath+=(~/.zfunc) before compinit in ~/.zshrc
+  mkdir -p ~/.zfunc && kvops completion zsh > ~/.zfunc/_kvops   # fpath+=(~/.zfunc) before compinit
 """
 
 

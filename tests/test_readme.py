@@ -7,6 +7,7 @@ Only the ports differ: the README says 8000 and 19435, a test takes free ones.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -252,3 +253,16 @@ def test_the_screenshot_is_textuals_svg_of_the_demo():
     # Textual's export_screenshot (Rich's SVG console export) of the demo's title line
     assert svg.startswith('<svg class="rich-terminal"') and "kvops demo: simulated vLLM" in svg
     assert (ROOT / "docs" / "gen_screenshot.py").is_file()
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_the_completion_lines_work_on_a_fresh_account(shell: str, tmp_path: Path) -> None:
+    """The README's completion line, run as written in a home with none of its folders."""
+    line = re.search(rf"`(mkdir -p [^`]*kvops completion {shell} > [^`]*)`", README).group(1)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home)}  # `kvops` is the installed command, as a user has it
+    proc = subprocess.run(["bash", "-c", line], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    target = Path(line.rsplit("> ", 1)[1].replace("~", str(home)))
+    assert target.is_file() and "kvops" in target.read_text()
