@@ -102,7 +102,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--honour-name-filter",
         action="store_true",
         help="answer /metrics?name[]=... with only the samples named; real vLLM ignores the filter and "
-        "serves the whole page, as the simulator does by default (docs/real-vllm.md)",
+        "serves the whole page, as the simulator does by default (docs/dev/real-vllm-harness.md)",
     )
     what_if = parser.add_argument_group("what-if sizing (no server)")
     what_if.add_argument(

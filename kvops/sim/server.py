@@ -60,7 +60,7 @@ class Sim:
         honour_name_filter: bool = False,
         **options: Any,
     ) -> None:
-        # A real vLLM's /metrics ignores `?name[]=` (docs/real-vllm.md: prometheus-fastapi-
+        # A real vLLM's /metrics ignores `?name[]=` (docs/dev/real-vllm-harness.md: prometheus-fastapi-
         # instrumentator's route answers before the make_asgi_app Mount that would honour it), so
         # the simulator serves whole pages too unless asked to behave as that Mount would.
         self.honour_name_filter = honour_name_filter

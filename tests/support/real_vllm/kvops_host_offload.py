@@ -6,7 +6,7 @@ GPUs"). Everything above the worker is platform-independent: the scheduler-side 
 plans, the byte counts, the connector's stats and the Prometheus metrics. This module keeps all of
 it and replaces only the device primitives, so a CPU-only machine runs vLLM's own offloading path.
 
-Loaded by vLLM's OffloadingConnector through its own option (docs/real-vllm.md):
+Loaded by vLLM's OffloadingConnector through its own option (docs/dev/real-vllm-harness.md):
     --kv-transfer-config '{"kv_connector": "OffloadingConnector", "kv_role": "kv_both",
       "kv_connector_extra_config": {"spec_name": "HostCopyCPUOffloadingSpec",
       "spec_module_path": "kvops_host_offload", "cpu_bytes_to_use": ...}}'

@@ -5,7 +5,7 @@ run time (make_model.py), with vLLM's usage reporting off. Its process group is 
 on a failed start, and at interpreter exit: vLLM's engine core is a spawned child in the same
 group, and no vLLM process may outlive the test run.
 
-Modes (docs/real-vllm.md):
+Modes (docs/dev/real-vllm-harness.md):
 - plain: prefix caching, no connector;
 - offload: vLLM's OffloadingConnector with kvops_host_offload.HostCopyCPUOffloadingSpec
   (NOT STOCK vLLM: vLLM's CPU spec with host copies for the device primitives), 64 MiB tier;
@@ -230,7 +230,7 @@ class RealVllm:
 
 def main(argv: list[str] | None = None) -> int:
     """`PYTHONPATH=tests python -m support.real_vllm.server [MODE] [--traffic]`: one server until
-    Ctrl-C, for watching it with kvops (docs/real-vllm.md)."""
+    Ctrl-C, for watching it with kvops (docs/dev/real-vllm-harness.md)."""
     import argparse
     import sys
     import tempfile
