@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -214,3 +215,28 @@ def test_every_command_field_reads_back_to_the_words_doctor_meant(
     also = result["command"]["line_also_runs"]
     if joiner != "\n":  # (on the next line, curl is not part of the launch line doctor read)
         assert also and PAYLOAD in also[-1]
+
+
+@pytest.mark.parametrize(
+    ("line", "launch"),
+    [
+        (f"bash -c 'pip install -U vllm && vllm serve m/x --max-model-len 4096; {CURL}'", ["vllm", "serve"]),
+        (f"python3 -m vllm.entrypoints.openai.api_server --model m/x && {CURL}", ["python3", "-m"]),
+        (  # (a bare sglang line is no launch hint of logs.py: never read, so never replayed)
+            f"docker run lmsysorg/sglang python3 -m sglang.launch_server --model-path m/x || {CURL}",
+            ["docker", "run"],
+        ),
+        (f"sudo -E env A=$(id) vllm serve m/x > /tmp/log 2>&1 & {CURL}", ["A=$(id)", "vllm", "serve"]),
+    ],
+    ids=["bash-c", "api-server", "sglang", "wrapped"],
+)
+def test_every_launcher_is_cut_to_its_serve_command(
+    kvops: Run, tmp_path: Path, line: str, launch: list[str]
+) -> None:
+    _code, out, err = kvops("doctor", "--log", _report(tmp_path, f"```\n{line}\n```\n"), "--json")
+    result = json.loads(out)
+    assert result["command"] is not None, err
+    for field in command_fields(result):
+        assert PAYLOAD not in field
+        assert one_command(field)[: len(launch)] == launch
+    assert PAYLOAD in result["command"]["line_also_runs"][-1]
