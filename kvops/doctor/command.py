@@ -208,8 +208,8 @@ def _rebuilt(cmd: ServeCommand, source: str) -> LogCommand:
 
     text = cmd.pasted or ""
     notes: list[str] = []
-    tokens = serve_line.extract(text)
-    others = serve_line.outside(text, tokens)
+    tokens = serve_line.extract(text)  # placed in clean(text), the text extract reads
+    others = serve_line.outside(serve_line.clean(text), tokens)
     if others is None:  # words without a place: the whole line is shown, only its serve command kept
         others = [text.strip()] if any(w.op for w in _shell_words(text)) else []
     also = tuple(visible(p[:300] + ("..." if len(p) > 300 else "")) for p in others)
