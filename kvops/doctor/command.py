@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the command imports its work lazily: `kvops --help` stays fast
     from kvops.doctor.judging.catalog import Catalog
@@ -63,13 +63,31 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kvops.errors import UsageError
+    import sys
+
+    from kvops.errors import UsageError, one_line
+    from kvops.termsafe import visible
 
     try:
         return _run(args)
     except RecursionError:
         # a JSON/YAML input nested thousands deep (config.json, --kv-transfer-config)
         raise UsageError("an input is nested too deeply to read (config.json or a JSON flag value)") from None
+    except UsageError as exc:
+        # messages quote files and logs: shown, never interpreted (cli prints them as they are)
+        raise UsageError(visible(str(exc))) from None
+    except (BrokenPipeError, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # a doctor bug on some input: one line, the input's text made visible
+        where = exc.__traceback__
+        while where is not None and where.tb_next is not None:
+            where = where.tb_next
+        at = f" at {where.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{where.tb_lineno}" if where else ""
+        print(
+            f"kvops doctor: internal error{at}: {visible(one_line(exc, typed=True))} (please report it)",
+            file=sys.stderr,
+        )
+        return 1
 
 
 def _size_arg(flag: str, text: str | None) -> int | None:
@@ -142,7 +160,18 @@ def _read_cmd(args: argparse.Namespace) -> tuple[ServeCommand | None, str | None
         return None, f"--cmd not understood, judged without it: {exc}"  # the log/model still count
 
 
-def _cmd_from_log(scan: LogScan) -> tuple[ServeCommand | None, str | None, str | None]:
+class LogCommand(NamedTuple):
+    """The serve command doctor found in a log or report, which is someone else's text."""
+
+    cmd: ServeCommand | None
+    unread: str | None = None  # why the `non-default args:` line could not be read as a command
+    source: str | None = None  # where it came from, said in a note
+    text: str = ""  # the launch line as written: read for facts and the release, never pasted
+    notes: tuple[str, ...] = ()  # what the line also runs; words whose substitutions are kept as text
+    also_runs: tuple[str, ...] = ()
+
+
+def _cmd_from_log(scan: LogScan) -> LogCommand:
     """The serve command from the log: rebuilt from its `non-default args` line, else the first
     launch command it carries (a report's code block) that reads as one; with where it came from,
     or why the args line could not be read."""
@@ -154,18 +183,60 @@ def _cmd_from_log(scan: LogScan) -> tuple[ServeCommand | None, str | None, str |
             cmd = cmdline.from_non_default_args(scan.serve_args)
             if cmd is not None:
                 cmd.offloading()  # the log's JSON-valued flags must read too
-                return cmd, None, "rebuilt from the log's non-default args line"
+                return LogCommand(cmd, source="rebuilt from the log's non-default args line")
         except UsageError as exc:
             # the log stays the evidence; only the command rebuilt from it is given up
-            return None, str(exc), None
+            return LogCommand(None, unread=str(exc))
     for line_no, text in scan.launches:
         try:
             cmd = cmdline.parse(text)
             cmd.offloading()
         except UsageError:  # prose that names `vllm serve`, a line cut short: not a command
             continue
-        return cmd, None, f"read from the log's line {line_no}"
-    return None, None, None
+        return _rebuilt(cmd, f"read from the log's line {line_no}")
+    return LogCommand(None)
+
+
+def _rebuilt(cmd: ServeCommand, source: str) -> LogCommand:
+    """A launch line from a log or report is rebuilt, never replayed: without its pasted text no
+    fix is written into it (as_written.py), so every command doctor prints is the serve segment
+    alone, each word quoted; the rest of the line is said apart."""
+    from dataclasses import replace
+
+    from kvops.doctor.reading import serve_line
+    from kvops.termsafe import visible
+
+    text = cmd.pasted or ""
+    notes: list[str] = []
+    tokens = serve_line.extract(text)  # placed in clean(text), the text extract reads
+    others = serve_line.outside(serve_line.clean(text), tokens)
+    if others is None:  # words without a place: the whole line is shown, only its serve command kept
+        others = [text.strip()] if any(w.op for w in _shell_words(text)) else []
+    also = tuple(visible(p[:300] + ("..." if len(p) > 300 else "")) for p in others)
+    if also:
+        notes.append(
+            "the report's line also runs: "
+            + " ... ".join(also)
+            + " (left out: doctor's commands are the serve command alone)"
+        )
+    subs = serve_line.substitutions(tokens)
+    if subs:
+        shown = ", ".join(repr(visible(w[:120])) for w in subs[:3])
+        notes.append(
+            f"the report's line has a command substitution in {shown}: kept as text, single-quoted "
+            "in doctor's commands so that nothing in it runs"
+        )
+    return LogCommand(replace(cmd, pasted=None), source=source, text=text, notes=tuple(notes), also_runs=also)
+
+
+def _shell_words(text: str) -> list[Any]:
+    from kvops.doctor.reading import shell_words
+    from kvops.errors import UsageError
+
+    try:
+        return list(shell_words.split(text))
+    except UsageError:
+        return []
 
 
 def _model_from_name(cmd: ServeCommand) -> tuple[ModelInfo | None, str | None]:
@@ -199,10 +270,11 @@ def _diagnose(
     command_text = args.cmd or ""
     from_log: str | None = None  # how the command was found in the log, without --cmd
     unread_args = None
+    found = LogCommand(None)
     if cmd is None and scan is not None:
-        cmd, unread_args, from_log = _cmd_from_log(scan)
-        if cmd is not None and cmd.pasted is not None:  # a launch line the log carries, as written
-            command_text = cmd.pasted
+        found = _cmd_from_log(scan)
+        cmd, unread_args, from_log = found.cmd, found.unread, found.source
+        command_text = found.text or command_text  # a launch line the log carries, as written
     model_note = None
     if model is None and cmd is not None:
         model, model_note = _model_from_name(cmd)
@@ -227,15 +299,20 @@ def _diagnose(
         command_text=command_text,
         host_ram_bytes=host_ram,
         shm_bytes=shm,
-        partial_command=from_log is not None and cmd is not None and cmd.pasted is None,
+        partial_command=from_log is not None and cmd is not None and not found.text,
     )
     result = diagnose(catalog, inputs)
     if cmd_note:
         result.notes.insert(0, cmd_note)
     if model_note:
         result.notes.append(model_note)
+    if args.cmd is not None and cmd is not None:
+        result.command_source = "cmd"
     if from_log:
         result.notes.append(f"no --cmd: the serve command was {from_log}")
+        result.notes += found.notes
+        result.command_source = "log"
+        result.also_runs = list(found.also_runs)
     if unread_args:
         result.notes.append(f"the log's non-default args line could not be read as a command: {unread_args}")
     print(report.to_json(result, catalog) if args.json else report.to_text(result, catalog))

@@ -4,14 +4,20 @@ from __future__ import annotations
 
 import argparse
 
+MAX_FLAG_INT = (1 << 31) - 1  # tokens, sequences, GPUs: vLLM takes each as an int32
+MAX_ANSWER_GIB = 1 << 30  # an exbibyte: no host's RAM or /dev/shm
+
 
 def _positive(text: str) -> int:
+    from kvops.termsafe import visible
+
+    shown = repr(visible(text[:24])) + ("..." if len(text) > 24 else "")
     try:
-        value = int(text)
+        value = int(text) if len(text) <= 32 else None  # (a 400-digit number is no count of anything)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {shown}") from None
+    if value is None or not 1 <= value <= MAX_FLAG_INT:
+        raise argparse.ArgumentTypeError(f"expected a positive integer up to 2^31-1, got {shown}")
     return value
 
 
@@ -100,6 +106,11 @@ def run(args: argparse.Namespace) -> int:
         tensor_parallel_size=args.tensor_parallel_size,
         platform=platform,
     )
+    if report.recommended_gib > MAX_ANSWER_GIB:  # int32-sized inputs can still multiply past any host
+        raise UsageError(
+            f"the buffer comes to {float(report.recommended_gib):.3g} GiB, more than any host holds"
+            f" (over {MAX_ANSWER_GIB:,} GiB): check --max-model-len, --concurrency and the config's sizes"
+        )
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

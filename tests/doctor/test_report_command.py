@@ -84,9 +84,9 @@ def test_the_non_default_args_line_comes_before_a_code_block(tmp_path: Path) -> 
 
     args = "(APIServer pid=1) INFO 11-20 [utils.py:233] non-default args: {'model': 'Qwen/Qwen3-8B'}"
     scan = logs.scan_file(_report(tmp_path, REPORT + args + "\n"), catalog.load().failures)
-    cmd, _unread, source = _cmd_from_log(scan)
-    assert cmd is not None and cmd.served_model() == "Qwen/Qwen3-8B"
-    assert source == "rebuilt from the log's non-default args line"
+    found = _cmd_from_log(scan)
+    assert found.cmd is not None and found.cmd.served_model() == "Qwen/Qwen3-8B"
+    assert found.source == "rebuilt from the log's non-default args line"
 
 
 def test_a_launch_continued_across_the_scanners_blocks_is_read_whole(tmp_path: Path) -> None:

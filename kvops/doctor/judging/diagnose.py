@@ -106,6 +106,8 @@ class Diagnosis:
     platform: Platform | None
     notes: list[str]
     log_lines: int | None = None
+    command_source: str | None = None  # cmd: the user's --cmd | log: someone else's line, rebuilt
+    also_runs: list[str] = field(default_factory=list)  # what that line runs besides the serve command
 
     @property
     def exit_code(self) -> int:

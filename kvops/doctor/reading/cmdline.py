@@ -12,6 +12,7 @@ Secrets (kvops/doctor/reading/credentials.py: an explicit list, never `*token*`)
 from __future__ import annotations
 
 import json
+import math
 import re
 import shlex
 from collections.abc import Mapping, Sequence
@@ -21,6 +22,7 @@ from typing import Any
 from kvops.doctor.reading import cli_schema, credentials, docker_run, engines, serve_line
 from kvops.doctor.reading.cli_schema import Schema, is_option
 from kvops.errors import UsageError
+from kvops.termsafe import visible
 
 OFFLOADING_FLAGS = ("--kv-offloading-size", "--kv-offloading-backend", "--kv-transfer-config")
 # docker run's own options and `...` elision live in docker_run.py (serve_line reads them too)
@@ -284,11 +286,12 @@ class ServeCommand:
     def render(self) -> str:
         """One pasteable line; secrets become $NAME."""
         parts: list[str] = []
-        env_parts = [_env_token(k, v) for k, v in self.env]
+        # a shell assignment needs a valid name (parse_tokens reads no other): anything else is a word
+        env_parts = [_env_token(k, v) for k, v in self.env if _ENV_NAME.fullmatch(k)]
         if self.launcher == "docker":
             parts += ["docker", "run"]
             for k, v in self.env:
-                parts += ["-e", _env_token(k, v)]
+                parts += ["-e", _env_token(k, v)]  # docker's own word: any name, quoted
             for a in self.docker_opts:
                 parts += arg_tokens(a)
             parts.append(_q(self.image or ""))
@@ -313,9 +316,16 @@ def _q(token: str) -> str:
     return shlex.quote(token)
 
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def _env_token(name: str, value: str | None) -> str:
+    """NAME=value as one shell word: a docker `-e` name with shell syntax (`A;curl x|sh;#`) is
+    quoted with its value, never written bare."""
     if value is None:
         return _q(name)
+    if not _ENV_NAME.fullmatch(name):
+        return shlex.quote(f"{name}={value}")
     if is_secret_name(name):
         return f"{name}=${name}"
     return f"{name}={_q(value)}"
@@ -334,13 +344,14 @@ def _deep_update(into: dict[str, Any], update: dict[str, Any]) -> None:
 
 def arg_tokens(a: Arg) -> list[str]:
     """The flag as shell words, values quoted, a credential as $NAME."""
+    flag = shlex.quote(a.flag)  # a flag name read from a log (`non-default args:` keys) is data too
     if a.value is None:
-        return [a.flag]
+        return [flag]
     env = secret_flag_env(a.flag)
     shown = [f"${env}" if env else _q(v) for v in a.values]
     if a.joined:
-        return [f"{a.flag}={shown[0]}", *shown[1:]]
-    return [a.flag, *shown]
+        return [f"{flag}={shown[0]}", *shown[1:]]
+    return [flag, *shown]
 
 
 def canonical_flag(token: str, schema: Schema) -> str:
@@ -771,20 +782,47 @@ def redact_text(text: str, known: Mapping[str, str] | None = None) -> str:
 
 
 _LOGGED_PAIR = re.compile(r"'(\w+)': ('[^']*'|-?[\d.]+(?:e-?\d+)?|True|False|None)")
+_MAX_DIGITS = 40  # no vLLM argument is a number this long; a longer one is not a value to print back
+
+
+def _logged_dict(text: str) -> dict[Any, Any]:
+    """The logged dict: a Python literal, else its literal-looking pairs (a value that is an
+    object's repr is left out). UsageError (one line, the log's text shown visibly) when a pair
+    is not a literal (`1.2.3`), or a number is too long or not finite."""
+    import ast
+
+    try:
+        values = ast.literal_eval(text.strip())
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError) as exc:
+        if isinstance(exc, (MemoryError, RecursionError)) or "nested" in str(exc):
+            raise UsageError("it is nested too deeply to read") from None
+        values = {}
+        for key, raw in _LOGGED_PAIR.findall(text):
+            if len(raw) > _MAX_DIGITS and not raw.startswith("'"):
+                raise UsageError(f"{key!r} is a number of {len(raw):,} characters") from None
+            try:
+                values[key] = ast.literal_eval(raw)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                raise UsageError(f"{key!r}: {visible(raw[:40])} is not a Python literal") from None
+    if not isinstance(values, dict):
+        return {}
+    for key, value in values.items():
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**_MAX_DIGITS:
+            raise UsageError(f"{visible(str(key)[:60])!r} is a number of more than {_MAX_DIGITS} digits")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise UsageError(f"{visible(str(key)[:60])!r} is {value} (not a finite number)")
+    return values
 
 
 def from_non_default_args(text: str) -> ServeCommand | None:
     """Rebuild a `vllm serve` line from vLLM's `non-default args: {...}` start-up log line.
 
-    The dict is a Python repr; values that are objects (not literals) are skipped.
+    The dict is a Python repr; values that are objects (not literals) are skipped. UsageError
+    when the line cannot be read (see _logged_dict); a key with shell syntax stays a word,
+    quoted when printed (arg_tokens).
     """
-    import ast
-
-    try:
-        values = ast.literal_eval(text.strip())
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        values = {k: ast.literal_eval(v) for k, v in _LOGGED_PAIR.findall(text)}
-    if not isinstance(values, dict) or not values:
+    values = _logged_dict(text)
+    if not values:
         return None
     model = values.pop("model", None) or values.pop("model_tag", None)
     values.pop("model_tag", None)
@@ -798,7 +836,10 @@ def from_non_default_args(text: str) -> ServeCommand | None:
         elif value is False:
             args.append(Arg("--no-" + flag[2:], None))
         elif isinstance(value, dict):
-            args.append(Arg(flag, json.dumps(value)))
+            try:
+                args.append(Arg(flag, json.dumps(value)))
+            except (RecursionError, ValueError, TypeError):  # nested past what json writes, or not JSON
+                raise UsageError(f"{visible(flag[:60])}'s value cannot be written as JSON") from None
         elif isinstance(value, (list, tuple)):
             if value:  # nargs="+" flags log a list: keep every value
                 args.append(Arg(flag, str(value[0]), more=tuple(str(v) for v in value[1:])))

@@ -149,37 +149,90 @@ class ModelInfo:
         return 2 * self.num_layers * heads * self.head_dim * size
 
 
+MAX_CONFIG_BYTES = 8 << 20  # a config.json is kilobytes (DeepSeek-V3's: 1.7 KB); a bigger file is not one
+MAX_CONFIG_INT = (1 << 31) - 1  # config.json's sizes are int32s in every loader; beyond is not a size
+# sizes that make no KV cache unless positive (a negative head count would print negative bytes)
+_POSITIVE = frozenset(
+    {
+        "num_hidden_layers",
+        "num_layers",
+        "n_layer",
+        "n_layers",
+        "num_attention_heads",
+        "n_head",
+        "num_heads",
+        "num_key_value_heads",
+        "num_kv_heads",
+        "n_kv_heads",
+        "hidden_size",
+        "d_model",
+        "n_embd",
+        "head_dim",
+        "kv_lora_rank",
+        "qk_rope_head_dim",
+        "qk_nope_head_dim",
+        "v_head_dim",
+        "index_head_dim",
+        "max_position_embeddings",
+        "max_seq_len",
+        "seq_length",
+    }
+)
+
+
+class BadValue(ValueError):
+    """A config value out of range, naming its key; from_dict says it as a UsageError with the path."""
+
+
 def read_config(path: str | Path) -> tuple[Path, dict[str, Any]]:
-    """Find and parse config.json; every failure is one UsageError line."""
+    """Find and parse config.json; every failure is one UsageError line. At most
+    MAX_CONFIG_BYTES are read: a 3 GB file named config.json is refused, never loaded."""
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
     if not p.is_file():
         raise UsageError(f"model config not found: {p}")
+    cap = f"{MAX_CONFIG_BYTES >> 20} MiB"
     try:
-        raw = p.read_bytes()
+        with p.open("rb") as fh:
+            raw = fh.read(MAX_CONFIG_BYTES + 1)
     except OSError as exc:
         raise UsageError(f"cannot read model config {p}: {exc.strerror}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UsageError(
+            f"model config {p} is larger than {cap} (kvops reads at most that): not a config.json"
+        )
     try:
         cfg = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise UsageError(f"model config {p} is not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise UsageError(f"model config {p} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    except ValueError as exc:  # an integer past Python's 4,300-digit conversion limit
+        raise UsageError(f"model config {p} has a number too long to read ({str(exc)[:60]})") from None
+    except RecursionError:
+        raise UsageError(f"model config {p} is nested too deeply to read") from None
     if not isinstance(cfg, dict):
         raise UsageError(f"model config {p} is not a JSON object")
     return p, cfg
 
 
 def _int(cfg: dict[str, Any], *keys: str) -> int | None:
+    """The first of `keys` that holds an integer; BadValue when it is out of range (or not
+    positive, for a size in _POSITIVE)."""
     for key in keys:
         value = cfg.get(key)
         if isinstance(value, bool):
             continue
+        if isinstance(value, float) and value.is_integer():  # (inf and nan are not integers)
+            value = int(value)
         if isinstance(value, int):
+            if abs(value) > MAX_CONFIG_INT:
+                digits = len(str(abs(value)))
+                raise BadValue(f"{key} is a {digits}-digit number, beyond any model's (at most 2^31-1)")
+            if key in _POSITIVE and value <= 0:
+                raise BadValue(f"{key} is {value}: a model's sizes and counts are positive")
             return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)
     return None
 
 
@@ -241,7 +294,15 @@ def _attention(kinds: set[str]) -> str:
 
 
 def from_dict(cfg: dict[str, Any], path: str = "<config>") -> ModelInfo:
-    """Build ModelInfo from a parsed config.json (text model under `text_config` if present)."""
+    """Build ModelInfo from a parsed config.json (text model under `text_config` if present);
+    UsageError naming the key when a size is out of range."""
+    try:
+        return _from_dict(cfg, path)
+    except BadValue as exc:
+        raise UsageError(f"model config {path}: {exc}") from None
+
+
+def _from_dict(cfg: dict[str, Any], path: str) -> ModelInfo:
     nested = cfg.get("text_config")
     text: dict[str, Any] = nested if isinstance(nested, dict) else cfg
     model_type = str(text.get("model_type") or cfg.get("model_type") or "unknown")

@@ -377,3 +377,30 @@ def _walk(node: Any, limit: int = 20_000) -> Iterator[Any]:
             children = list(item.values()) if isinstance(item, dict) else list(item)
             stack.extend(reversed(children))
         yield item
+
+
+# What a line runs besides its serve command, shown apart (never pasted): the parts of the text no
+# word of the serve segment covers. A part that is only operators, blanks, `\` line breaks or the
+# words that merely start the segment (`export`, `env`, wrappers) runs nothing else.
+_HARMLESS_PART = re.compile(r"(?:[\s\\;&|()]|\b(?:export|env|exec|sudo|nohup|time|command)\b)*")
+
+
+def outside(text: str, tokens: Sequence[str]) -> list[str] | None:
+    """The pieces of `text` (serve_line.clean's) that `tokens` (extract's, of that text) leave out
+    and that run something; None when a token has no place in the text (a YAML list item, a
+    `bash -c` script written with escapes): what else runs cannot be told apart then."""
+    placed = [t for t in tokens if isinstance(t, shell_words.Word)]
+    if len(placed) != len(tokens):
+        return None
+    pieces: list[str] = []
+    pos = 0
+    for word in sorted(placed, key=lambda w: w.start):
+        pieces.append(text[pos : word.start])
+        pos = max(pos, word.end)
+    pieces.append(text[pos:])
+    return [p.strip() for p in pieces if not _HARMLESS_PART.fullmatch(p)]
+
+
+def substitutions(tokens: Sequence[str]) -> list[str]:
+    """The words that hold a command substitution, `$(...)` or backticks (as a shell would run it)."""
+    return [str(t) for t in tokens if "$(" in t or "`" in t]

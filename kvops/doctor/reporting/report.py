@@ -33,6 +33,8 @@ def to_json(d: Diagnosis, catalog: Catalog) -> str:
         else {
             "launcher": d.cmd.launcher,
             "command": d.cmd.render(),
+            "source": d.command_source,
+            "line_also_runs": d.also_runs,  # text shown apart, never a command to paste
             "connector": d.cmd.connector(),
             "unknown_flags": list(d.cmd.unknown_flags),
         },
