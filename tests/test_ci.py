@@ -98,3 +98,31 @@ def test_all_steps_run_in_order_on_a_clone_with_nothing_beside_it(tmp_path: Path
     assert calls[6].startswith("python -m pytest -m real_vllm")  # a real vLLM server
     # the clone went to a fresh temporary directory, which is gone afterwards
     assert not any(p.name.startswith("tmp") for p in tmp_path.iterdir() if p.is_dir() and p.name != "bin")
+
+
+def steps_after_the_test_command() -> list[str]:
+    """.ci/run's command lines after the README's test command (comments and blank lines cut)."""
+    body = CI.read_text().split("# The README's test command, one step a line:\n", 1)[1]
+    rest = body.split("\n\n", 1)[1]
+    return [ln.strip() for ln in rest.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+
+
+def step_name(line: str) -> str:
+    """What a reader of docs/ci.md knows a step by: a pytest marker, a module, a script, a tool."""
+    words = line.split()
+    if words[0] == "timeout":  # `timeout SECONDS command ...`
+        words = words[2:]
+    if words[:3] == ["python", "-m", "pytest"]:
+        return words[words.index("-m", 3) + 1]
+    if words[:2] == ["python", "-m"]:
+        return words[2]
+    if words[0] in ("python", "bash"):
+        return words[1]
+    return " ".join(words[:2]) if words[0] == "ruff" else words[0]
+
+
+def test_docs_ci_names_every_step_after_the_test_command() -> None:
+    page = (ROOT / "docs" / "ci.md").read_text()
+    steps = [step_name(line) for line in steps_after_the_test_command()]
+    assert {"vllm_release", "real_vllm", "mypy", "lint-imports", ".ci/container"} <= set(steps), steps
+    assert [s for s in steps if s not in page] == []
