@@ -1,5 +1,5 @@
-"""doctor --log on vLLM's CPU build (issue 26, docs/dev/real-vllm-harness.md): offloading refused on a platform
-without it, and MLA refused by the CPU platform (which rules out the MLA offloading KeyError)."""
+"""doctor --log on vLLM's CPU build (issue 26, docs/dev/real-vllm-harness.md): offloading refused on
+a platform without it, and MLA refused by the CPU platform (which rules out the MLA offloading KeyError)."""
 
 from __future__ import annotations
 

@@ -47,7 +47,7 @@ def joiner(request, monkeypatch):
         monkeypatch.setattr(line_text, "_c_join", None)
     else:
         assert line_text._c_join is not None, (
-            "kvops/exporter/_lines.c is not built: pip install -e . with gcc"
+            "kvops/exporter/_lines.c is not built: pip install -e . with gcc and python3-dev"
         )
     return request.param
 
@@ -226,7 +226,10 @@ def test_the_c_joiner_is_built():
     try:
         import kvops.exporter._lines  # noqa: F401
     except ImportError as exc:  # pragma: no cover - the message is the point
-        pytest.fail(f"the C line joiner is not built ({exc}): install gcc and run `pip install -e .` again")
+        pytest.fail(
+            f"the C line joiner is not built ({exc}): install gcc and Python's headers"
+            " (Debian: gcc python3-dev) and run `pip install -e .` again"
+        )
     assert line_text._c_join is not None
 
 

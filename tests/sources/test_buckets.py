@@ -32,7 +32,7 @@ def same(a, b) -> bool:
 
 
 def test_the_grouping_is_built():
-    assert hist._c_group is not None, "kvops/exposition/_buckets.c is not built: pip install -e . with gcc"
+    assert hist._c_group is not None, "_buckets.c is not built: pip install -e . with gcc and python3-dev"
 
 
 def _bucket_lists():

@@ -41,7 +41,10 @@ def test_the_finder_is_built():
     try:
         import kvops.exposition._linescan  # noqa: F401
     except ImportError as exc:  # pragma: no cover - the message is the point
-        pytest.fail(f"the C line finder is not built ({exc}): install gcc and run `pip install -e .` again")
+        pytest.fail(
+            f"the C line finder is not built ({exc}): install gcc and Python's headers"
+            " (Debian: gcc python3-dev) and run `pip install -e .` again"
+        )
     assert exposition_parser.Finder is not None
     assert exposition_parser._found_lines(frozenset(WANTED))[1] is not None
 
