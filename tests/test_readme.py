@@ -270,3 +270,15 @@ def test_the_completion_lines_work_on_a_fresh_account(shell: str, tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     target = Path(line.rsplit("> ", 1)[1].replace("~", str(home)))
     assert target.is_file() and "kvops" in target.read_text()
+
+
+def test_the_c_part_count_is_setup_pys_extensions() -> None:
+    """The README's count of "small C parts": one Extension each in setup.py, one .c file each."""
+    words = {2: "two", 3: "three", 4: "four", 5: "five"}
+    extensions = re.findall(
+        r'Extension\("kvops\.[\w.]+", \["(kvops/[\w/]+\.c)"\]', (ROOT / "setup.py").read_text()
+    )
+    sources = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "kvops").rglob("*.c"))
+    assert sorted(extensions) == sources and sources, (extensions, sources)
+    said = re.search(r"builds kvops's (\w+) small C parts", README)
+    assert said and said.group(1) == words[len(sources)], said
