@@ -282,3 +282,36 @@ def test_the_c_part_count_is_setup_pys_extensions() -> None:
     assert sorted(extensions) == sources and sources, (extensions, sources)
     said = re.search(r"builds kvops's (\w+) small C parts", README)
     assert said and said.group(1) == words[len(sources)], said
+
+
+def test_the_top_yml_keys_are_the_ones_kvops_top_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """ "holds `kvops top`'s (`targets:` or `prometheus:`, `interval`, ...)": each key the README names
+    is read from a real top.yml, and a key it does not name is refused."""
+    from kvops import userconfig
+    from kvops.errors import UsageError
+    from kvops.top.command import SORT_KEYS, WINDOWS
+
+    said = re.search(r"holds `kvops top`'s\s+\(([^)]*)\)", README)
+    assert said, "the README lists top.yml's keys"
+    keys = [k.rstrip(":") for k in re.findall(r"`([a-z_]+:?)`", said.group(1))]
+    valid = {
+        "targets": ["http://127.0.0.1:8000"],
+        "prometheus": "http://127.0.0.1:9090",
+        "interval": 2,
+        "sort": SORT_KEYS[0],
+        "window": next(iter(WINDOWS)),
+        "group_by": "model",
+        "filter": "llama",
+        "top": 5,
+    }
+    assert set(keys) == set(valid), keys
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    (tmp_path / "kvops").mkdir()
+    for key in keys:
+        (tmp_path / "kvops" / "top.yml").write_text(yaml.safe_dump({key: valid[key]}))
+        assert userconfig.top_defaults(SORT_KEYS, tuple(WINDOWS)), key
+    (tmp_path / "kvops" / "top.yml").write_text("colour: red\n")
+    with pytest.raises(UsageError, match="unknown key"):
+        userconfig.top_defaults(SORT_KEYS, tuple(WINDOWS))
