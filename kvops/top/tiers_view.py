@@ -31,7 +31,7 @@ def signals_table(row: Row) -> Table:
     """The derived signals of docs/tiers.md: is the offload tier paying off, is it full,
     is it slow, do the engine's figures agree with the bus."""
     table = Table.grid(padding=(0, 2))
-    table.add_column(style="dim", no_wrap=True)  # labels whole; a long value (unread families) wraps
+    table.add_column(style="dim")
     table.add_column()
     write_only = row.get("write_only_tier")
     table.add_row(
@@ -89,7 +89,7 @@ def _tokens(value: float) -> Text:
 def _issue42_rows(table: Table, row: Row) -> None:
     """Issue 42's figures where the engine has them: all caches' share of the prompt, SGLang's
     GPU pool, L3 lookup losses and load-back p90, KVBM's edges between lower tiers, LMCache's
-    remote health; and the page's KV families no reader consumes."""
+    remote health."""
     share = row.get("prompt_cached_share")
     if share is not None:
         table.add_row("cached share of prompt", numbers.pct(share))
@@ -138,11 +138,19 @@ def _issue42_rows(table: Table, row: Row) -> None:
             values = [row.get(n) for n in fields]
             if any(v is not None for v in values):
                 table.add_row(label, "/".join(numbers.count(v) for v in values))
+
+
+def unread_line(row: Row) -> Text | None:
+    """The KV-related families on the target's page no reader consumes (issue 42), on a line of
+    its own under the figures (long names would narrow the columns beside each other)."""
     unread = row.get("unread_families")
-    if unread:
-        shown = ", ".join(visible(name) for name in unread[:8])
-        more = f" (+{len(unread) - 8} more)" if len(unread) > 8 else ""
-        table.add_row(f"KV families unread ({len(unread)})", Text(shown + more, style="yellow"))
+    if not unread:
+        return None
+    shown = ", ".join(visible(name) for name in unread[:8])
+    more = f" (+{len(unread) - 8} more)" if len(unread) > 8 else ""
+    text = Text(f"KV families on the page no kvops reader consumes ({len(unread)}): ", style="dim")
+    text.append(shown + more, style="yellow")
+    return text
 
 
 def offload_share(tiers: dict[str, TierInterval]) -> float | None:
