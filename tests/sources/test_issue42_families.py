@@ -257,3 +257,34 @@ def test_unread_families_are_worked_out_at_most_once_a_minute():
     assert first and unread.whole_page("") is first  # kept within the minute
     now[0] = 61.0
     assert unread.whole_page("") == []  # worked out again once due
+
+
+def test_a_filtered_page_keeps_the_whole_pages_unread_families() -> None:
+    """A prometheus_client server answers kvops's filtered page with only what kvops reads, so
+    no unread family is on it: the list from the last whole page is kept."""
+    import time
+
+    from prometheus_client import CollectorRegistry, Counter, Histogram
+
+    from kvops.scrape.target import TargetScraper
+    from tests.sources.test_page_filter import LABELS, serve, vllm_like, wait_for_decision
+
+    registry = CollectorRegistry()
+    vllm_like(registry)
+    computed = Histogram("vllm:request_prefill_kv_computed_tokens", "KV computed per request", LABELS,
+                         registry=registry, buckets=[1, 10, 100])  # fmt: skip
+    mm = Counter("vllm:mm_cache_hits", "multimodal cache hits", LABELS, registry=registry)
+    computed.labels("m", "0").observe(5)
+    mm.labels("m", "0").inc()
+    url, server = serve(registry)
+    scraper = TargetScraper(url)
+    try:
+        whole = [scraper.scrape(time.monotonic() + 5) for _ in range(2)]
+        wait_for_decision(scraper)
+        assert whole[-1].unread_families == ["vllm:request_prefill_kv_computed_tokens"]
+        assert scraper.fetch_url() != scraper.url  # the filtered page is in use
+        sample = scraper.scrape(time.monotonic() + 5)
+        assert sample.up and sample.unread_families == whole[-1].unread_families
+    finally:
+        scraper.close()
+        server.shutdown()  # type: ignore[attr-defined]
