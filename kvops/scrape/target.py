@@ -131,6 +131,8 @@ class TargetScraper:
         except Exception as exc:  # a bug here must cost this target only
             log.exception("scraping %s failed", visible(self.target))
             sample = TargetSample(self.target, up=False, error=f"internal error: {type(exc).__name__}")
+        if not sample.up:  # a restart may bring other families: the next whole page is looked at
+            self._unread.forget()
         sample.scrape_seconds = fetch_seconds + (time.monotonic() - start)
         if not self.refetch_whole:  # else the whole page, fetched next, says how the target is
             self._log_transition(sample)

@@ -247,7 +247,7 @@ def test_unread_families_in_once_json_are_the_kv_families_no_reader_consumes():
     assert "vllm:kv_offload_store_bytes_total" not in expected  # read
 
 
-def test_unread_families_are_worked_out_at_most_once_a_minute():
+def test_unread_families_are_worked_out_when_due_or_after_the_target_was_down():
     from kvops.scrape.unread import UnreadFamilies
 
     now = [0.0]
@@ -257,6 +257,9 @@ def test_unread_families_are_worked_out_at_most_once_a_minute():
     assert first and unread.whole_page("") is first  # kept within the minute
     now[0] = 61.0
     assert unread.whole_page("") == []  # worked out again once due
+    assert unread.whole_page(page) == []  # and kept
+    unread.forget()  # the target was down: the next whole page is looked at
+    assert unread.whole_page(page) == first
 
 
 def test_a_filtered_page_keeps_the_whole_pages_unread_families() -> None:
@@ -288,3 +291,29 @@ def test_a_filtered_page_keeps_the_whole_pages_unread_families() -> None:
     finally:
         scraper.close()
         server.shutdown()  # type: ignore[attr-defined]
+
+
+def test_a_restarted_target_is_looked_at_again_at_once(upstream):
+    """Down, then up as another release: its next whole page names the families, not the list
+    kept from before."""
+    import time
+
+    from kvops.scrape.target import TargetScraper
+    from support.upstream import body
+
+    plain = (REAL / "plain-after.prom").read_text()
+    # the next release's page: one more KV family no reader knows
+    tiered = (
+        plain + "# TYPE vllm:kv_offload_next_release_total counter\nvllm:kv_offload_next_release_total 1\n"
+    )
+    url = upstream.route("vllm", body(plain))
+    scraper = TargetScraper(url, probe=False)
+    try:
+        before = scraper.scrape(time.monotonic() + 5).unread_families
+        upstream.route("vllm", body("down for a restart", status=503))
+        assert not scraper.scrape(time.monotonic() + 5).up
+        upstream.route("vllm", body(tiered))
+        after = scraper.scrape(time.monotonic() + 5).unread_families
+    finally:
+        scraper.close()
+    assert before is not None and after == sorted([*before, "vllm:kv_offload_next_release_total"])
