@@ -784,6 +784,104 @@ LMCACHE_SPEED = _lmcache(
     split=(("retrieve", "retrieve_speed"), ("store", "store_speed")),
 )
 
+# --- issue 42 (h42c): SGLang 0.5.23, LMCache legacy remote health, unread families ----------
+OFFLOAD_STORAGE_PREFETCH_HIT_TOKENS = _engine(
+    "counter",
+    "kvops_offload_storage_prefetch_hit_tokens_total",
+    "Tokens an L3 storage lookup found, before host allocation or transfer "
+    "(sglang:storage_prefetch_hit_tokens); prefetched tokens are what became usable.",
+    field="storage_prefetch_hit_tokens",
+)
+OFFLOAD_STORAGE_DEFERRED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_storage_deferred_tokens_total",
+    "L3 prefetch tokens deferred for later by a transient capacity reason "
+    "(sglang:storage_prefetch_deferred_tokens; host_capacity, device_capacity).",
+    ("reason",),
+    field="storage_deferred_tokens",
+    open_split=True,
+)
+OFFLOAD_STORAGE_BACKUP_DROPPED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_storage_backup_dropped_tokens_total",
+    "Backup tokens that never reached L3 storage (sglang:hicache_backup_dropped_tokens): the write "
+    "path lagging device churn; the span is rewritten only on a later recompute.",
+    field="backup_dropped_tokens",
+)
+OFFLOAD_STORAGE_AUX_ALLOC_FAILED_TOKENS = _engine(
+    "counter",
+    "kvops_offload_storage_aux_alloc_failed_tokens_total",
+    "L3 prefetch tokens forfeited because an auxiliary host pool (SWA window, mamba) could not "
+    "allocate staging (sglang:hicache_prefetch_aux_alloc_failed_tokens): the whole fetch is lost.",
+    field="prefetch_aux_alloc_failed_tokens",
+)
+KV_POOL_TOKENS = _engine(
+    "gauge",
+    "kvops_kv_pool_tokens",
+    "The GPU KV pool in tokens (sglang:kv_{available,evictable,used}_tokens): state=available (free), "
+    "evictable (cached, reclaimable for new requests), used (locked by running requests).",
+    ("state",),
+    split=(
+        ("available", "kv_available_tokens"),
+        ("evictable", "kv_evictable_tokens"),
+        ("used", "kv_used_tokens"),
+    ),
+)
+KV_POOL_CAPACITY_TOKENS = _engine(
+    "gauge",
+    "kvops_kv_pool_capacity_tokens",
+    "Tokens the GPU KV pool holds at most (sglang:max_total_num_tokens).",
+    field="kv_capacity_tokens",
+)
+OFFLOAD_LOAD_BACK_SECONDS = _engine(
+    "histogram",
+    "kvops_offload_load_back_seconds",
+    "Time one load-back from host memory to the GPU took, the lowest rank's "
+    "(sglang:load_back_duration_seconds).",
+    field="load_back_duration",
+)
+LMCACHE_REMOTE_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_remote_failures_total",
+    "Failed operations on LMCache's remote backend (lmcache:put_failed_count, "
+    "lmcache:get_blocking_failed_count: gauges holding the backend's running counts); op=put|get_blocking.",
+    ("op",),
+    split=(("put", "remote_put_failures"), ("get_blocking", "remote_get_blocking_failures")),
+)
+LMCACHE_REMOTE_PINGS = _lmcache(
+    "counter",
+    "kvops_lmcache_remote_pings_total",
+    "Pings of LMCache's remote backend by outcome (lmcache:remote_ping_{successes,errors}); "
+    "outcome=success|error.",
+    ("outcome",),
+    split=(("success", "remote_ping_successes"), ("error", "remote_ping_errors")),
+)
+LMCACHE_REMOTE_PING_LATENCY = _lmcache(
+    "gauge",
+    "kvops_lmcache_remote_ping_latency_seconds",
+    "Latency of the latest ping of LMCache's remote backend (lmcache:remote_ping_latency, ms converted).",
+    field="remote_ping_latency_seconds",
+)
+LMCACHE_LOCAL_CPU_EVICT_FAILURES = _lmcache(
+    "counter",
+    "kvops_lmcache_local_cpu_evict_failures_total",
+    "Evictions LMCache's local CPU backend failed (lmcache:local_cpu_evict_failed_count).",
+    field="local_cpu_evict_failures",
+)
+LMCACHE_FORCED_UNPINS = _lmcache(
+    "counter",
+    "kvops_lmcache_forced_unpins_total",
+    "Pinned LMCache objects unpinned by timeout (lmcache:forced_unpin_count): a reader that never "
+    "released them.",
+    field="forced_unpins",
+)
+TARGET_UNREAD_FAMILIES = _g(
+    "kvops_target_unread_families",
+    "KV-related families on the target's page that no kvops reader consumes (from its # TYPE lines; "
+    "`kvops top --once --json` lists them as unread_families).",
+    ("target",),
+)
+
 # --- GPUs (collectors/nvidia.py, collectors/amd.py) ----------------------------------------
 GPU_INFO = _g("kvops_gpu_info", "GPU identity (value 1).", (*GPU_LABELS, "name", "pci_bus_id"))
 GPU_MEMORY_USED = _g(

@@ -201,6 +201,9 @@ class TierInterval:
     load_tokens: float | None = None
     store_op_bandwidth_p50_bytes_per_second: float | None = None
     load_op_bandwidth_p50_bytes_per_second: float | None = None
+    # --- issue 42: the mean per-op wire bandwidth (the histogram's sum over its count: exact)
+    store_op_bandwidth_mean_bytes_per_second: float | None = None
+    load_op_bandwidth_mean_bytes_per_second: float | None = None
 
 
 @dataclass
@@ -261,6 +264,38 @@ class EngineInterval:
     requests_waiting_by_reason: dict[str, float] = field(default_factory=dict)
     cpu_tier_bytes: float | None = None
     cpu_in_flight: float | None = None
+    # --- issue 42 (docs/DESIGN.md): over the interval unless marked state
+    prompt_cached_share: float | None = None  # prompt tokens any cache tier served / prompt tokens
+    # SGLang 0.5.23: L3 lookups and what they lost, load-back latency, eviction time
+    storage_prefetch_hit_tokens: float | None = None
+    storage_deferred_tokens: dict[str, float] = field(default_factory=dict)  # reason -> tokens
+    backup_dropped_tokens: float | None = None
+    prefetch_aux_alloc_failed_tokens: float | None = None
+    load_back_p90_seconds: float | None = None
+    eviction_seconds: float | None = None  # time spent evicting, summed over passes
+    kv_available_tokens: float | None = None  # state: the GPU pool in tokens
+    kv_evictable_tokens: float | None = None
+    kv_used_tokens: float | None = None
+    kv_capacity_tokens: float | None = None
+    # Edges between tiers in blocks (KVBM), every edge incl. those no prefill reads directly
+    # (host_to_disk, disk_to_host)
+    transfer_blocks_by_edge: dict[str, float] = field(default_factory=dict)
+    # LMCache legacy remote health (counts over the interval; two of them gauges holding counts)
+    remote_put_failures: float | None = None
+    remote_get_blocking_failures: float | None = None
+    remote_ping_errors: float | None = None
+    remote_ping_successes: float | None = None
+    remote_ping_latency_seconds: float | None = None  # state: the latest ping
+    local_cpu_evict_failures: float | None = None
+    forced_unpins: float | None = None
+    # LMCache multi-process: L1 chunk traffic and L2 completions over the interval
+    l1_read_chunks: float | None = None
+    l1_write_chunks: float | None = None
+    l1_evicted_chunks: float | None = None
+    l2_stored_chunks: float | None = None
+    l2_prefetched_chunks: float | None = None
+    # state: KV-related families on the target's page that no reader consumes (kvops/scrape/unread.py)
+    unread_families: list[str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _plain(self)
@@ -273,6 +308,8 @@ class EngineInterval:
         self.lookup_delay_p99_seconds = {}
         self.lmcache_failures = {}
         self.storage_unfulfilled_tokens = {}
+        self.storage_deferred_tokens = {}
+        self.transfer_blocks_by_edge = {}
 
 
 _LEAVES = (float, int, str, bool, type(None))
@@ -296,6 +333,10 @@ def _plain(value: Any) -> Any:
     return value
 
 
+# Issue 42's fields that are state or dicts (clear_interval empties the dicts itself).
+_STATE_42 = {"storage_deferred_tokens", "kv_available_tokens", "kv_evictable_tokens", "kv_used_tokens",
+             "kv_capacity_tokens", "transfer_blocks_by_edge", "remote_ping_latency_seconds",
+             "unread_families"}  # fmt: skip
 # The fields of EngineInterval that describe the interval (the rest are the current state).
 INTERVAL_FIELDS = tuple(
     f.name
@@ -303,7 +344,7 @@ INTERVAL_FIELDS = tuple(
     if f.name not in {"target", "model_name", "engine", "engine_kind", "up", "kv_cache_usage", "tiers",
                       "lookup_delay_p99_seconds", "lmcache_failures", "storage_unfulfilled_tokens",
                       "requests_running", "requests_waiting",
-                      "requests_waiting_by_reason", "cpu_tier_bytes", "cpu_in_flight"}
+                      "requests_waiting_by_reason", "cpu_tier_bytes", "cpu_in_flight"} | _STATE_42
 )  # fmt: skip
 
 
@@ -421,7 +462,64 @@ def engine_interval(
     _tiering(prev, out, cur, wall_seconds)
     _simple_offload(prev, out, cur, wall_seconds)
     _sglang_storage(prev, out, cur, wall_seconds)
+    _issue42_engine(prev, out, cur)
     return out
+
+
+# --- issue 42: SGLang 0.5.23, KVBM edges, the prompt share all caches served, LMCache health --
+def _issue42_engine(prev: EngineSample | None, out: EngineInterval, cur: EngineSample) -> None:
+    """SGLang's L3 lookup hits and losses (tokens over the interval), its GPU pool in tokens,
+    load-back p90, time spent evicting and the mean per-op L3 bandwidth; every KVBM edge in
+    blocks; and the share of prompt tokens any cache tier served (all engines)."""
+
+    def d(name: str) -> float | None:
+        return counter_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+
+    saved = [t.tokens_saved for t in out.tiers.values() if t.tokens_saved is not None]
+    if saved and out.prompt_tokens:
+        out.prompt_cached_share = ratio(sum(saved), out.prompt_tokens)
+    out.storage_prefetch_hit_tokens = d("storage_prefetch_hit_tokens")
+    out.backup_dropped_tokens = d("backup_dropped_tokens")
+    out.prefetch_aux_alloc_failed_tokens = d("prefetch_aux_alloc_failed_tokens")
+    for reason, now in cur.storage_deferred_tokens.items():
+        tokens = counter_delta(prev.storage_deferred_tokens.get(reason) if prev else None, now)
+        if tokens:  # both reasons are pre-created at 0: only those that happened
+            out.storage_deferred_tokens[reason] = tokens
+    out.kv_available_tokens, out.kv_evictable_tokens = cur.kv_available_tokens, cur.kv_evictable_tokens
+    out.kv_used_tokens, out.kv_capacity_tokens = cur.kv_used_tokens, cur.kv_capacity_tokens
+    load_back = histogram_delta(prev.load_back_duration if prev else None, cur.load_back_duration)
+    out.load_back_p90_seconds = quantile(0.9, load_back)
+    passes = histogram_delta(prev.eviction_seconds if prev else None, cur.eviction_seconds)
+    if passes is not None:
+        out.eviction_seconds = passes.sum
+    storage = out.tiers.get("storage")
+    if storage is not None:
+        for name, attr in (
+            ("storage_prefetch_bandwidth", "load_op_bandwidth_mean_bytes_per_second"),
+            ("storage_backup_bandwidth", "store_op_bandwidth_mean_bytes_per_second"),
+        ):
+            ops = histogram_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+            if ops is not None:
+                setattr(storage, attr, ratio(ops.sum, ops.count))
+    for edge, now in cur.transfer_blocks.items():
+        moved = counter_delta(prev.transfer_blocks.get(edge) if prev else None, now)
+        if moved is not None:
+            out.transfer_blocks_by_edge[edge] = moved
+
+
+_LMCACHE_COUNTS_42 = (
+    "remote_put_failures", "remote_get_blocking_failures", "remote_ping_errors", "remote_ping_successes",
+    "local_cpu_evict_failures", "forced_unpins",
+    "l1_read_chunks", "l1_write_chunks", "l1_evicted_chunks", "l2_stored_chunks", "l2_prefetched_chunks",
+)  # fmt: skip
+
+
+def _issue42_lmcache(prev: LMCacheSample | None, out: EngineInterval, cur: LMCacheSample) -> None:
+    """LMCache's legacy remote health and its multi-process L1/L2 chunk traffic, over the
+    interval; put/get-blocking failures are gauges holding running counts, read as counters."""
+    for name in _LMCACHE_COUNTS_42:
+        setattr(out, name, counter_delta(getattr(prev, name) if prev else None, getattr(cur, name)))
+    out.remote_ping_latency_seconds = cur.remote_ping_latency_seconds
 
 
 def _sglang_storage(
@@ -674,6 +772,7 @@ def lmcache_interval(
             failed = counter_delta(before, getattr(cur, name)[key])
             if failed is not None:
                 out.lmcache_failures[f"{kind}/{key}"] = failed
+    _issue42_lmcache(prev, out, cur)
     return out
 
 
@@ -757,6 +856,7 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
         start_known = before is not None and before.up
         for eng in target.engines:
             entry = engine_interval(prev_engines.get(eng.key), eng, wall)
+            entry.unread_families = target.unread_families
             if not start_known:
                 entry.clear_interval()
             elif len(target.engines) == 1:  # PCIe is per GPU set, not per data-parallel rank
@@ -764,6 +864,7 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
             targets.append(entry)
         for item in target.lmcache:  # LMCache's workers: a row each (docs/top.md)
             entry = lmcache_interval(prev_lmcache.get(item.key), item, wall)
+            entry.unread_families = target.unread_families
             if not start_known:
                 entry.clear_interval()
             targets.append(entry)

@@ -119,6 +119,16 @@ class EngineSample:
     simple_pending_store_blocks: float | None = None
     simple_capacity_blocks: float | None = None
     simple_backend: str | None = None  # cpu | disk (the info series)
+    # --- issue 42 (SGLang 0.5.23): L3 lookup hits and losses, the GPU pool in tokens, load-back
+    storage_prefetch_hit_tokens: float | None = None  # tokens an L3 lookup found
+    storage_deferred_tokens: dict[str, float] = field(default_factory=dict)  # reason -> tokens
+    backup_dropped_tokens: float | None = None  # backups that never reached L3
+    prefetch_aux_alloc_failed_tokens: float | None = None  # L3 fetches forfeited (aux pool)
+    kv_available_tokens: float | None = None  # GPU pool: free slots
+    kv_evictable_tokens: float | None = None  # cached, evictable for new requests
+    kv_used_tokens: float | None = None  # locked by running requests
+    kv_capacity_tokens: float | None = None  # max_total_num_tokens
+    load_back_duration: Histogram | None = None  # one host -> GPU load-back, seconds
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -174,6 +184,15 @@ class LMCacheSample:
     l1_usage_bytes: float | None = None
     l1_usage_ratio: float | None = None  # 0-1
     l2_usage_bytes: dict[str, float] = field(default_factory=dict)  # l2_name -> bytes
+    # --- issue 42: legacy remote-backend and local CPU health (lmcache/observability.py 0.5.6).
+    # put/get-blocking failures are gauges holding cumulative counts: read as counters.
+    remote_put_failures: float | None = None
+    remote_get_blocking_failures: float | None = None
+    remote_ping_errors: float | None = None
+    remote_ping_successes: float | None = None
+    remote_ping_latency_seconds: float | None = None  # the latest ping (LMCache: ms, converted)
+    local_cpu_evict_failures: float | None = None
+    forced_unpins: float | None = None  # pins released by timeout
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -195,6 +214,9 @@ class TargetSample:
     # A discovered pod's namespace, pod and container (kvops.transport.kubernetes): labels the
     # exporter adds to every series of the target; {} for a target given by URL.
     identity: dict[str, str] = field(default_factory=dict)
+    # --- issue 42: KV-related families on the page (its # TYPE lines) that no reader consumes,
+    # from the last whole page (kvops/scrape/unread.py); None where not looked at.
+    unread_families: list[str] | None = None
 
 
 @dataclass

@@ -10,6 +10,11 @@ counters. Object-storage failures (kvbm_object_{read,write}_failures, IntCounter
 blocks) are failed transfers on the storage edges: write = gpu_to_storage, read = storage_to_gpu.
 kvbm_matched_tokens are the tokens KVBM found for the engine it serves: inside vLLM they are
 vLLM's external hits again, so they stay in their own series (docs/tiers.md).
+
+KVBM v2 (ai-dynamo/dynamo#8845, `CompatMetrics`) adds onboard d2h = disk->host: the G3->G2
+staging step of a disk hit on its way to the GPU (the disk_to_host edge; the host->device step
+after it is still onboard h2d). Dynamo's own dashboards read the same families under the
+runtime's prefix, `dynamo_kvbm_*`: a page with either spelling is read the same.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ EDGES = {
     "kvbm_offload_blocks_h2d": "host_to_disk",
     "kvbm_offload_blocks_d2d": "gpu_to_disk",
     "kvbm_offload_blocks_d2o": "gpu_to_storage",
+    "kvbm_onboard_blocks_d2h": "disk_to_host",  # v2: G3 -> G2 staging
     "kvbm_onboard_blocks_h2d": "host_to_gpu",
     "kvbm_onboard_blocks_d2d": "disk_to_gpu",
     "kvbm_onboard_blocks_o2d": "storage_to_gpu",
@@ -42,11 +48,16 @@ MATCHED = "kvbm_matched_tokens"
 # The Rust prometheus crate keeps a counter's name as registered (no _total added); a
 # client that appends _total is accepted too.
 _NAMES = [*EDGES, *BYTE_EDGES, *FAILED_EDGES, MATCHED]
-WANTED: frozenset[str] = frozenset([*_NAMES, *(n + "_total" for n in _NAMES), *HIT_RATES])
+DYNAMO_PREFIX = "dynamo_"  # Dynamo's runtime prefix: dynamo_kvbm_* (its kvbm.json dashboard)
+_BARE: frozenset[str] = frozenset([*_NAMES, *(n + "_total" for n in _NAMES), *HIT_RATES])
+WANTED: frozenset[str] = _BARE | frozenset(DYNAMO_PREFIX + n for n in _BARE)
 
 
 def _value(result: ParseResult, name: str) -> float | None:
-    return summed(result.get(name)) if result.get(name) else summed(result.get(name + "_total"))
+    for spelling in (name, name + "_total", DYNAMO_PREFIX + name, DYNAMO_PREFIX + name + "_total"):
+        if result.get(spelling):
+            return summed(result.get(spelling))
+    return None
 
 
 def _samples(result: ParseResult, target: str) -> list[EngineSample]:
@@ -67,7 +78,7 @@ def _samples(result: ParseResult, target: str) -> list[EngineSample]:
         if value is not None:
             sample.failed_blocks_by_edge[edge] = value
     for name, tier in HIT_RATES.items():
-        value = summed(result.get(name))
+        value = summed(result.get(name) or result.get(DYNAMO_PREFIX + name))
         if value is not None:
             sample.tier_hit_rate[tier] = value
     sample.matched_tokens = _value(result, MATCHED)
@@ -79,7 +90,8 @@ def read(result: ParseResult, page: Page) -> None:
 
 
 def page_format(result: ParseResult) -> str | None:
-    return "dynamo-kvbm" if any(name.startswith("kvbm_") for name in result.types) else None
+    named = ("kvbm_", DYNAMO_PREFIX + "kvbm_")
+    return "dynamo-kvbm" if any(name.startswith(named) for name in result.types) else None
 
 
 ENGINE = Engine(

@@ -32,6 +32,21 @@ COUNTERS: dict[str, str] = {
     "lmcache:local_storage_usage": "local_storage_usage_bytes",
     "lmcache:remote_cache_usage": "remote_cache_usage_bytes",
 }
+# Remote-backend and local CPU health (0.5.6). put_failed_count and get_blocking_failed_count
+# are gauges whose callback returns the remote backend's running count (remote_backend.py
+# set_function): cumulative, so read like the counters beside them.
+COUNTERS.update(
+    {
+        "lmcache:put_failed_count": "remote_put_failures",
+        "lmcache:get_blocking_failed_count": "remote_get_blocking_failures",
+        "lmcache:remote_ping_errors_total": "remote_ping_errors",
+        "lmcache:remote_ping_successes_total": "remote_ping_successes",
+        "lmcache:local_cpu_evict_failed_count_total": "local_cpu_evict_failures",
+        "lmcache:forced_unpin_count_total": "forced_unpins",
+    }
+)
+# The latest ping to the remote backend, a gauge in milliseconds -> seconds.
+PING_LATENCY = "lmcache:remote_ping_latency"
 # lmcache:* histogram -> (LMCacheSample field, factor to base units): LMCache's remote get/put
 # times are milliseconds, its retrieve/store times seconds, its speeds tokens per second.
 HISTOGRAMS: dict[str, tuple[str, float]] = {
@@ -43,7 +58,9 @@ HISTOGRAMS: dict[str, tuple[str, float]] = {
     "lmcache:store_speed": ("store_speed", 1.0),
 }
 
-WANTED: frozenset[str] = frozenset([*COUNTERS, *(n for f in HISTOGRAMS for n in sample_names(f))])
+WANTED: frozenset[str] = frozenset(
+    [*COUNTERS, PING_LATENCY, *(n for f in HISTOGRAMS for n in sample_names(f))]
+)
 _FAMILIES = families_of(WANTED)
 
 
@@ -62,6 +79,8 @@ def read(result: ParseResult, page: Page) -> None:
     """LMCache's own figures per (model, worker), in base units (HISTOGRAMS)."""
     for source_name, field_name in COUNTERS.items():
         add_to_field(result.get(source_name), lambda labels: page.lmcache(*_item_key(labels)), field_name)
+    for labels, value in result.get(PING_LATENCY):  # one series per worker: the latest ping
+        page.lmcache(*_item_key(labels)).remote_ping_latency_seconds = value * 1e-3
     for family, (field_name, factor) in HISTOGRAMS.items():
         for labels, hist in histograms(result, family):
             sample = page.lmcache(*_item_key(labels))

@@ -9,20 +9,36 @@ From SGLang's own metrics module (sglang/srt/observability/metrics_collector.py,
   tp_rank/dp_rank but no model_name. Their token counts repeat on every rank ("read one rank
   rather than summing ranks"); their bytes and durations are each rank's own shard: summed.
 Backup is GPU -> host DRAM (store), load-back host -> GPU (load). Durations are histogram
-sums in seconds, so bytes / seconds is the bandwidth while copying.
+sums in seconds, so bytes / seconds is the bandwidth while copying; the load-back histogram's
+buckets give its p90 (the lowest rank's, as eviction: each rank times its own copies).
+0.5.23's scheduler gauges kv_{available,evictable,used}_tokens split the GPU pool
+(max_total_num_tokens, set once at start) in tokens.
+
+SGLang's router (sgl-model-gateway /engine_metrics, sgl-project/sglang#12970) serves the same
+families with `sglang_` for `sglang:` and each worker's series labelled `worker_addr`:
+router_names() gives them their own names back before any reader looks, and each worker is an
+engine of its own (engine "<worker_addr>/<dp_rank>").
 """
 
 from __future__ import annotations
 
-from kvops.engines.common import Engine, Engines, Page, lowest_rank, summed
+from kvops.engines import sglang_storage
+from kvops.engines.common import Engine, Engines, Page, lowest_rank, rank_key, summed
+from kvops.exposition.histograms import histograms, merged, sample_names
 from kvops.exposition.parser import Labels, ParseResult
-from kvops.snapshot import EngineSample
+from kvops.snapshot import EngineSample, Histogram
 
 _SCALARS = {  # field -> scheduler gauge (one rank)
     "kv_cache_usage": "sglang:token_usage",
     "requests_running": "sglang:num_running_reqs",
     "requests_waiting": "sglang:num_queue_reqs",
+    # 0.5.23: the GPU pool in tokens (available + evictable + used <= max_total_num_tokens)
+    "kv_available_tokens": "sglang:kv_available_tokens",
+    "kv_evictable_tokens": "sglang:kv_evictable_tokens",
+    "kv_used_tokens": "sglang:kv_used_tokens",
+    "kv_capacity_tokens": "sglang:max_total_num_tokens",
 }
+_LOAD_BACK = "sglang:load_back_duration_seconds"
 _HOST_USED = "sglang:hicache_host_used_tokens"
 _HOST_TOTAL = "sglang:hicache_host_total_tokens"
 _PROMPT = "sglang:prompt_tokens_total"
@@ -50,12 +66,32 @@ WANTED: frozenset[str] = frozenset(
         _CACHED,
         *_PER_RANK_SUMS.values(),
         *_ONE_RANK.values(),
+        *sample_names(_LOAD_BACK),
     ]
+)
+COLON, ROUTER = "sglang:", "sglang_"
+WORKER_LABEL = "worker_addr"  # the router's label for the worker a series came from
+# Every SGLang name kvops reads, as the router spells it: a router page is read through them.
+ROUTER_WANTED: frozenset[str] = frozenset(
+    ROUTER + name[len(COLON) :] for name in WANTED | sglang_storage.WANTED if name.startswith(COLON)
 )
 
 
+def router_names(result: ParseResult) -> None:
+    """A page from SGLang's router (`sglang_` names) read as SGLang's own: its samples and TYPE
+    lines renamed, in place, where the page has no `sglang:` series of that name."""
+    for name in ROUTER_WANTED & result.samples.keys():
+        own = COLON + name[len(ROUTER) :]
+        if own not in result.samples:
+            result.samples[own] = result.samples.pop(name)
+    for name in [n for n in result.types if n.startswith(ROUTER)]:
+        own = COLON + name[len(ROUTER) :]
+        result.types.setdefault(own, result.types[name])
+
+
 def _dp(labels: Labels) -> str:
-    return labels.get("dp_rank", "0")
+    worker = labels.get(WORKER_LABEL)
+    return labels.get("dp_rank", "0") if worker is None else f"{worker}/{labels.get('dp_rank', '0')}"
 
 
 def _samples(result: ParseResult, target: str) -> list[EngineSample]:
@@ -100,23 +136,33 @@ def _samples(result: ParseResult, target: str) -> list[EngineSample]:
             # Hybrid models add swa/mamba pools for the same tokens: the kv pool counts them.
             kv = [(labels, v) for labels, v in items if labels.get("pool", "kv") == "kv"]
             setattr(engines.get(k), field, summed(lowest_rank(kv or items)))
+    by_rank: dict[tuple[str, str], list[tuple[Labels, Histogram]]] = {}
+    for labels, hist in histograms(result, _LOAD_BACK):
+        by_rank.setdefault(key(labels), []).append((labels, hist))
+    for k, hists in by_rank.items():  # the lowest rank's copies (each rank times its own)
+        low = min(rank_key(labels) for labels, _ in hists)
+        for labels, hist in hists:
+            if rank_key(labels) == low:
+                owner = engines.get(k)
+                owner.load_back_duration = merged(owner.load_back_duration, hist)
     for sample in engines.samples():
         sample.offload_tier = "host"  # HiCache's L2 is host DRAM; L3 shows as cache_source=storage
     return engines.samples()
 
 
 def read(result: ParseResult, page: Page) -> None:
+    router_names(result)
     page.engines.extend(_samples(result, page.target))
 
 
 def page_format(result: ParseResult) -> str | None:
-    return "sglang" if any(name.startswith("sglang:") for name in result.types) else None
+    return "sglang" if any(name.startswith(COLON) for name in result.types) else None
 
 
 ENGINE = Engine(
     kind="sglang",
     title="SGLang",
-    families=WANTED,
+    families=WANTED | ROUTER_WANTED,
     page_format=page_format,
     tiers=("gpu", "host", "storage"),
     fixtures="sglang",

@@ -27,8 +27,18 @@ _ONE_RANK = {
     "storage_prefetched_tokens": "sglang:prefetched_tokens_total",
     "storage_backed_up_tokens": "sglang:backuped_tokens_total",
     "evicted_tokens": "sglang:evicted_tokens_total",
+    # 0.5.23: tokens an L3 lookup found, backups dropped before reaching L3, L3 fetches
+    # forfeited because the auxiliary (SWA/mamba) host pool could not be allocated
+    "storage_prefetch_hit_tokens": "sglang:storage_prefetch_hit_tokens_total",
+    "backup_dropped_tokens": "sglang:hicache_backup_dropped_tokens_total",
+    "prefetch_aux_alloc_failed_tokens": "sglang:hicache_prefetch_aux_alloc_failed_tokens_total",
 }
 _UNFULFILLED = "sglang:storage_prefetch_unfulfilled_tokens_total"
+# field -> counter by reason (every rank repeats it): unfulfilled for good, or deferred for later
+_BY_REASON = {
+    "storage_unfulfilled_tokens": _UNFULFILLED,
+    "storage_deferred_tokens": "sglang:storage_prefetch_deferred_tokens_total",
+}
 _EVICTION = "sglang:eviction_duration_seconds"
 _BANDWIDTH = {
     "storage_prefetch_bandwidth": "sglang:prefetch_bandwidth",
@@ -39,7 +49,7 @@ GB = 1e9
 WANTED: frozenset[str] = frozenset(
     [
         *_ONE_RANK.values(),
-        _UNFULFILLED,
+        *_BY_REASON.values(),
         *sample_names(_EVICTION),
         *(n for f in _BANDWIDTH.values() for n in sample_names(f)),
     ]
@@ -47,7 +57,9 @@ WANTED: frozenset[str] = frozenset(
 
 
 def _key(labels: Labels, only_model: str) -> tuple[str, str]:
-    return (labels.get("model_name", only_model), labels.get("dp_rank", "0"))
+    worker = labels.get("worker_addr")  # a page through SGLang's router (sglang.py)
+    dp = labels.get("dp_rank", "0")
+    return (labels.get("model_name", only_model), dp if worker is None else f"{worker}/{dp}")
 
 
 def _lowest_tp(hists: list[tuple[Labels, Histogram]]) -> list[tuple[Labels, Histogram]]:
@@ -83,14 +95,15 @@ def read(result: ParseResult, page: Page) -> None:
             by_key.setdefault(_key(labels, only_model), []).append((labels, value))
         for items in by_key.values():
             setattr(sample(items[0][0]), field_name, summed(lowest_rank(items)))
-    by_reason: dict[tuple[str, str], list[tuple[Labels, float]]] = {}
-    for labels, value in result.get(_UNFULFILLED):
-        by_reason.setdefault(_key(labels, only_model), []).append((labels, value))
-    for items in by_reason.values():
-        unfulfilled = sample(items[0][0]).storage_unfulfilled_tokens
-        for labels, value in lowest_rank(items):
-            reason = labels.get("reason", "")
-            unfulfilled[reason] = unfulfilled.get(reason, 0.0) + value
+    for field_name, name in _BY_REASON.items():
+        by_reason: dict[tuple[str, str], list[tuple[Labels, float]]] = {}
+        for labels, value in result.get(name):
+            by_reason.setdefault(_key(labels, only_model), []).append((labels, value))
+        for items in by_reason.values():
+            tokens = getattr(sample(items[0][0]), field_name)
+            for labels, value in lowest_rank(items):
+                reason = labels.get("reason", "")
+                tokens[reason] = tokens.get(reason, 0.0) + value
     for labels, hist in _lowest_tp(histograms(result, _EVICTION)):
         target = sample(labels)
         target.eviction_seconds = merged(target.eviction_seconds, hist)

@@ -78,6 +78,10 @@ def walk_targets(targets: list[TargetSample], sink: Sink) -> None:
     sink.begin(names.TARGET_SCRAPE_DURATION)
     for t in targets:
         sink.add([t.target], t.scrape_seconds, pods.get(t.target, ()))
+    sink.begin(names.TARGET_UNREAD_FAMILIES)  # issue 42: where a whole page was read
+    for t in targets:
+        if t.up and t.unread_families is not None:
+            sink.add([t.target], float(len(t.unread_families)), pods.get(t.target, ()))
     walk_bound("engine", [e for t in targets for e in t.engines], sink, pods)
     # LMCache families only where an LMCache was seen: no empty HELP/TYPE for every vLLM.
     walk_bound("lmcache", [s for t in targets for s in t.lmcache], sink, pods, omit_if_empty=True)

@@ -14,6 +14,7 @@ from kvops.engines import registry
 from kvops.errors import UsageError
 from kvops.exposition.parser import parse
 from kvops.frames import kvops_exposition
+from kvops.scrape.unread import unread_families
 from kvops.snapshot import Snapshot
 
 # The target name vLLM dumps replay under: one name for the whole sequence, so the
@@ -40,6 +41,7 @@ def load_frame(path: Path, time: float) -> Snapshot:
     if kvops_exposition.has_kvops_samples(result):
         return kvops_exposition.decode(result, time)
     sample = registry.normalise(result, REPLAY_TARGET)
+    sample.unread_families = unread_families(text)
     if not sample.up:  # the up rule: a sample of a family kvops reads for some engine kind
         raise UsageError(
             f"--replay {path}: no vllm:, lmcache: or kvops_ sample in it, "

@@ -8,6 +8,7 @@ import time
 from kvops.engines import registry
 from kvops.exposition.parser import ParseResult, parse
 from kvops.scrape.page_filter import PageFilter
+from kvops.scrape.unread import UnreadFamilies
 from kvops.snapshot import TargetSample
 from kvops.termsafe import visible
 from kvops.transport.http import FetchError, FetchOptions, HttpClient, metrics_url, normalise_target
@@ -43,6 +44,7 @@ class TargetScraper:
         self._filter = PageFilter(self.url, self.wanted, self.options, probe=probe)
         self._fetching = self.url  # the URL of the fetch finish() is told about
         self.refetch_whole = False  # set by finish(): fetch the whole page again, this round
+        self._unread = UnreadFamilies()  # the page's KV families no reader consumes (issue 42)
 
     def fetch_url(self) -> str:
         """The URL to GET this round: the page, or only its samples kvops reads once the
@@ -116,6 +118,11 @@ class TargetScraper:
                     sample = TargetSample(self.target, up=False, error=PARSE_OUT_OF_TIME)
                 else:
                     sample = self.interpret(result, start - fetch_seconds)
+                    if sample.up:  # from a whole page when due; a filtered page keeps the last list
+                        whole = self._fetching == self.url
+                        sample.unread_families = (
+                            self._unread.whole_page(outcome) if whole else self._unread.current
+                        )
                 if result.errors:
                     line_no, message = result.errors[0]
                     log.debug("%s: %d malformed lines skipped, first at line %d: %s",
@@ -124,6 +131,8 @@ class TargetScraper:
         except Exception as exc:  # a bug here must cost this target only
             log.exception("scraping %s failed", visible(self.target))
             sample = TargetSample(self.target, up=False, error=f"internal error: {type(exc).__name__}")
+        if not sample.up:  # a restart may bring other families: the next whole page is looked at
+            self._unread.forget()
         sample.scrape_seconds = fetch_seconds + (time.monotonic() - start)
         if not self.refetch_whole:  # else the whole page, fetched next, says how the target is
             self._log_transition(sample)

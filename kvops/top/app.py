@@ -33,7 +33,7 @@ from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
 from kvops.top.history import Ring
 from kvops.top.table import Cell, TargetTable
-from kvops.top.tiers_view import signals_table, tiers_table
+from kvops.top.tiers_view import signals_table, tiers_table, unread_line
 from kvops.top.view import View
 
 log = logging.getLogger(__name__)
@@ -280,7 +280,9 @@ class DetailScreen(Screen[None]):
             table.add_row(label, fmt(row.get(name)))
         layout = Table.grid(padding=(0, 4))
         layout.add_row(table, signals_table(row))
-        self.query_one("#detail-figures", Static).update(Group(layout, tiers_table(row)))
+        unread = unread_line(row)  # issue 42: a line of its own
+        parts = (layout, unread, tiers_table(row)) if unread is not None else (layout, tiers_table(row))
+        self.query_one("#detail-figures", Static).update(Group(*parts))
         window = getattr(self.app, "window", 10.0)
         subject = f"{_short_target(row.target)} {_short_model(row.model)}"
         self.query_one("#detail-charts", ChartPanel).draw(row.trend, subject, window, None, self.board.frames)

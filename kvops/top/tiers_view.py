@@ -78,7 +78,79 @@ def signals_table(row: Row) -> Table:
     # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
     # (the left column of the detail view).
     table.add_row("offload share of prompt", numbers.pct(offload_share(row.get("tiers") or {})))
+    _issue42_rows(table, row)
     return table
+
+
+def _tokens(value: float) -> Text:
+    return Text(f"{value:.0f} tok", style="bold red" if value else "")
+
+
+def _issue42_rows(table: Table, row: Row) -> None:
+    """Issue 42's figures where the engine has them: all caches' share of the prompt, SGLang's
+    GPU pool, L3 lookup losses and load-back p90, KVBM's edges between lower tiers, LMCache's
+    remote health."""
+    share = row.get("prompt_cached_share")
+    if share is not None:
+        table.add_row("cached share of prompt", numbers.pct(share))
+    capacity = row.get("kv_capacity_tokens")
+    pool = [row.get(f"kv_{state}_tokens") for state in ("used", "evictable", "available")]
+    if capacity is not None or any(v is not None for v in pool):
+        used, evictable, free = (numbers.count(v) for v in pool)
+        table.add_row(
+            "GPU pool (used/evictable/free of)", f"{used}/{evictable}/{free} of {numbers.count(capacity)} tok"
+        )
+    if row.get("storage_prefetch_hit_tokens") is not None:
+        table.add_row("storage lookup hits", numbers.count(row.get("storage_prefetch_hit_tokens")))
+    for label, name in (("backups dropped before storage", "backup_dropped_tokens"),
+                        ("prefetches forfeited (aux pool)", "prefetch_aux_alloc_failed_tokens")):  # fmt: skip
+        value = row.get(name)
+        if value is not None:
+            table.add_row(label, _tokens(value))
+    for reason, tokens in sorted((row.get("storage_deferred_tokens") or {}).items()):
+        table.add_row(f"storage prefetch deferred ({visible(reason)})", f"{tokens:.0f} tok")
+    if row.get("load_back_p90_seconds") is not None:
+        table.add_row("load-back p90", _ms(row.get("load_back_p90_seconds")))
+    if row.get("eviction_seconds") is not None:
+        table.add_row("time evicting", _ms(row.get("eviction_seconds")))
+    for edge, blocks in sorted((row.get("transfer_blocks_by_edge") or {}).items()):
+        src, _, dst = edge.partition("_to_")
+        if "gpu" not in (src, dst):  # the tiers table shows the GPU's edges
+            table.add_row(f"{visible(src)} → {visible(dst)}", f"{blocks:.0f} blocks")
+    if row.kind == "lmcache":
+        for label, name in (("remote put failures", "remote_put_failures"),
+                            ("remote get (blocking) failures", "remote_get_blocking_failures"),
+                            ("remote ping errors", "remote_ping_errors"),
+                            ("local CPU eviction failures", "local_cpu_evict_failures"),
+                            ("forced unpins", "forced_unpins")):  # fmt: skip
+            value = row.get(name)
+            if value is not None:
+                table.add_row(label, Text(f"{value:.0f}", style="bold red" if value else ""))
+        if row.get("remote_ping_successes") is not None:
+            table.add_row("remote pings ok", numbers.count(row.get("remote_ping_successes")))
+        if row.get("remote_ping_latency_seconds") is not None:
+            table.add_row("remote ping (latest)", _ms(row.get("remote_ping_latency_seconds")))
+        chunk_rows = (
+            ("L1 chunks read/written/evicted", ("l1_read_chunks", "l1_write_chunks", "l1_evicted_chunks")),
+            ("L2 chunks stored/prefetched", ("l2_stored_chunks", "l2_prefetched_chunks")),
+        )
+        for label, fields in chunk_rows:
+            values = [row.get(n) for n in fields]
+            if any(v is not None for v in values):
+                table.add_row(label, "/".join(numbers.count(v) for v in values))
+
+
+def unread_line(row: Row) -> Text | None:
+    """The KV-related families on the target's page no reader consumes (issue 42), on a line of
+    its own under the figures (long names would narrow the columns beside each other)."""
+    unread = row.get("unread_families")
+    if not unread:
+        return None
+    shown = ", ".join(visible(name) for name in unread[:8])
+    more = f" (+{len(unread) - 8} more)" if len(unread) > 8 else ""
+    text = Text(f"KV families on the page no kvops reader consumes ({len(unread)}): ", style="dim")
+    text.append(shown + more, style="yellow")
+    return text
 
 
 def offload_share(tiers: dict[str, TierInterval]) -> float | None:
