@@ -4,6 +4,9 @@ The master runs as shipped, with its HTTP metadata server built in and its metri
 its own, every port a free one picked at random on 127.0.0.1. Clients are child processes of
 the wheel's venv (support/real_mooncake/client.py) that load stand-in CUDA libraries built at
 run time (support/real_mooncake/cuda_standin.py: a TEST DEVICE ONLY; a user has the real ones).
+Every listener of theirs is kept on loopback by a bind() shim (support/real_mooncake/loopback_bind.py).
+One client per store: a second client would fetch the first one's objects over the TCP lane that
+client advertises on the machine's interface address, which is not loopback.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from support.real_mooncake import cuda_standin, install
+from support.real_mooncake import cuda_standin, install, loopback_bind
 
 CLIENT = Path(__file__).with_name("client.py")
 MIB = 1024 * 1024
@@ -133,17 +136,19 @@ class RealMooncake:
         package = package_dir()
         libs = package.parent / "mooncake_transfer_engine.libs"
         standins, self.standin_symbols = cuda_standin.build(package, workdir / "cuda-standin-test-device")
-        self.client_env = {**os.environ, "LD_LIBRARY_PATH": f"{standins}:{libs}"}
+        # Loopback only: every wildcard bind of the master and the clients lands on 127.0.0.1.
+        loopback = {"LD_PRELOAD": str(loopback_bind.build(workdir / "loopback-bind-test-device"))}
+        self.client_env = {**os.environ, **loopback, "LD_LIBRARY_PATH": f"{standins}:{libs}"}
         self.clients: list[Client] = []
         self.rpc_port, self.metrics_port, self.metadata_port = free_port(), free_port(), free_port()
         self.log = workdir / "master.log"
         self.proc = subprocess.Popen(
-            [str(package / "mooncake_master"), "-rpc_port", str(self.rpc_port),
+            [str(package / "mooncake_master"), "-rpc_address", "127.0.0.1", "-rpc_port", str(self.rpc_port),
              "-metrics_host", "127.0.0.1", "-metrics_port", str(self.metrics_port),
              "-enable_http_metadata_server=true", "-http_metadata_server_host", "127.0.0.1",
              "-http_metadata_server_port", str(self.metadata_port), "-logtostderr"],
             stdout=subprocess.DEVNULL, stderr=self.log.open("wb"), cwd=workdir,
-            env={**os.environ, "LD_LIBRARY_PATH": str(libs)}, start_new_session=True,
+            env={**os.environ, **loopback, "LD_LIBRARY_PATH": str(libs)}, start_new_session=True,
         )  # fmt: skip
         self._wait_ready()
 
