@@ -1047,7 +1047,7 @@ KV_STORE_PUT_FAILURES = _engine(
     "counter",
     "kvops_kv_store_put_failures_total",
     _MOONCAKE + "failed put starts and ends, single and batch items (master_put_{start,end}_failures_total, "
-    "master_batch_put_{start,end}_failed_items_total).",
+    "master_batch_put_{start,end}_failed_items_total); a put of a key already held is one.",
     field="kv_store_put_failures",
 )
 KV_STORE_PUT_NO_SPACE = _engine(
@@ -1056,6 +1056,14 @@ KV_STORE_PUT_NO_SPACE = _engine(
     _MOONCAKE
     + "put starts refused for want of space (master_put_start_alloc_failures_total): the store is full.",
     field="kv_store_put_no_space_failures",
+)
+KV_STORE_PUTS_ABANDONED = _engine(
+    "counter",
+    "kvops_kv_store_puts_abandoned_total",
+    _MOONCAKE + "puts whose data never landed: revoked by the client after a failed write "
+    "(master_put_revoke_requests_total, master_batch_put_revoke_items_total) or discarded after "
+    "the release timeout (master_put_start_discard_cnt).",
+    field="kv_store_puts_abandoned",
 )
 KV_STORE_GET_FAILURES = _engine(
     "counter",

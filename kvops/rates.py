@@ -175,6 +175,7 @@ class StoreInterval:
     puts: float | None = None  # puts completed
     put_failures: float | None = None
     put_no_space_failures: float | None = None
+    puts_abandoned: float | None = None  # revoked or discarded: the data never landed
     get_failures: float | None = None  # a lookup of a missing key is one
     evictions: float | None = None
     evicted_keys: float | None = None
@@ -508,6 +509,7 @@ def _kv_store(prev: EngineSample | None, out: EngineInterval, cur: EngineSample)
         puts=d("kv_store_puts_ended"),
         put_failures=d("kv_store_put_failures"),
         put_no_space_failures=d("kv_store_put_no_space_failures"),
+        puts_abandoned=d("kv_store_puts_abandoned"),
         get_failures=d("kv_store_get_failures"),
         evictions=d("kv_store_evictions"),
         evicted_keys=d("kv_store_evicted_keys"),

@@ -136,6 +136,7 @@ class EngineSample:
     kv_store_puts_ended: float | None = None  # puts completed (put end), single and batch items
     kv_store_put_failures: float | None = None
     kv_store_put_no_space_failures: float | None = None  # put starts refused: no space to allocate
+    kv_store_puts_abandoned: float | None = None  # revoked or discarded: the data never landed
     kv_store_get_failures: float | None = None  # failed lookups: a missing key is one
     kv_store_evictions: float | None = None  # eviction passes that freed space
     kv_store_evicted_keys: float | None = None

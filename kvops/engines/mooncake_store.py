@@ -10,7 +10,11 @@ and the two views are two rows, never added together.
 Names are Mooncake's own (mooncake-store/include/master_metric_manager.h, as 0.3.13.post1's
 master writes them), trailing underscores included (`mem_cache_hit_nums_`); its counters carry
 no `_total` unless the name does. A get of a key the store does not hold is a failed
-GetReplicaList: `get_failures` counts misses, `lookups - lookup_hits` too (docs/tiers.md).
+GetReplicaList: `get_failures` counts misses, `lookups - lookup_hits` too (docs/tiers.md). A put
+of a key the store already holds fails its PutStart although the client is told it succeeded
+(seen on the real master): `put_failures` counts those; `put_no_space_failures` (refused for want
+of room) and `puts_abandoned` (revoked or discarded: the data never landed) are the failures that
+lose data.
 """
 
 from __future__ import annotations
@@ -46,6 +50,13 @@ COUNTERS: dict[str, tuple[str, ...]] = {
         "master_batch_put_end_failed_items_total",
     ),
     "kv_store_put_no_space_failures": ("master_put_start_alloc_failures_total",),
+    # Puts whose data never landed: revoked by the client (its write into a segment failed) or
+    # started and abandoned (the master discarded the allocation after its release timeout).
+    "kv_store_puts_abandoned": (
+        "master_put_revoke_requests_total",
+        "master_batch_put_revoke_items_total",
+        "master_put_start_discard_cnt",
+    ),
     "kv_store_get_failures": (
         "master_get_replica_list_failures_total",
         "master_batch_get_replica_list_failed_items_total",

@@ -53,10 +53,12 @@ def store_table(row: Row) -> Table | None:
     table.add_row("hits by medium", _by_medium(figures.hits_by_medium, str))
     table.add_row("served by medium", _by_medium(figures.hit_bytes_by_medium))
     table.add_row("puts", numbers.count(figures.puts))
-    failed = _red_when(figures.put_failures)
+    # A put of a key already held fails its start (the client is told it succeeded): not red.
+    failed = Text(numbers.count(figures.put_failures))
     if figures.put_no_space_failures:
         failed.append(f" ({figures.put_no_space_failures:.0f} no space)", style="bold red")
-    table.add_row("failed puts", failed)
+    table.add_row("failed put starts", failed)
+    table.add_row("puts abandoned", _red_when(figures.puts_abandoned))
     table.add_row("failed lookups (misses)", numbers.count(figures.get_failures))
     evicted = _red_when(figures.evicted_keys, " keys")
     if figures.evicted_bytes:

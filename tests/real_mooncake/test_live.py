@@ -23,7 +23,7 @@ import pytest
 
 from support.exporter_harness import value
 from support.real_mooncake import traffic
-from support.real_mooncake.store import Account, RealMooncake
+from support.real_mooncake.store import Account, Plan, RealMooncake
 
 pytestmark = [pytest.mark.real_mooncake, pytest.mark.timeout(180)]
 STORE = {"model_name": "", "engine": "0", "engine_kind": "mooncake"}
@@ -123,6 +123,7 @@ def test_top_shows_the_live_store_exactly_as_the_client_drove_it(
     assert tier["load_bytes"] == second.bytes_served == store["hit_bytes_by_medium"]["memory"]
     assert store["puts"] == len(second.puts_ok)
     assert store["put_failures"] == 0 and store["get_failures"] == second.gets - second.hits
+    assert store["puts_abandoned"] == 0
     # at its end: everything stored is still there (no eviction with room to spare)
     stored = first.puts_ok + second.puts_ok
     assert tier["used_bytes"] == sum(int(str(s["size"])) for s in stored)
@@ -144,6 +145,7 @@ def test_top_shows_a_full_store_refusing_puts_and_evicting(mooncake: RealMooncak
     assert second.puts_failed > 0  # the segment is smaller than what was put
     assert store["puts"] == len(second.puts_ok)
     assert store["put_failures"] == store["put_no_space_failures"] == second.puts_failed
+    assert store["puts_abandoned"] == 0  # refused at the start: nothing was written, nothing revoked
     assert store["lookups"] == second.gets and store["hits"] == second.hits
     assert tier["load_bytes"] == second.bytes_served
     # the master evicted to make room: what is left is what was stored less what it evicted,
@@ -185,3 +187,21 @@ def test_the_exporter_carries_every_figure_of_the_live_store(mooncake: RealMoonc
     assert k("kvops_kv_store_keys") == len(stored) == k("kvops_kv_store_cached_values", medium="memory")
     assert k("kvops_kv_store_active_clients") == 1
     assert k("kvops_kv_store_evictions_total") == 0 and k("kvops_kv_store_evicted_keys_total") == 0
+
+
+def test_a_put_of_a_key_already_held_is_a_failed_start_the_client_never_sees(
+    mooncake: RealMooncake, make_exporter
+) -> None:
+    """Why put_failures is not the alert's figure (docs/tiers.md): the client is told the second
+    put succeeded, the master counts its PutStart as failed; nothing was lost or abandoned."""
+    client = mooncake.client(traffic.FULL_SEGMENT)
+    account = client.run(Plan().put("k", 4096).put("k", 4096).get("k"))
+    assert account.results == [0, 0, 4096]
+    kvops = make_exporter([mooncake.metrics_url], timeout=10.0).samples()
+    me = {"target": mooncake.metrics_url, **STORE}
+    assert value(kvops, "kvops_kv_store_put_starts_total", **me) == 2
+    assert value(kvops, "kvops_kv_store_puts_total", **me) == 1
+    assert value(kvops, "kvops_kv_store_put_failures_total", **me) == 1
+    assert value(kvops, "kvops_kv_store_put_no_space_failures_total", **me) == 0
+    assert value(kvops, "kvops_kv_store_puts_abandoned_total", **me) == 0
+    assert value(kvops, "kvops_kv_store_keys", **me) == 1

@@ -46,7 +46,8 @@ async def test_a_full_stores_detail_shows_refused_puts_evictions_and_its_fill() 
     assert figure(screen, "store lookups") == f"{moved['lookups']} ({moved['hits']} hit)"
     assert figure(screen, "puts") == str(moved["puts"])
     failed = moved["put_failures"]
-    assert figure(screen, "failed puts") == f"{failed} ({failed} no space)"
+    assert figure(screen, "failed put starts") == f"{failed} ({failed} no space)"
+    assert figure(screen, "puts abandoned") == "0"
     evicted = re.fullmatch(r"(\d+) keys \(([\d.]+) MiB\)", figure(screen, "evicted"))
     assert evicted and int(evicted.group(1)) == truth["end"]["puts_ok_ever"] - truth["interval"]["hits"]
     assert figure(screen, "active clients") == "1"
