@@ -183,6 +183,35 @@ class RealMooncake:
             time.sleep(0.1)
         raise AssertionError(f"mooncake_master did not serve /metrics in {seconds} s")
 
+    def foreign_client_env(self, segment_bytes: int, buffer_bytes: int = 32 * MIB) -> dict[str, str]:
+        """What another program's Mooncake client needs to join this store (vLLM's
+        MooncakeStoreConnector): the wheel's `mooncake` package on its path (linked, not the venv's
+        other packages), the stand-in CUDA libraries and the loopback shim, and a config file as
+        vLLM reads it (MOONCAKE_CONFIG_PATH; VLLM_HOST_IP so it advertises loopback)."""
+        path = self.workdir / "mooncake-pythonpath"
+        if not path.exists():
+            path.mkdir()
+            package = package_dir()
+            (path / "mooncake").symlink_to(package)
+            (path / "mooncake_transfer_engine.libs").symlink_to(
+                package.parent / "mooncake_transfer_engine.libs"
+            )
+        config = self.workdir / "mooncake-config.json"
+        config.write_text(
+            json.dumps({
+                "local_hostname": "127.0.0.1", "metadata_server": self.metadata_url,
+                "global_segment_size": segment_bytes, "local_buffer_size": buffer_bytes,
+                "protocol": "tcp", "device_name": "", "master_server_address": self.rpc_address,
+            })
+        )  # fmt: skip
+        return {
+            "PYTHONPATH": str(path),
+            "LD_LIBRARY_PATH": self.client_env["LD_LIBRARY_PATH"],
+            "LD_PRELOAD": self.client_env["LD_PRELOAD"],
+            "MOONCAKE_CONFIG_PATH": str(config),
+            "VLLM_HOST_IP": "127.0.0.1",
+        }
+
     def client(self, segment_bytes: int = 256 * MIB) -> Client:
         made = Client(self, segment_bytes)
         self.clients.append(made)
