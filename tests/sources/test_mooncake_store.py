@@ -5,6 +5,7 @@ from where a user starts, against the client's own account of the traffic (truth
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,8 @@ import pytest
 
 from kvops.engines.registry import WANTED, normalise
 from kvops.exposition.parser import parse
+from kvops.rates import interval
+from kvops.snapshot import Snapshot
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "mooncake-master"
 TRUTH = json.loads((FIXTURES / "truth.json").read_text())
@@ -72,12 +75,19 @@ def test_the_master_page_is_up_and_names_itself() -> None:
 
 
 def test_an_empty_master_is_up_and_unknowns_stay_unknown() -> None:
-    """A master with no client yet: every family at 0, no segment series; capacity 0 gives no
-    usage ratio (unknown), not 0 % or a division error."""
+    """A master with no client yet (its page before any mount: every family at 0, no segment
+    series): up, capacity 0 gives no usage ratio (unknown, not 0 % nor a division error), and no
+    lookup gives no hit rate."""
     page = "\n".join(line for line in (FIXTURES / "healthy-t1.prom").read_text().splitlines()
                      if not line.startswith("segment_"))  # fmt: skip
-    page = page.replace("master_total_capacity_bytes 67108864", "master_total_capacity_bytes 0")
+    page = re.sub(
+        r"^(master_\w+|mem_cache\w+|valid_get_nums_|total_get_nums_) [0-9.e+]+$", r"\1 0", page, flags=re.M
+    )
     sample = normalise(parse(page + "\n", WANTED), "x")
     assert sample.up
     (engine,) = sample.engines
-    assert engine.kv_store_segment_capacity_bytes == {}
+    assert engine.kv_store_segment_capacity_bytes == {} and engine.kv_store_capacity_bytes["memory"] == 0
+    (row,) = interval(Snapshot(0.0, [sample]), Snapshot(1.0, [sample])).targets
+    tier = row.tiers["storage"]  # type: ignore[union-attr]
+    assert tier.usage_ratio is None and tier.hit_rate is None and tier.capacity_bytes == 0
+    assert tier.store is not None and tier.store.lookups == 0 and tier.store.segments == {}
