@@ -1030,11 +1030,164 @@ def gpu_host_memory() -> dict[str, Any]:
     )
 
 
+def kv_store() -> dict[str, Any]:
+    """A KV store's own view (Mooncake's master, engine_kind="mooncake"; docs/tiers.md): a store is
+    a target of its own, model_name "", so this dashboard filters by store, not by model."""
+    sel = f'{SEL}, engine_kind="mooncake", target=~"$store"'
+    legend = "{{target}}"
+
+    def rate(metric: str, matchers: str = "") -> str:
+        return f"rate({metric}{{{sel}{', ' + matchers if matchers else ''}}}[{RATE}])"
+
+    def gauge(metric: str, matchers: str = "") -> str:
+        return f"{metric}{{{sel}{', ' + matchers if matchers else ''}}}"
+
+    memory = 'medium="memory"'
+    rows = [
+        Row(
+            "Store capacity",
+            [
+                Panel(
+                    "Allocated and capacity by medium",
+                    "What the store holds and can hold in memory, on NoF SSD and in its file tier "
+                    "(3FS/NFS). Memory near its capacity with puts refused fires KvopsKvStoreFull. "
+                    "Metrics: `kvops_kv_store_allocated_bytes`, `kvops_kv_store_capacity_bytes`.",
+                    [
+                        Target(gauge("kvops_kv_store_allocated_bytes"), "allocated {{medium}} · " + legend),
+                        Target(gauge("kvops_kv_store_capacity_bytes"), "capacity {{medium}} · " + legend),
+                    ],
+                    "bytes",
+                    min=0,
+                ),
+                Panel(
+                    "Keys and clients",
+                    "Keys the store holds, and the clients alive by their last ping (each mounts memory). "
+                    "Metrics: `kvops_kv_store_keys`, `kvops_kv_store_active_clients`.",
+                    [
+                        Target(gauge("kvops_kv_store_keys"), "keys · " + legend),
+                        Target(gauge("kvops_kv_store_active_clients"), "clients · " + legend),
+                    ],
+                    "short",
+                    min=0,
+                ),
+                Panel(
+                    "Fullest segments",
+                    "Bytes allocated in each mounted memory segment (one per client). One full segment "
+                    "among empty ones is a client that mounted too little. Metric: "
+                    "`kvops_kv_store_segment_allocated_bytes`.",
+                    [Target(gauge("kvops_kv_store_segment_allocated_bytes"), "{{segment}} · " + legend)],
+                    "bytes",
+                    min=0,
+                ),
+            ],
+        ),
+        Row(
+            "Store traffic",
+            [
+                Panel(
+                    "Lookup hit rate",
+                    "Gets whose lookup found a completed replica over all lookups: the store's own hit "
+                    "rate (a vLLM connector's row counts the same traffic from its side). Metrics: "
+                    "`kvops_kv_store_lookup_hits_total`, `kvops_kv_store_lookups_total`.",
+                    [
+                        Target(
+                            f"{rate('kvops_kv_store_lookup_hits_total')}"
+                            f" / {rate('kvops_kv_store_lookups_total')}",
+                            legend,
+                        )
+                    ],
+                    "percentunit",
+                    min=0,
+                    max=1,
+                ),
+                Panel(
+                    "Bytes served by medium",
+                    "Bytes of the lookups the store served from memory and from its file tier. Metric: "
+                    "`kvops_kv_store_hit_bytes_total`.",
+                    [Target(rate("kvops_kv_store_hit_bytes_total"), "{{medium}} · " + legend)],
+                    "Bps",
+                    min=0,
+                ),
+                Panel(
+                    "Puts and lookups",
+                    "Puts completed and lookups per second. Metrics: `kvops_kv_store_puts_total`, "
+                    "`kvops_kv_store_lookups_total`.",
+                    [
+                        Target(rate("kvops_kv_store_puts_total"), "puts · " + legend),
+                        Target(rate("kvops_kv_store_lookups_total"), "lookups · " + legend),
+                    ],
+                    "reqps",
+                    min=0,
+                ),
+            ],
+        ),
+        Row(
+            "Store failures and eviction",
+            [
+                Panel(
+                    "Puts lost",
+                    "Puts refused for want of space (KvopsKvStoreFull) and puts revoked or discarded, "
+                    "whose data never landed (KvopsKvStorePutsAbandoned). A put of a key already held "
+                    "is a failed start that loses nothing: not shown. Metrics: "
+                    "`kvops_kv_store_put_no_space_failures_total`, `kvops_kv_store_puts_abandoned_total`.",
+                    [
+                        Target(rate("kvops_kv_store_put_no_space_failures_total"), "no space · " + legend),
+                        Target(rate("kvops_kv_store_puts_abandoned_total"), "abandoned · " + legend),
+                    ],
+                    "reqps",
+                    min=0,
+                ),
+                Panel(
+                    "Eviction",
+                    "Bytes evicted per second beside the memory capacity turned over per 10 minutes "
+                    "(KvopsKvStoreEvictionStorm fires when the first passes the second for 15 minutes). "
+                    "Metrics: `kvops_kv_store_evicted_bytes_total`, `kvops_kv_store_capacity_bytes`.",
+                    [
+                        Target(rate("kvops_kv_store_evicted_bytes_total"), "evicted · " + legend),
+                        Target(
+                            f"{gauge('kvops_kv_store_capacity_bytes', memory)} / 600",
+                            "capacity per 10 min · " + legend,
+                        ),
+                    ],
+                    "Bps",
+                    min=0,
+                ),
+                Panel(
+                    "Promotions and lookups that missed",
+                    "Objects promoted from the file tier into memory, and lookups that found nothing "
+                    "(a missing key fails its lookup). Metrics: `kvops_kv_store_promotions_total`, "
+                    "`kvops_kv_store_get_failures_total`.",
+                    [
+                        Target(rate("kvops_kv_store_promotions_total"), "promoted · " + legend),
+                        Target(rate("kvops_kv_store_get_failures_total"), "missed · " + legend),
+                    ],
+                    "reqps",
+                    min=0,
+                ),
+            ],
+        ),
+    ]
+    store = _query_variable(
+        "store",
+        "Store",
+        'label_values(kvops_kv_store_keys{job=~"$job", instance=~"$instance"}, target)',
+    )
+    return _dashboard(
+        "kvops-kv-store",
+        "kvops / KV store",
+        "A KV store's own view of the storage tier (Mooncake's master): capacity and use, keys, "
+        "lookups and hits, bytes served, refused and abandoned puts, eviction. Served by `kvops exporter`.",
+        rows,
+        _variables([store]),
+    )
+
+
 def build() -> dict[str, dict[str, Any]]:
     """file name -> dashboard JSON model."""
     return {
         "kvops-offload-overview.json": offload_overview(),
         "kvops-gpu-host-memory.json": gpu_host_memory(),
+        "kvops-kv-store.json": kv_store(),
     }
 
 

@@ -1042,6 +1042,171 @@ HOST_NUMA_MEM_FREE = _g(
     "kvops_host_numa_memory_free_bytes", "MemFree of a NUMA node (/sys/devices/system/node).", ("node",)
 )
 
+# --- a KV store's own view (kvops/engines/mooncake_store.py: Mooncake's master) ----------------
+# engine_kind="mooncake", model_name="", engine="0": the store is a target of its own, never an
+# engine's tier (the vLLM connector's view of the same traffic is the connector's row).
+_MOONCAKE = "Mooncake master: "
+KV_STORE_ALLOCATED = _engine(
+    "gauge",
+    "kvops_kv_store_allocated_bytes",
+    _MOONCAKE + "bytes allocated by medium (master_allocated_bytes, master_nof_allocated_bytes, "
+    "master_allocated_file_size_bytes): medium=memory|ssd|file.",
+    ("medium",),
+    field="kv_store_allocated_bytes",
+    open_split=True,
+)
+KV_STORE_CAPACITY = _engine(
+    "gauge",
+    "kvops_kv_store_capacity_bytes",
+    _MOONCAKE + "capacity by medium (master_total_capacity_bytes, master_total_nof_capacity_bytes, "
+    "master_total_file_capacity_bytes): medium=memory|ssd|file.",
+    ("medium",),
+    field="kv_store_capacity_bytes",
+    open_split=True,
+)
+KV_STORE_SEGMENT_ALLOCATED = _engine(
+    "gauge",
+    "kvops_kv_store_segment_allocated_bytes",
+    _MOONCAKE + "bytes allocated in one mounted memory segment (segment_allocated_bytes).",
+    ("segment",),
+    field="kv_store_segment_allocated_bytes",
+    open_split=True,
+)
+KV_STORE_SEGMENT_CAPACITY = _engine(
+    "gauge",
+    "kvops_kv_store_segment_capacity_bytes",
+    _MOONCAKE + "capacity of one mounted memory segment (segment_total_capacity_bytes).",
+    ("segment",),
+    field="kv_store_segment_capacity_bytes",
+    open_split=True,
+)
+KV_STORE_KEYS = _engine(
+    "gauge",
+    "kvops_kv_store_keys",
+    _MOONCAKE + "keys the store holds (master_key_count).",
+    field="kv_store_keys",
+)
+KV_STORE_CACHED_VALUES = _engine(
+    "gauge",
+    "kvops_kv_store_cached_values",
+    _MOONCAKE + "values held by medium (mem_cache_nums_, file_cache_nums_): medium=memory|file.",
+    ("medium",),
+    field="kv_store_cached_values",
+    open_split=True,
+)
+KV_STORE_ACTIVE_CLIENTS = _engine(
+    "gauge",
+    "kvops_kv_store_active_clients",
+    _MOONCAKE + "clients alive by their last ping (master_active_clients).",
+    field="kv_store_active_clients",
+)
+KV_STORE_LOOKUPS = _engine(
+    "counter",
+    "kvops_kv_store_lookups_total",
+    _MOONCAKE + "replica lookups of gets (total_get_nums_); a lookup of a missing key is a miss.",
+    field="kv_store_lookups",
+)
+KV_STORE_LOOKUP_HITS = _engine(
+    "counter",
+    "kvops_kv_store_lookup_hits_total",
+    _MOONCAKE + "lookups that found a completed replica (valid_get_nums_).",
+    field="kv_store_lookup_hits",
+)
+KV_STORE_HITS = _engine(
+    "counter",
+    "kvops_kv_store_hits_total",
+    _MOONCAKE + "lookups served by medium (mem_cache_hit_nums_, file_cache_hit_nums_): medium=memory|file.",
+    ("medium",),
+    field="kv_store_hits",
+    open_split=True,
+)
+KV_STORE_HIT_BYTES = _engine(
+    "counter",
+    "kvops_kv_store_hit_bytes_total",
+    _MOONCAKE + "bytes of the lookups served by medium (mem_cache_hit_bytes_total, "
+    "file_cache_hit_bytes_total): medium=memory|file.",
+    ("medium",),
+    field="kv_store_hit_bytes",
+    open_split=True,
+)
+KV_STORE_PUTS = _engine(
+    "counter",
+    "kvops_kv_store_puts_total",
+    _MOONCAKE + "puts completed (master_put_end_requests_total plus batch put-end items).",
+    field="kv_store_puts_ended",
+)
+KV_STORE_PUT_STARTS = _engine(
+    "counter",
+    "kvops_kv_store_put_starts_total",
+    _MOONCAKE + "puts started (master_put_start_requests_total plus batch put-start items).",
+    field="kv_store_put_starts",
+)
+KV_STORE_PUT_FAILURES = _engine(
+    "counter",
+    "kvops_kv_store_put_failures_total",
+    _MOONCAKE + "failed put starts and ends, single and batch items (master_put_{start,end}_failures_total, "
+    "master_batch_put_{start,end}_failed_items_total); a put of a key already held is one.",
+    field="kv_store_put_failures",
+)
+KV_STORE_PUT_NO_SPACE = _engine(
+    "counter",
+    "kvops_kv_store_put_no_space_failures_total",
+    _MOONCAKE
+    + "put starts refused for want of space (master_put_start_alloc_failures_total): the store is full.",
+    field="kv_store_put_no_space_failures",
+)
+KV_STORE_PUTS_ABANDONED = _engine(
+    "counter",
+    "kvops_kv_store_puts_abandoned_total",
+    _MOONCAKE + "puts whose data never landed: revoked by the client after a failed write "
+    "(master_put_revoke_requests_total, master_batch_put_revoke_items_total) or discarded after "
+    "the release timeout (master_put_start_discard_cnt).",
+    field="kv_store_puts_abandoned",
+)
+KV_STORE_GET_FAILURES = _engine(
+    "counter",
+    "kvops_kv_store_get_failures_total",
+    _MOONCAKE + "failed replica lookups, single and batch items (master_get_replica_list_failures_total, "
+    "master_batch_get_replica_list_failed_items_total); a missing key is one.",
+    field="kv_store_get_failures",
+)
+KV_STORE_EVICTIONS = _engine(
+    "counter",
+    "kvops_kv_store_evictions_total",
+    _MOONCAKE + "eviction passes that freed space (master_successful_evictions_total).",
+    field="kv_store_evictions",
+)
+KV_STORE_EVICTED_KEYS = _engine(
+    "counter",
+    "kvops_kv_store_evicted_keys_total",
+    _MOONCAKE + "keys evicted (master_evicted_key_count).",
+    field="kv_store_evicted_keys",
+)
+KV_STORE_EVICTED_BYTES = _engine(
+    "counter",
+    "kvops_kv_store_evicted_bytes_total",
+    _MOONCAKE + "bytes of the objects evicted (master_evicted_size_bytes).",
+    field="kv_store_evicted_bytes",
+)
+KV_STORE_PROMOTIONS = _engine(
+    "counter",
+    "kvops_kv_store_promotions_total",
+    _MOONCAKE + "promotions into memory completed (master_promotion_completed_total).",
+    field="kv_store_promotions",
+)
+KV_STORE_PROMOTED_BYTES = _engine(
+    "counter",
+    "kvops_kv_store_promoted_bytes_total",
+    _MOONCAKE + "bytes promoted into memory (master_promotion_completed_bytes_total).",
+    field="kv_store_promoted_bytes",
+)
+KV_STORE_PROMOTION_FAILURES = _engine(
+    "counter",
+    "kvops_kv_store_promotion_failures_total",
+    _MOONCAKE + "promotions that failed (master_promotion_failed_total).",
+    field="kv_store_promotion_failures",
+)
+
 # --- bench (kvops bench dma --textfile: written for node_exporter's textfile collector) ----
 BENCH_CASE_LABELS: tuple[str, ...] = (*GPU_LABELS, "direction", "memory", "block_bytes", "blocks")
 BENCH_DMA_INFO = _g(

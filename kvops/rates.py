@@ -164,6 +164,34 @@ def _quantile_of(q: float, prepared: _Prepared | None) -> float | None:
 
 
 @dataclass
+class StoreInterval:
+    """A KV store's own figures for its `storage` tier (kvops/engines/mooncake_store.py): the
+    interval's counts, then the state at its end. Media: memory, ssd, file."""
+
+    lookups: float | None = None  # every get's replica lookup
+    hits: float | None = None  # lookups that found a completed replica
+    hits_by_medium: dict[str, float] = field(default_factory=dict)
+    hit_bytes_by_medium: dict[str, float] = field(default_factory=dict)  # bytes served
+    puts: float | None = None  # puts completed
+    put_failures: float | None = None
+    put_no_space_failures: float | None = None
+    puts_abandoned: float | None = None  # revoked or discarded: the data never landed
+    get_failures: float | None = None  # a lookup of a missing key is one
+    evictions: float | None = None
+    evicted_keys: float | None = None
+    evicted_bytes: float | None = None
+    promotions: float | None = None
+    promoted_bytes: float | None = None
+    promotion_failures: float | None = None
+    keys: float | None = None
+    active_clients: float | None = None
+    allocated_bytes_by_medium: dict[str, float] = field(default_factory=dict)
+    capacity_bytes_by_medium: dict[str, float] = field(default_factory=dict)
+    cached_values_by_medium: dict[str, float] = field(default_factory=dict)
+    segments: dict[str, dict[str, float | None]] = field(default_factory=dict)  # allocated, capacity
+
+
+@dataclass
 class TierInterval:
     """One tier of one engine over the interval (docs/tiers.md). None = not measured."""
 
@@ -204,6 +232,9 @@ class TierInterval:
     # --- issue 42: the mean per-op wire bandwidth (the histogram's sum over its count: exact)
     store_op_bandwidth_mean_bytes_per_second: float | None = None
     load_op_bandwidth_mean_bytes_per_second: float | None = None
+    # A KV store's own view (engine_kind "mooncake"): what it can hold, and the rest of its figures
+    capacity_bytes: float | None = None
+    store: StoreInterval | None = None
 
 
 @dataclass
@@ -463,6 +494,7 @@ def engine_interval(
     _simple_offload(prev, out, cur, wall_seconds)
     _sglang_storage(prev, out, cur, wall_seconds)
     _issue42_engine(prev, out, cur)
+    _kv_store(prev, out, cur)
     return out
 
 
@@ -551,6 +583,61 @@ def _sglang_storage(
     passes = histogram_delta(prev.eviction_seconds if prev else None, cur.eviction_seconds)
     if passes is not None:
         out.eviction_mean_seconds = ratio(passes.sum, passes.count)
+
+
+def _kv_store(prev: EngineSample | None, out: EngineInterval, cur: EngineSample) -> None:
+    """A KV store's own view as its `storage` tier (docs/tiers.md): lookups, hits and the hit
+    rate, bytes served (load_bytes) by medium, puts, failures, evictions and promotions over the
+    interval; allocation, capacity, keys and clients at its end. Never added to an engine's tiers:
+    the store is a row of its own."""
+    if cur.engine_kind != "mooncake":
+        return
+
+    def d(name: str) -> float | None:
+        return counter_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+
+    def by_key(name: str) -> dict[str, float]:
+        return {k: v for k in getattr(cur, name) if (v := _by_tier_delta(prev, cur, name, k)) is not None}
+
+    figures = StoreInterval(
+        lookups=d("kv_store_lookups"),
+        hits=d("kv_store_lookup_hits"),
+        hits_by_medium=by_key("kv_store_hits"),
+        hit_bytes_by_medium=by_key("kv_store_hit_bytes"),
+        puts=d("kv_store_puts_ended"),
+        put_failures=d("kv_store_put_failures"),
+        put_no_space_failures=d("kv_store_put_no_space_failures"),
+        puts_abandoned=d("kv_store_puts_abandoned"),
+        get_failures=d("kv_store_get_failures"),
+        evictions=d("kv_store_evictions"),
+        evicted_keys=d("kv_store_evicted_keys"),
+        evicted_bytes=d("kv_store_evicted_bytes"),
+        promotions=d("kv_store_promotions"),
+        promoted_bytes=d("kv_store_promoted_bytes"),
+        promotion_failures=d("kv_store_promotion_failures"),
+        keys=cur.kv_store_keys,
+        active_clients=cur.kv_store_active_clients,
+        allocated_bytes_by_medium=dict(cur.kv_store_allocated_bytes),
+        capacity_bytes_by_medium=dict(cur.kv_store_capacity_bytes),
+        cached_values_by_medium=dict(cur.kv_store_cached_values),
+    )
+    for segment in sorted(
+        set(cur.kv_store_segment_allocated_bytes) | set(cur.kv_store_segment_capacity_bytes)
+    ):
+        figures.segments[segment] = {
+            "allocated_bytes": cur.kv_store_segment_allocated_bytes.get(segment),
+            "capacity_bytes": cur.kv_store_segment_capacity_bytes.get(segment),
+        }
+    out.tiers.pop("gpu", None)  # a store has no GPU tier: every engine's row starts with one
+    tier = out.tiers.setdefault("storage", TierInterval())
+    tier.store = figures
+    tier.hit_rate = ratio(figures.hits, figures.lookups)
+    tier.load_bytes = sum(figures.hit_bytes_by_medium.values()) if figures.hit_bytes_by_medium else None
+    if cur.kv_store_allocated_bytes:
+        tier.used_bytes = sum(cur.kv_store_allocated_bytes.values())
+    if cur.kv_store_capacity_bytes:
+        tier.capacity_bytes = sum(cur.kv_store_capacity_bytes.values())
+    tier.usage_ratio = ratio(tier.used_bytes, tier.capacity_bytes)
 
 
 def _by_tier_delta(prev: EngineSample | None, cur: EngineSample, name: str, tier: str) -> float | None:

@@ -33,7 +33,7 @@ class EngineSample:
     target: str
     model_name: str
     engine: str = "0"
-    engine_kind: str = "vllm"  # vllm | sglang | dynamo-kvbm | trtllm (docs/tiers.md)
+    engine_kind: str = "vllm"  # vllm | sglang | dynamo-kvbm | trtllm | mooncake (docs/tiers.md)
     kv_cache_usage: float | None = None  # 0-1
     local_queries: float | None = None
     local_hits: float | None = None
@@ -129,6 +129,31 @@ class EngineSample:
     kv_used_tokens: float | None = None  # locked by running requests
     kv_capacity_tokens: float | None = None  # max_total_num_tokens
     load_back_duration: Histogram | None = None  # one host -> GPU load-back, seconds
+    # A KV store's own view (engine_kind "mooncake": kvops/engines/mooncake_store.py), the
+    # `storage` tier as the store counts it. Media: memory, ssd (NoF), file (3FS/NFS).
+    kv_store_allocated_bytes: dict[str, float] = field(default_factory=dict)  # medium -> bytes
+    kv_store_capacity_bytes: dict[str, float] = field(default_factory=dict)
+    kv_store_segment_allocated_bytes: dict[str, float] = field(default_factory=dict)  # segment ->
+    kv_store_segment_capacity_bytes: dict[str, float] = field(default_factory=dict)
+    kv_store_keys: float | None = None
+    kv_store_cached_values: dict[str, float] = field(default_factory=dict)  # medium -> values held
+    kv_store_active_clients: float | None = None
+    kv_store_lookups: float | None = None  # every get's replica lookup
+    kv_store_lookup_hits: float | None = None  # ... that found a completed replica
+    kv_store_hits: dict[str, float] = field(default_factory=dict)  # medium -> lookups served
+    kv_store_hit_bytes: dict[str, float] = field(default_factory=dict)  # medium -> bytes served
+    kv_store_put_starts: float | None = None
+    kv_store_puts_ended: float | None = None  # puts completed (put end), single and batch items
+    kv_store_put_failures: float | None = None
+    kv_store_put_no_space_failures: float | None = None  # put starts refused: no space to allocate
+    kv_store_puts_abandoned: float | None = None  # revoked or discarded: the data never landed
+    kv_store_get_failures: float | None = None  # failed lookups: a missing key is one
+    kv_store_evictions: float | None = None  # eviction passes that freed space
+    kv_store_evicted_keys: float | None = None
+    kv_store_evicted_bytes: float | None = None
+    kv_store_promotions: float | None = None  # file -> memory promotions completed
+    kv_store_promoted_bytes: float | None = None
+    kv_store_promotion_failures: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str]:

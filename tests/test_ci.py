@@ -88,14 +88,19 @@ def test_all_steps_run_in_order_on_a_clone_with_nothing_beside_it(tmp_path: Path
     assert rc == 0
     assert [c.split()[0] for c in calls] == [
         "apt-get", "apt-get", "pip", "python", "python", "python", "python",
+        "apt-get", "python", "python",
         "ruff", "ruff", "python", "lint-imports", "bash",
     ]  # fmt: skip
-    assert calls[9] == "python -m mypy"  # issue 27: types and layers
+    assert calls[12] == "python -m mypy"  # issue 27: types and layers
     assert calls[-1] == "bash .ci/container"  # the image built and kvops run in it (docs/container.md)
     assert calls[3] == "python -m pytest"
     assert calls[4].startswith("python -m pytest -m vllm_release")  # doctor --repro on real vLLM code
     assert calls[5] == "python tests/support/real_vllm/install.py"  # its own step, own time limit
     assert calls[6].startswith("python -m pytest -m real_vllm")  # a real vLLM server
+    # a real Mooncake store (issue 42): its library, its venv and its tests, each a step of its own
+    assert calls[7] == "apt-get install -y libibverbs1"
+    assert calls[8] == "python tests/support/real_mooncake/install.py"
+    assert calls[9].startswith("python -m pytest -m real_mooncake")
     # the clone went to a fresh temporary directory, which is gone afterwards
     assert not any(p.name.startswith("tmp") for p in tmp_path.iterdir() if p.is_dir() and p.name != "bin")
 

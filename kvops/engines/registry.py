@@ -13,6 +13,7 @@ from kvops.engines import (
     kvbm,
     lmcache,
     lmcache_mp,
+    mooncake_store,
     sglang,
     sglang_storage,
     trtllm,
@@ -36,6 +37,7 @@ ENGINES: tuple[Engine, ...] = (
     sglang_storage.ENGINE,  # after sglang: it adds to the engines sglang.py read
     kvbm.ENGINE,
     trtllm.ENGINE,
+    mooncake_store.ENGINE,  # a store's own page: a target of its own
 )
 
 WANTED: frozenset[str] = frozenset().union(*(e.families for e in ENGINES))

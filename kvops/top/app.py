@@ -32,6 +32,7 @@ from kvops.top import fleet, numbers
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
 from kvops.top.history import Ring
+from kvops.top.store_view import store_table
 from kvops.top.table import Cell, TargetTable
 from kvops.top.tiers_view import signals_table, tiers_table, unread_line
 from kvops.top.view import View
@@ -279,7 +280,8 @@ class DetailScreen(Screen[None]):
         for label, name, fmt in _DETAIL_FIELDS:
             table.add_row(label, fmt(row.get(name)))
         layout = Table.grid(padding=(0, 4))
-        layout.add_row(table, signals_table(row))
+        store = store_table(row)  # a KV store's row: its own figures beside the rest
+        layout.add_row(table, signals_table(row), *([store] if store is not None else []))
         unread = unread_line(row)  # issue 42: a line of its own
         parts = (layout, unread, tiers_table(row)) if unread is not None else (layout, tiers_table(row))
         self.query_one("#detail-figures", Static).update(Group(*parts))

@@ -13,6 +13,7 @@ from kvops.termsafe import visible
 from kvops.top import numbers
 from kvops.top.board import Row
 from kvops.top.history import TIERS
+from kvops.top.store_view import size
 
 
 def _ms(seconds: float | None) -> str:
@@ -182,6 +183,8 @@ def _use(figures: TierInterval) -> str:
         text += f" ({used:.0f} of {capacity:.0f} tok)"
     if figures.used_bytes is not None and usage is None:  # LMCache's local CPU cache
         text = numbers.gib(figures.used_bytes)
+    if figures.used_bytes is not None and figures.capacity_bytes:  # a KV store's own view
+        text += f" ({size(figures.used_bytes)} of {size(figures.capacity_bytes)})"
     blocks, pool = figures.used_blocks, figures.capacity_blocks
     if pool is not None:  # SimpleCPUOffloadConnector: pinned blocks of its pool (no block size)
         text = f"{numbers.count(blocks)} of {pool:.0f} blk pinned"

@@ -86,6 +86,24 @@ MUTATIONS = {
         'collector!~"vllm|lmcache|nvidia|amd"',
         'collector!~"nvidia|amd"',
     ),
+    # --- the KV store alerts (Mooncake's master; alerts/tests/kvops-store-alerts.test.yml) ---
+    "store full for": (
+        "kvops_kv_store_put_no_space_failures_total[5m]) > 0\n        for: 10m",
+        "kvops_kv_store_put_no_space_failures_total[5m]) > 0\n        for: 9m",
+    ),
+    "store full threshold": ("put_no_space_failures_total[5m]) > 0", "put_no_space_failures_total[5m]) >= 0"),
+    "abandoned puts, not failed starts": (
+        "increase(kvops_kv_store_puts_abandoned_total[5m])",
+        "increase(kvops_kv_store_put_failures_total[5m])",
+    ),
+    "eviction storm capacity": (
+        'engine_kind)\n          kvops_kv_store_capacity_bytes{medium="memory"}',
+        'engine_kind)\n          0.8 * kvops_kv_store_capacity_bytes{medium="memory"}',
+    ),
+    "eviction storm for": (
+        'kvops_kv_store_capacity_bytes{medium="memory"}\n        for: 15m',
+        'kvops_kv_store_capacity_bytes{medium="memory"}\n        for: 14m',
+    ),
 }
 
 

@@ -28,7 +28,12 @@ SCRAPE_INTERVAL_S = 1
 # Grafana's $__rate_interval is at least four scrape intervals; a little more keeps every
 # rate() window holding two samples even when a scrape lands late on a busy CI machine.
 RATE_INTERVAL = "10s"
-VARIABLE_VALUES = {"$job": ".*", "$instance": ".*", "$model": ".*", "$gpu": ".*"}
+VARIABLE_VALUES = {"$job": ".*", "$instance": ".*", "$model": ".*", "$gpu": ".*", "$store": ".*"}
+# A KV store's page: what the real Mooncake master wrote after a full store's traffic
+# (tests/fixtures/mooncake-master/README.md), served as it is, so the store dashboard's queries
+# meet the series the exporter makes of a real master's page. Its counters stand still (rates 0):
+# the figures themselves are tests/real_mooncake's.
+MASTER_PAGE = ROOT / "tests" / "fixtures" / "mooncake-master" / "full-t2.prom"
 
 
 def substitute(expr: str) -> str:
@@ -90,6 +95,7 @@ class PrometheusStack:
         self.dead_url = ""
         self.sim_url = ""
         self.connector_sim_urls: dict[str, str] = {}  # offload path -> URL
+        self.store_url = ""  # the captured Mooncake master page
         self.exporter_url = ""
         self.prometheus_url = ""
 
@@ -178,6 +184,26 @@ class PrometheusStack:
             self.connector_sim_urls[path] = f"http://127.0.0.1:{port}"
             wait_http(self.connector_sim_urls[path] + "/metrics", 30, proc, log)
 
+        pages = self.work / "mooncake-master"
+        pages.mkdir()
+        shutil.copy(MASTER_PAGE, pages / "metrics")
+        store_port = free_port()
+        proc, log = self._spawn(
+            "mooncake-master-page",
+            [
+                sys.executable,
+                "-m",
+                "http.server",
+                str(store_port),
+                "--bind",
+                "127.0.0.1",
+                "--directory",
+                str(pages),
+            ],
+        )
+        self.store_url = f"http://127.0.0.1:{store_port}/metrics"
+        wait_http(self.store_url, 30, proc, log)
+
         env = {**os.environ, **self._stub_gpus(sim.pid), **self._stub_amd_gpus(sim.pid)}
         exporter, exporter_log = self._spawn(
             "exporter",
@@ -186,6 +212,7 @@ class PrometheusStack:
                 "exporter",
                 *("--target", self.sim_url, "--target", self.dead_url),
                 *(arg for url in self.connector_sim_urls.values() for arg in ("--target", url)),
+                *("--target", self.store_url),
                 *("--listen", f"127.0.0.1:{exporter_port}"),
             ],
             env,

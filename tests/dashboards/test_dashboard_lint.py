@@ -13,6 +13,7 @@ import pytest
 from kvops import names
 
 UIDS = {
+    "kvops-kv-store.json": "kvops-kv-store",
     "kvops-offload-overview.json": "kvops-offload-overview",
     "kvops-gpu-host-memory.json": "kvops-gpu-host-memory",
 }
@@ -21,6 +22,19 @@ DATASOURCE_UID = "${datasource}"
 
 # What each dashboard must query (issue 6, "What to build").
 MUST_QUERY = {
+    # A KV store's own view (Mooncake's master; issue 42): full, failing, evicting
+    "kvops-kv-store.json": {
+        "kvops_kv_store_allocated_bytes",
+        "kvops_kv_store_capacity_bytes",
+        "kvops_kv_store_keys",
+        "kvops_kv_store_lookups_total",
+        "kvops_kv_store_lookup_hits_total",
+        "kvops_kv_store_hit_bytes_total",
+        "kvops_kv_store_puts_total",
+        "kvops_kv_store_put_no_space_failures_total",
+        "kvops_kv_store_puts_abandoned_total",
+        "kvops_kv_store_evicted_bytes_total",
+    },
     "kvops-offload-overview.json": {
         "kvops:prefix_cache_hit_ratio:rate5m",  # local and external hit rate
         "kvops:offload_bandwidth_bytes_per_second:rate5m",  # store/load bandwidth

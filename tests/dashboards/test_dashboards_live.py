@@ -136,7 +136,12 @@ def test_scrape_is_of_the_exporter_not_a_fixture(stack: PrometheusStack) -> None
     assert [float(s["value"][1]) for s in up] == [1.0]
     targets = {s["metric"]["target"]: float(s["value"][1]) for s in stack.query("kvops_target_up")}
     connector_sims = stack.connector_sim_urls
-    assert targets == {stack.sim_url: 1.0, stack.dead_url: 0.0, **dict.fromkeys(connector_sims.values(), 1.0)}
+    assert targets == {
+        stack.sim_url: 1.0,
+        stack.dead_url: 0.0,
+        **dict.fromkeys(connector_sims.values(), 1.0),
+        stack.store_url: 1.0,  # the Mooncake master's page: a store is a target of its own
+    }
     engines = stack.query(f'kvops_vllm_requests_running{{target="{stack.sim_url}"}}')
     assert sorted(s["metric"]["engine"] for s in engines) == [str(i) for i in range(SIM_ENGINES)]
     # Each data-parallel engine has its own tier; the host carries them all.

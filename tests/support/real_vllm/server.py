@@ -152,7 +152,9 @@ def serve_command(python: Path, model: Path, port: int, mode: str) -> list[str]:
 class RealVllm:
     """One running server: .url, .metrics_url, .log (its stdout and stderr), .stop()."""
 
-    def __init__(self, mode: str, log_dir: Path, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self, mode: str, log_dir: Path, extra_args: list[str] | None = None, env: dict[str, str] | None = None
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode {mode!r}: one of {', '.join(MODES)}")
         if not install.is_ready():
@@ -171,7 +173,10 @@ class RealVllm:
         # PYTHONPATH: the engine imports kvops_host_offload by spec_module_path; VLLM_CACHE_ROOT keeps
         # what vLLM caches beside the venv, not in ~/.cache/vllm.
         cache = install.venv_dir().parent / "vllm-cache"
-        env = {**os.environ, **ENV, "PYTHONPATH": str(HERE), "VLLM_CACHE_ROOT": str(cache)}
+        # `env`: what a connector needs besides (tests/real_mooncake: the Mooncake client's paths).
+        extra = dict(env or {})
+        path = os.pathsep.join([str(HERE), *([extra.pop("PYTHONPATH")] if "PYTHONPATH" in extra else [])])
+        env = {**os.environ, **ENV, **extra, "PYTHONPATH": path, "VLLM_CACHE_ROOT": str(cache)}
         env.pop("PROMETHEUS_MULTIPROC_DIR", None)
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
