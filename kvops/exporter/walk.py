@@ -65,7 +65,12 @@ def walk_bound(owner: Owner, samples: Sequence[Any], sink: Sink, pods: Mapping[s
         else:
             for sample, base, pod in zip(samples, bases, pod_of, strict=True):
                 for split_value, value in binding.values(spec, sample):
-                    sink.add(base if split_value is None else (*base, split_value), value, pod)
+                    if split_value is None:
+                        sink.add(base, value, pod)
+                    elif isinstance(split_value, tuple):  # tier kind and tier name
+                        sink.add((*base, *split_value), value, pod)
+                    else:
+                        sink.add((*base, split_value), value, pod)
 
 
 def walk_targets(targets: list[TargetSample], sink: Sink) -> None:
