@@ -779,6 +779,83 @@ def offload_overview() -> dict[str, Any]:
                 ),
             ],
         ),
+        # --- issue 42 (h42a): vLLM KV connectors and tiering back-pressure -----------------------
+        Row(
+            "KV connectors and tier back-pressure",
+            [
+                Panel(
+                    "KV transfer bandwidth by connector",
+                    "NIXL and MooncakeConnector (P/D and peer transfer): bytes over summed transfer time of "
+                    "successful transfers, 5m windows. "
+                    "Metrics: `kvops_kv_transfer_size_bytes_sum`, `kvops_kv_transfer_seconds_sum`.",
+                    [
+                        Target(
+                            per("kvops_kv_transfer_size_bytes_sum", "kvops_kv_transfer_seconds_sum"),
+                            "{{connector}} · " + LEGEND_ENGINE,
+                        )
+                    ],
+                    "Bps",
+                    min=0,
+                ),
+                Panel(
+                    "KV transfer failures and expired requests",
+                    "Failed transfers (NIXL's include handshakes, notifications; KvopsKvTransferFailures), "
+                    "failed receives (Mooncake) and requests whose KV expired before a decode instance "
+                    "read it (KvopsKvRequestsExpired), per second. Metrics: "
+                    "`kvops_kv_transfer_{failures,failed_receives,expired_requests}_total`.",
+                    [
+                        Target(
+                            rate("kvops_kv_transfer_failures_total"),
+                            "failed {{connector}} · " + LEGEND_ENGINE,
+                        ),
+                        Target(
+                            rate("kvops_kv_transfer_failed_receives_total"),
+                            "failed receives {{connector}} · " + LEGEND_ENGINE,
+                        ),
+                        Target(
+                            rate("kvops_kv_transfer_expired_requests_total"),
+                            "expired {{connector}} · " + LEGEND_ENGINE,
+                        ),
+                    ],
+                    "short",
+                    min=0,
+                ),
+                Panel(
+                    "Tier back-pressure: blocks dropped",
+                    "Blocks vLLM's back-pressure detector dropped instead of storing them in a slow "
+                    "secondary tier, per second, per configured tier (KvopsOffloadTierBackpressureDrops). "
+                    "Metric: `kvops_offload_tier_backpressure_blocks_dropped_total`.",
+                    [
+                        Target(
+                            rate("kvops_offload_tier_backpressure_blocks_dropped_total"),
+                            "{{tier_name}} ({{tier}}) · " + LEGEND_ENGINE,
+                        )
+                    ],
+                    "short",
+                    min=0,
+                ),
+                Panel(
+                    "Storage connector bytes and failed operations",
+                    "MooncakeStoreConnector and 3FS per operation: bytes per second, and operations whose "
+                    "status was not ok per second (right axis). Metrics: "
+                    "`kvops_offload_storage_operation_bytes_total`, "
+                    "`kvops_offload_storage_operations_not_ok_total`.",
+                    [
+                        Target(
+                            rate("kvops_offload_storage_operation_bytes_total"),
+                            "{{operation}} · " + LEGEND_ENGINE,
+                        ),
+                        Target(
+                            rate("kvops_offload_storage_operations_not_ok_total"),
+                            "not ok {{operation}} · " + LEGEND_ENGINE,
+                        ),
+                    ],
+                    "Bps",
+                    min=0,
+                    right_unit="short",
+                ),
+            ],
+        ),
         Row(
             "Scheduler",
             [

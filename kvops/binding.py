@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from kvops.names import MetricSpec, Owner
-from kvops.snapshot import EngineSample, GpuSample, HostSample, LMCacheSample
+from kvops.snapshot import EngineSample, GpuSample, HostSample, LMCacheSample, tier_kind
 
 OwnerSample = EngineSample | LMCacheSample | GpuSample | HostSample
 
@@ -34,9 +34,10 @@ def plain_field(spec: MetricSpec) -> str | None:
     return spec.field
 
 
-def values(spec: MetricSpec, sample: Any) -> Iterator[tuple[str | None, Any]]:
+def values(spec: MetricSpec, sample: Any) -> Iterator[tuple[str | tuple[str, str] | None, Any]]:
     """(split label value or None, value) for every present value of `spec` in `sample`.
-    None values (absent) and empty dicts yield nothing: absent stays absent."""
+    None values (absent) and empty dicts yield nothing: absent stays absent. A tier_name spec's
+    split value is the pair (tier kind, tier name)."""
     if spec.split:
         for label_value, field in spec.split:
             value = getattr(sample, field)
@@ -51,7 +52,7 @@ def values(spec: MetricSpec, sample: Any) -> Iterator[tuple[str | None, Any]]:
         for label_value in sorted(by_label, key=_ORDERS.__getitem__):
             value = by_label[label_value]
             if value is not None:
-                yield str(label_value), value
+                yield ((tier_kind(label_value), label_value) if spec.tier_name else str(label_value)), value
     elif spec.field is not None:
         value = getattr(sample, spec.field)
         if value is not None:

@@ -43,6 +43,9 @@ class MetricSpec:
     split: tuple[tuple[str, str], ...] = ()
     open_split: bool = False
     info: bool = False  # the field is a string carried as the last label's value, value 1
+    # An open split keyed by the engine's own tier name (vLLM's `1:fs`): exposed as two labels,
+    # `tier` (its kind, snapshot.tier_kind) and `tier_name`, so two tiers of a kind stay apart.
+    tier_name: bool = False
 
     @property
     def split_label(self) -> str | None:
@@ -51,7 +54,9 @@ class MetricSpec:
     @property
     def owner_labels(self) -> tuple[str, ...]:
         """The labels that name the owner (all but the split label)."""
-        return self.labels[:-1] if self.split_label is not None else self.labels
+        if self.split_label is None:
+            return self.labels
+        return self.labels[:-2] if self.tier_name else self.labels[:-1]
 
     @property
     def sample_names(self) -> tuple[str, ...]:
@@ -229,7 +234,8 @@ _TIERING = "vllm:kv_offload_tiering_"
 
 
 def _per_tier(kind: str, name: str, help_: str, field: str) -> MetricSpec:
-    return _engine(kind, name, help_, ("tier",), field=field, open_split=True)
+    """A vLLM tiering family: tier = the kind of docs/tiers.md, tier_name = vLLM's label (1:fs)."""
+    return _engine(kind, name, help_, ("tier", "tier_name"), field=field, open_split=True, tier_name=True)
 
 
 TIER_CHUNK_LOOKUPS = _per_tier(
@@ -1242,6 +1248,168 @@ BENCH_DMA_LINK_RATIO = _g(
     "kvops_bench_dma_link_ratio",
     "Median bandwidth over the link max (twice the per-direction max for bidir), 0-1.",
     BENCH_CASE_LABELS,
+)
+
+
+# --- issue 42 (h42a): vLLM tiering back-pressure, KV transfer and storage connectors, HiSparse ---
+TIER_BACKPRESSURE_STORES_DROPPED = _per_tier(
+    "counter",
+    "kvops_offload_tier_backpressure_stores_dropped_total",
+    f"Stores to a secondary tier its back-pressure detector dropped ({_TIERING}backpressure_stores_dropped).",
+    "tier_backpressure_stores_dropped",
+)
+TIER_BACKPRESSURE_BLOCKS_DROPPED = _per_tier(
+    "counter",
+    "kvops_offload_tier_backpressure_blocks_dropped_total",
+    f"Blocks in those dropped stores ({_TIERING}backpressure_blocks_dropped).",
+    "tier_backpressure_blocks_dropped",
+)
+TIER_BACKPRESSURE_LATENCY_EMA = _per_tier(
+    "gauge",
+    "kvops_offload_tier_backpressure_store_latency_ema_seconds_per_mib",
+    f"Store latency moving average the back-pressure detector decides on, in vLLM's unit, seconds per "
+    f"MiB ({_TIERING}backpressure_store_latency_ema).",
+    "tier_backpressure_latency_ema",
+)
+TIER_LOOKUP_ASYNC_DELAY = _per_tier(
+    "histogram",
+    "kvops_offload_tier_lookup_async_delay_seconds",
+    f"Wait from a tier lookup's first retry until it resolved ({_TIERING}lookup_async_delay_seconds).",
+    "tier_lookup_async_delay",
+)
+
+
+def _per_connector(kind: str, name: str, help_: str, field: str) -> MetricSpec:
+    return _engine(kind, name, help_, ("connector",), field=field, open_split=True)
+
+
+KV_TRANSFER_SECONDS = _per_connector(
+    "histogram",
+    "kvops_kv_transfer_seconds",
+    "Duration of one KV transfer of a connector, connector=nixl|mooncake (vllm:nixl_xfer_time_seconds, "
+    "vllm:mooncake_xfer_time_seconds): successful transfers only.",
+    "transfer_seconds_by_connector",
+)
+KV_TRANSFER_POST_SECONDS = _per_connector(
+    "histogram",
+    "kvops_kv_transfer_post_seconds",
+    "Time to post one KV transfer (vllm:nixl_post_time_seconds).",
+    "transfer_post_seconds_by_connector",
+)
+KV_TRANSFER_SIZE = _per_connector(
+    "histogram",
+    "kvops_kv_transfer_size_bytes",
+    "Bytes of one KV transfer (vllm:nixl_bytes_transferred, vllm:mooncake_bytes_transferred): the sum is "
+    "the bytes moved.",
+    "transfer_size_by_connector",
+)
+KV_TRANSFER_DESCRIPTORS = _per_connector(
+    "histogram",
+    "kvops_kv_transfer_descriptors",
+    "Descriptors of one KV transfer (vllm:nixl_num_descriptors, vllm:mooncake_num_descriptors).",
+    "transfer_descriptors_by_connector",
+)
+KV_TRANSFER_FAILURES = _per_connector(
+    "counter",
+    "kvops_kv_transfer_failures_total",
+    "Failed KV transfers (vllm:nixl_num_failed_transfers: handshake and notification failures included; "
+    "vllm:mooncake_num_failed_transfers).",
+    "transfer_failures_by_connector",
+)
+KV_TRANSFER_FAILED_NOTIFICATIONS = _per_connector(
+    "counter",
+    "kvops_kv_transfer_failed_notifications_total",
+    "Failed completion notifications (vllm:nixl_num_failed_notifications; also in the failures).",
+    "transfer_failed_notifications_by_connector",
+)
+KV_TRANSFER_FAILED_RECEIVES = _per_connector(
+    "counter",
+    "kvops_kv_transfer_failed_receives_total",
+    "Failed KV receives (vllm:mooncake_num_failed_recvs).",
+    "transfer_failed_receives_by_connector",
+)
+KV_TRANSFER_EXPIRED_REQUESTS = _per_connector(
+    "counter",
+    "kvops_kv_transfer_expired_requests_total",
+    "Requests whose KV expired on the prefill side before it was read (vllm:nixl_num_kv_expired_reqs, "
+    "vllm:mooncake_num_kv_expired_reqs).",
+    "transfer_expired_requests_by_connector",
+)
+KV_TRANSFER_LATE_NOTIFICATIONS = _per_connector(
+    "counter",
+    "kvops_kv_transfer_notifications_after_expiry_total",
+    "Completion notifications for requests whose KV had expired: the blocks may have been reused "
+    "(vllm:nixl_num_notifications_after_expiry).",
+    "transfer_late_notifications_by_connector",
+)
+
+
+def _per_storage_op(kind: str, name: str, help_: str, field: str) -> MetricSpec:
+    return _engine(kind, name, help_, ("operation",), field=field, open_split=True)
+
+
+STORAGE_OPERATIONS = _per_storage_op(
+    "counter",
+    "kvops_offload_storage_operations_total",
+    "Storage connector operations, operation=<store>/<op>: mooncake_store/save_put, load_get, save_exists, "
+    "lookup_exists (vllm:mooncake_store_operation_total, every status), hf3fs/save, hf3fs/load.",
+    "storage_op_count",
+)
+STORAGE_OPERATIONS_NOT_OK = _per_storage_op(
+    "counter",
+    "kvops_offload_storage_operations_not_ok_total",
+    "Those whose status was not ok (error, partial_failure; vllm:hf3fs_num_failed_{save,load}).",
+    "storage_op_not_ok",
+)
+STORAGE_OPERATION_KEYS = _per_storage_op(
+    "counter",
+    "kvops_offload_storage_operation_keys_total",
+    "Keys the operations touched (vllm:mooncake_store_operation_keys_total).",
+    "storage_op_keys",
+)
+STORAGE_OPERATION_FAILED_KEYS = _per_storage_op(
+    "counter",
+    "kvops_offload_storage_operation_failed_keys_total",
+    "Keys that failed (vllm:mooncake_store_operation_failed_keys_total).",
+    "storage_op_failed_keys",
+)
+STORAGE_OPERATION_BYTES = _per_storage_op(
+    "counter",
+    "kvops_offload_storage_operation_bytes_total",
+    "Bytes the operations moved (vllm:mooncake_store_operation_bytes_total).",
+    "storage_op_bytes",
+)
+STORAGE_OPERATION_SECONDS = _per_storage_op(
+    "histogram",
+    "kvops_offload_storage_operation_seconds",
+    "Duration of one operation (vllm:mooncake_store_operation_time_seconds, every status; "
+    "vllm:hf3fs_{save,load}_duration_seconds, successes).",
+    "storage_op_seconds",
+)
+HISPARSE_LOOKUPS = _engine(
+    "counter",
+    "kvops_offload_hisparse_lookups_total",
+    "HiSparse device hot-buffer lookups, result=hit|miss (vllm:hisparse_cache_{hits,misses}).",
+    ("result",),
+    split=(("hit", "hisparse_hits"), ("miss", "hisparse_misses")),
+)
+HISPARSE_HOST_TO_DEVICE_BYTES = _engine(
+    "counter",
+    "kvops_offload_hisparse_host_to_device_bytes_total",
+    "Bytes HiSparse copied from its host pool to the device hot buffer (vllm:hisparse_host_to_device_bytes).",
+    field="hisparse_host_to_device_bytes",
+)
+HISPARSE_HOST_USAGE = _engine(
+    "gauge",
+    "kvops_offload_hisparse_host_usage_ratio",
+    "HiSparse host pool in use, 0-1, evictable blocks counted free (vllm:hisparse_host_cache_usage_perc).",
+    field="hisparse_host_usage",
+)
+HISPARSE_PENDING_TRANSFERS = _engine(
+    "gauge",
+    "kvops_offload_hisparse_pending_transfers",
+    "HiSparse page write-backs and restores not yet completed (vllm:hisparse_pending_page_transfers).",
+    field="hisparse_pending_transfers",
 )
 
 

@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from kvops.snapshot import EngineSample, GpuSample, Histogram, LMCacheSample, Snapshot
+from kvops.snapshot import EngineSample, GpuSample, Histogram, LMCacheSample, Snapshot, tier_kind
 from kvops.units import GIB
 
 # `kvops top --once --json`'s shape (docs/DESIGN.md), raised when a field goes, is renamed or changes:
@@ -235,6 +235,52 @@ class TierInterval:
     # A KV store's own view (engine_kind "mooncake"): what it can hold, and the rest of its figures
     capacity_bytes: float | None = None
     store: StoreInterval | None = None
+    # --- issue 42 (h42a) -----------------------------------------------------------------
+    kind: str | None = None  # in configured_tiers: the tier of docs/tiers.md this one is
+    backpressure_stores_dropped: float | None = None  # vLLM tiering: stores a slow tier dropped
+    backpressure_blocks_dropped: float | None = None
+    backpressure_store_latency_ema_seconds_per_mib: float | None = None  # at the end; vLLM's unit
+    lookup_async_delay_p90_seconds: float | None = None
+    transport: str | None = None  # the connector carrying this tier's KV (nixl, mooncake)
+    transfer_bytes: float | None = None  # KV moved by that connector
+    transfer_bandwidth_bytes_per_second: float | None = None
+    failed_transfers: float | None = None
+    failed_operations: float | None = None  # storage connectors: operations not ok
+
+
+@dataclass
+class KvTransferInterval:
+    """One KV transfer connector (NIXL, MooncakeConnector) over the interval: its transfers'
+    bytes and time (the engine's own histograms' sums and counts), failures and expiries."""
+
+    transfers: float | None = None  # successful transfers
+    bytes: float | None = None
+    seconds: float | None = None  # summed transfer time
+    bandwidth_bytes_per_second: float | None = None  # bytes / seconds: while transferring
+    mean_transfer_seconds: float | None = None
+    p90_transfer_seconds: float | None = None
+    mean_post_seconds: float | None = None  # NIXL: time to post a transfer
+    mean_descriptors: float | None = None
+    failed_transfers: float | None = None  # NIXL: handshake and notification failures included
+    failed_notifications: float | None = None
+    failed_receives: float | None = None  # Mooncake
+    expired_requests: float | None = None  # requests whose KV lease expired before it was read
+    notifications_after_expiry: float | None = None  # NIXL 0.32+
+
+
+@dataclass
+class StorageOpInterval:
+    """One operation of a storage connector (MooncakeStoreConnector, 3FS) over the interval."""
+
+    operations: float | None = None
+    not_ok_operations: float | None = None  # status error or partial_failure; 3FS: failures
+    keys: float | None = None
+    failed_keys: float | None = None
+    bytes: float | None = None
+    seconds: float | None = None  # summed operation time
+    bandwidth_bytes_per_second: float | None = None
+    mean_seconds: float | None = None
+    p90_seconds: float | None = None
 
 
 @dataclass
@@ -288,6 +334,15 @@ class EngineInterval:
     storage_unfulfilled_tokens: dict[str, float] = field(default_factory=dict)
     evicted_tokens_per_second: float | None = None
     eviction_mean_seconds: float | None = None
+    # --- issue 42 (h42a): vLLM's connectors, configured tiers, figures of the held-out set ---
+    configured_tiers: dict[str, TierInterval] = field(default_factory=dict)  # vLLM's tier label ->
+    kv_transfers: dict[str, KvTransferInterval] = field(default_factory=dict)  # nixl | mooncake
+    storage_operations: dict[str, StorageOpInterval] = field(default_factory=dict)  # store/operation
+    hisparse_hit_rate: float | None = None  # device hot-buffer hits / (hits + misses)
+    hisparse_pending_transfers: float | None = None  # host page transfers in flight, at the end
+    cached_prompt_share: float | None = None  # prompt tokens served by any cache, device included
+    simple_save_outcomes_blocks: dict[str, float] = field(default_factory=dict)  # outcome -> blocks
+    partly_read_families: dict[str, str] = field(default_factory=dict)  # family -> label kvops split on
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
     # current state
     requests_running: float | None = None
@@ -296,7 +351,6 @@ class EngineInterval:
     cpu_tier_bytes: float | None = None
     cpu_in_flight: float | None = None
     # --- issue 42 (docs/DESIGN.md): over the interval unless marked state
-    prompt_cached_share: float | None = None  # prompt tokens any cache tier served / prompt tokens
     # SGLang 0.5.23: L3 lookups and what they lost, load-back latency, eviction time
     storage_prefetch_hit_tokens: float | None = None
     storage_deferred_tokens: dict[str, float] = field(default_factory=dict)  # reason -> tokens
@@ -341,6 +395,8 @@ class EngineInterval:
         self.storage_unfulfilled_tokens = {}
         self.storage_deferred_tokens = {}
         self.transfer_blocks_by_edge = {}
+        self.configured_tiers, self.kv_transfers, self.storage_operations = {}, {}, {}
+        self.simple_save_outcomes_blocks = {}
 
 
 _LEAVES = (float, int, str, bool, type(None))
@@ -374,6 +430,8 @@ INTERVAL_FIELDS = tuple(
     for f in fields(EngineInterval)
     if f.name not in {"target", "model_name", "engine", "engine_kind", "up", "kv_cache_usage", "tiers",
                       "lookup_delay_p99_seconds", "lmcache_failures", "storage_unfulfilled_tokens",
+                      "configured_tiers", "kv_transfers", "storage_operations", "simple_save_outcomes_blocks",
+                      "partly_read_families", "hisparse_pending_transfers",
                       "requests_running", "requests_waiting",
                       "requests_waiting_by_reason", "cpu_tier_bytes", "cpu_in_flight"} | _STATE_42
 )  # fmt: skip
@@ -495,6 +553,11 @@ def engine_interval(
     _sglang_storage(prev, out, cur, wall_seconds)
     _issue42_engine(prev, out, cur)
     _kv_store(prev, out, cur)
+    _kv_connectors(prev, out, cur)
+    _storage_operations(prev, out, cur)
+    _hisparse(prev, out, cur)
+    out.cached_prompt_share = _cached_prompt_share(out, cached, d)
+    out.partly_read_families = dict(cur.partly_read_families)
     return out
 
 
@@ -507,9 +570,6 @@ def _issue42_engine(prev: EngineSample | None, out: EngineInterval, cur: EngineS
     def d(name: str) -> float | None:
         return counter_delta(getattr(prev, name) if prev else None, getattr(cur, name))
 
-    saved = [t.tokens_saved for t in out.tiers.values() if t.tokens_saved is not None]
-    if saved and out.prompt_tokens:
-        out.prompt_cached_share = ratio(sum(saved), out.prompt_tokens)
     out.storage_prefetch_hit_tokens = d("storage_prefetch_hit_tokens")
     out.backup_dropped_tokens = d("backup_dropped_tokens")
     out.prefetch_aux_alloc_failed_tokens = d("prefetch_aux_alloc_failed_tokens")
@@ -552,6 +612,125 @@ def _issue42_lmcache(prev: LMCacheSample | None, out: EngineInterval, cur: LMCac
     for name in _LMCACHE_COUNTS_42:
         setattr(out, name, counter_delta(getattr(prev, name) if prev else None, getattr(cur, name)))
     out.remote_ping_latency_seconds = cur.remote_ping_latency_seconds
+
+
+# --- issue 42 (h42a): vLLM's KV connectors -----------------------------------------------------
+
+
+def _hist_delta(prev: EngineSample | None, cur: EngineSample, name: str, key: str) -> Histogram | None:
+    before = getattr(prev, name).get(key) if prev is not None else None
+    return histogram_delta(before, getattr(cur, name).get(key))
+
+
+def _kv_connectors(prev: EngineSample | None, out: EngineInterval, cur: EngineSample) -> None:
+    """NIXL's and MooncakeConnector's transfers over the interval, from their per-transfer
+    histograms (count, sum, buckets) and failure counters; the `peer` tier's transport."""
+    connectors = set(cur.transfer_seconds_by_connector) | set(cur.transfer_failures_by_connector)
+    connectors |= set(cur.transfer_expired_requests_by_connector) | set(cur.transfer_size_by_connector)
+    for connector in sorted(connectors):
+        figures = out.kv_transfers[connector] = KvTransferInterval()
+        times = _hist_delta(prev, cur, "transfer_seconds_by_connector", connector)
+        sizes = _hist_delta(prev, cur, "transfer_size_by_connector", connector)
+        if times is not None:
+            figures.transfers, figures.seconds = times.count, times.sum
+            figures.mean_transfer_seconds = ratio(times.sum, times.count)
+            figures.p90_transfer_seconds = quantile(0.9, times)
+        if sizes is not None:
+            figures.bytes = sizes.sum
+            figures.bandwidth_bytes_per_second = ratio(sizes.sum, figures.seconds)
+        posts = _hist_delta(prev, cur, "transfer_post_seconds_by_connector", connector)
+        if posts is not None:
+            figures.mean_post_seconds = ratio(posts.sum, posts.count)
+        descriptors = _hist_delta(prev, cur, "transfer_descriptors_by_connector", connector)
+        if descriptors is not None:
+            figures.mean_descriptors = ratio(descriptors.sum, descriptors.count)
+        for attr, name in (
+            ("failed_transfers", "transfer_failures_by_connector"),
+            ("failed_notifications", "transfer_failed_notifications_by_connector"),
+            ("failed_receives", "transfer_failed_receives_by_connector"),
+            ("expired_requests", "transfer_expired_requests_by_connector"),
+            ("notifications_after_expiry", "transfer_late_notifications_by_connector"),
+        ):
+            # vLLM creates each counter with the connector, at 0: absent is a vLLM without it
+            setattr(figures, attr, _by_tier_delta(prev, cur, name, connector))
+    peer_links = [c for c in ("nixl", "mooncake") if c in out.kv_transfers]
+    if peer_links:
+        peer = out.tiers.setdefault("peer", TierInterval())
+        peer.transport = "+".join(peer_links)
+        parts = [out.kv_transfers[c] for c in peer_links]
+        peer.transfer_bytes = _sum_known([f.bytes for f in parts])
+        seconds = _sum_known([f.seconds for f in parts])
+        peer.transfer_bandwidth_bytes_per_second = ratio(peer.transfer_bytes, seconds)
+        peer.failed_transfers = _sum_known(
+            [_sum_known([f.failed_transfers, f.failed_receives]) for f in parts]
+        )
+
+
+def _storage_operations(prev: EngineSample | None, out: EngineInterval, cur: EngineSample) -> None:
+    """MooncakeStoreConnector's and 3FS's operations over the interval: count, not-ok count,
+    keys, failed keys, bytes, time, bandwidth while operating, mean and p90 time. Puts are the
+    `storage` tier's stores, gets its loads."""
+    for key in sorted(set(cur.storage_op_count) | set(cur.storage_op_seconds)):
+        figures = out.storage_operations[key] = StorageOpInterval()
+        figures.operations = _by_tier_delta(prev, cur, "storage_op_count", key)
+        figures.not_ok_operations = _by_tier_delta(prev, cur, "storage_op_not_ok", key)
+        figures.keys = _by_tier_delta(prev, cur, "storage_op_keys", key)
+        figures.failed_keys = _by_tier_delta(prev, cur, "storage_op_failed_keys", key)
+        figures.bytes = _by_tier_delta(prev, cur, "storage_op_bytes", key)
+        times = _hist_delta(prev, cur, "storage_op_seconds", key)
+        if times is not None:
+            figures.seconds = times.sum
+            figures.mean_seconds = ratio(times.sum, times.count)
+            figures.p90_seconds = quantile(0.9, times)
+            # an operation that never moves bytes (exists, lookup) has no bandwidth
+            figures.bandwidth_bytes_per_second = ratio(figures.bytes, times.sum) if figures.bytes else None
+    if not out.storage_operations:
+        return
+    storage = out.tiers.setdefault("storage", TierInterval())
+    for direction, ops in (("store", ("mooncake_store/save_put", "hf3fs/save")),
+                           ("load", ("mooncake_store/load_get", "hf3fs/load"))):  # fmt: skip
+        parts = [out.storage_operations[k] for k in ops if k in out.storage_operations]
+        moved = _sum_known([f.bytes for f in parts])
+        if moved is not None:
+            setattr(storage, f"{direction}_bytes", moved)
+            seconds = _sum_known([f.seconds for f in parts if f.bytes is not None])
+            setattr(storage, f"{direction}_bandwidth_bytes_per_second", ratio(moved, seconds))
+    storage.failed_operations = _sum_known([f.not_ok_operations for f in out.storage_operations.values()])
+
+
+def _hisparse(prev: EngineSample | None, out: EngineInterval, cur: EngineSample) -> None:
+    """HiSparse: device hot-buffer hit rate, bytes copied host -> device (the host tier's loads),
+    and the host pool's use at the end of the interval."""
+    if cur.hisparse_hits is None and cur.hisparse_host_usage is None:
+        return
+
+    def d(name: str) -> float | None:
+        return counter_delta(getattr(prev, name) if prev else None, getattr(cur, name))
+
+    hits, misses = d("hisparse_hits"), d("hisparse_misses")
+    out.hisparse_hit_rate = ratio(hits, None if hits is None or misses is None else hits + misses)
+    host = out.tiers.setdefault("host", TierInterval())
+    copied = d("hisparse_host_to_device_bytes")
+    if copied is not None and host.load_bytes is None:  # an offload connector's own count first
+        host.load_bytes = copied
+    if cur.hisparse_host_usage is not None:
+        host.usage_ratio = cur.hisparse_host_usage
+    out.hisparse_pending_transfers = cur.hisparse_pending_transfers
+
+
+def _cached_prompt_share(
+    out: EngineInterval, cached: dict[str, float] | None, d: dict[str, float | None]
+) -> float | None:
+    """Share of the interval's prompt tokens any cache served (device, host, disk, peer, ...):
+    vLLM's prompt_tokens_cached_by_source summed; else the tiers' saved tokens (SGLang's hit
+    rate across device, host and L3); else vLLM's local and external hits."""
+    if cached:
+        return ratio(sum(cached.values()), out.prompt_tokens)
+    saved = [t.tokens_saved for t in out.tiers.values() if t.tokens_saved is not None]
+    if saved:
+        return ratio(sum(saved), out.prompt_tokens)
+    hits = [v for v in (d["local_hits"], d["external_hits"]) if v is not None]
+    return ratio(sum(hits), out.prompt_tokens) if hits else None
 
 
 def _sglang_storage(
@@ -645,41 +824,86 @@ def _by_tier_delta(prev: EngineSample | None, cur: EngineSample, name: str, tier
     return counter_delta(before, getattr(cur, name).get(tier))
 
 
+_TIERING_COUNTERS = (
+    "tier_chunk_queries", "tier_chunk_hits", "tier_read_bytes", "tier_read_seconds", "tier_write_bytes",
+    "tier_write_seconds", "tier_promotion_failures", "tier_cascade_failures",
+    "tier_backpressure_stores_dropped", "tier_backpressure_blocks_dropped",
+)  # fmt: skip
+_TIERING_GAUGES = ("tier_active_promotions", "tier_active_cascades")
+_TIERING_HISTOGRAMS = (
+    ("tier_promotion_latency", 0.9, "promotion_latency_p90_seconds"),
+    ("tier_lookup_delay", 0.99, "lookup_delay_p99_seconds"),
+    ("tier_lookup_async_delay", 0.9, "lookup_async_delay_p90_seconds"),
+)
+
+
+def _sum_known(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _tier_figures(
+    prev: EngineSample | None, cur: EngineSample, names: list[str], figures: TierInterval
+) -> None:
+    """vLLM tiering figures of the tiers `names` (vLLM's labels) summed: one configured tier, or
+    every tier of one kind. Counters are differenced per tier first (a reset is per tier)."""
+    d = {
+        field_name: _sum_known([_by_tier_delta(prev, cur, field_name, n) for n in names])
+        for field_name in _TIERING_COUNTERS
+    }
+    if d["tier_chunk_queries"] is not None:
+        figures.chunk_lookups = d["tier_chunk_queries"]
+        figures.hit_rate = ratio(d["tier_chunk_hits"], d["tier_chunk_queries"])
+    if d["tier_read_bytes"] is not None:
+        figures.load_bytes = d["tier_read_bytes"]
+        figures.load_bandwidth_bytes_per_second = ratio(d["tier_read_bytes"], d["tier_read_seconds"])
+    if d["tier_write_bytes"] is not None:
+        figures.store_bytes = d["tier_write_bytes"]
+        figures.store_bandwidth_bytes_per_second = ratio(d["tier_write_bytes"], d["tier_write_seconds"])
+    figures.promotion_failures = d["tier_promotion_failures"]
+    figures.cascade_failures = d["tier_cascade_failures"]
+    figures.backpressure_stores_dropped = d["tier_backpressure_stores_dropped"]
+    figures.backpressure_blocks_dropped = d["tier_backpressure_blocks_dropped"]
+    figures.active_promotions = _sum_known([cur.tier_active_promotions.get(n) for n in names])
+    figures.active_cascades = _sum_known([cur.tier_active_cascades.get(n) for n in names])
+    emas = [cur.tier_backpressure_latency_ema[n] for n in names if n in cur.tier_backpressure_latency_ema]
+    if emas:  # the kind's: its slowest tier's (an EMA does not add up)
+        figures.backpressure_store_latency_ema_seconds_per_mib = max(emas)
+    for name, q, attr in _TIERING_HISTOGRAMS:
+        merged_hist: Histogram | None = None
+        for n in names:
+            before = getattr(prev, name).get(n) if prev else None
+            hist = histogram_delta(before, getattr(cur, name).get(n))
+            merged_hist = hist if merged_hist is None else _merge(merged_hist, hist)
+        setattr(figures, attr, quantile(q, merged_hist))
+
+
+def _merge(a: Histogram, b: Histogram | None) -> Histogram | None:
+    """Two tiers' interval histograms added, where their buckets agree (vLLM's always do)."""
+    if b is None:
+        return a
+    if [x for x, _ in a.buckets] != [x for x, _ in b.buckets]:
+        return None
+    buckets = tuple((bound, x + y) for (bound, x), (_, y) in zip(a.buckets, b.buckets, strict=True))
+    return Histogram(buckets, a.sum + b.sum, a.count + b.count)
+
+
 def _tiering(prev: EngineSample | None, out: EngineInterval, cur: EngineSample, wall: float | None) -> None:
     """vLLM's multi-tier offloading per tier (docs/tiers.md): chunk hit rate, promotion (load)
     and cascade (store) bytes and bandwidth while transferring, failures, jobs in flight,
-    promotion latency p90 and lookup delay p99 over the interval."""
-    tiers = set(cur.tier_chunk_queries) | set(cur.tier_read_bytes) | set(cur.tier_write_bytes)
-    tiers |= set(cur.tier_active_cascades) | set(cur.tier_active_promotions)
-    for tier in sorted(tiers):
-        figures = out.tiers.setdefault(tier, TierInterval())
-
-        def d(name: str, tier: str = tier) -> float | None:
-            return _by_tier_delta(prev, cur, name, tier)
-
-        lookups = d("tier_chunk_queries")
-        if lookups is not None:
-            figures.chunk_lookups = lookups
-            figures.hit_rate = ratio(d("tier_chunk_hits"), lookups)
-        read, written = d("tier_read_bytes"), d("tier_write_bytes")
-        if read is not None:
-            figures.load_bytes = read
-            figures.load_bandwidth_bytes_per_second = ratio(read, d("tier_read_seconds"))
-        if written is not None:
-            figures.store_bytes = written
-            figures.store_bandwidth_bytes_per_second = ratio(written, d("tier_write_seconds"))
-        figures.promotion_failures = d("tier_promotion_failures")
-        figures.cascade_failures = d("tier_cascade_failures")
-        figures.active_promotions = cur.tier_active_promotions.get(tier)
-        figures.active_cascades = cur.tier_active_cascades.get(tier)
-        for name, q, attr in (
-            ("tier_promotion_latency", 0.9, "promotion_latency_p90_seconds"),
-            ("tier_lookup_delay", 0.99, "lookup_delay_p99_seconds"),
-        ):
-            hist = histogram_delta(
-                getattr(prev, name).get(tier) if prev else None, getattr(cur, name).get(tier)
-            )
-            setattr(figures, attr, quantile(q, hist))
+    back-pressure drops and the store latency EMA, promotion latency p90, lookup delay p99 and
+    async lookup delay p90 over the interval. Each configured tier (vLLM's `1:fs`) is a row of
+    `configured_tiers`; the kind's row in `tiers` is their sum."""
+    names = set(cur.tier_chunk_queries) | set(cur.tier_read_bytes) | set(cur.tier_write_bytes)
+    names |= set(cur.tier_active_cascades) | set(cur.tier_active_promotions)
+    names |= set(cur.tier_backpressure_stores_dropped) | set(cur.tier_backpressure_latency_ema)
+    by_kind: dict[str, list[str]] = {}
+    for name in sorted(names):
+        by_kind.setdefault(tier_kind(name), []).append(name)
+        row = out.configured_tiers[name] = TierInterval(kind=tier_kind(name))
+        _tier_figures(prev, cur, [name], row)
+    for kind, members in by_kind.items():
+        _tier_figures(prev, cur, members, out.tiers.setdefault(kind, TierInterval()))
     failures = counter_delta(
         prev.promotion_allocation_failures if prev else None, cur.promotion_allocation_failures
     )
@@ -700,6 +924,8 @@ def _simple_offload(
     figures.used_blocks = cur.simple_used_blocks
     figures.pending_store_blocks = cur.simple_pending_store_blocks
     figures.capacity_blocks = cur.simple_capacity_blocks
+    figures.usage_ratio = ratio(cur.simple_used_blocks, cur.simple_capacity_blocks)  # pinned, at the end
+    out.simple_save_outcomes_blocks = {k: v for k, v in outcomes.items() if v is not None}
     if outcomes:
         decided = sum(v for v in outcomes.values() if v is not None)
         full = outcomes.get("dropped_cpu_full", 0.0) or 0.0  # no series yet: none dropped so far

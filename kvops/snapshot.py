@@ -21,6 +21,26 @@ class Histogram:
     count: float
 
 
+TIER_KINDS = frozenset({"gpu", "host", "disk", "storage", "peer", "external"})
+
+
+def tier_kind(label: str) -> str:
+    """A vLLM tier label (`0:primary`, `1:fs`, `2:obj`) -> the tier of docs/tiers.md: the primary
+    is host, a filesystem tier disk, a peer tier peer, any other (object store, remote) storage.
+    A tier's own kind (`disk`, as an exposition without vLLM's label names it) is itself."""
+    if label in TIER_KINDS:
+        return label
+    index, _, kind = label.partition(":")
+    kind = kind.lower()
+    if index == "0" or kind == "primary":
+        return "host"
+    if kind in ("fs", "file", "disk") or "filesystem" in kind:
+        return "disk"
+    if kind.startswith("p2p") or "peer" in kind:
+        return "peer"
+    return "storage"
+
+
 @dataclass
 class EngineSample:
     """One engine (data-parallel rank) of one target, as normalised from its exposition.
@@ -154,6 +174,37 @@ class EngineSample:
     kv_store_promotions: float | None = None  # file -> memory promotions completed
     kv_store_promoted_bytes: float | None = None
     kv_store_promotion_failures: float | None = None
+    # --- issue 42 (vLLM connectors, tiering back-pressure; h42a) ---------------------------
+    # vLLM tiering keyed by vLLM's own tier label (`1:fs`, `2:fs`): tiers keep their identity.
+    tier_backpressure_stores_dropped: dict[str, float] = field(default_factory=dict)
+    tier_backpressure_blocks_dropped: dict[str, float] = field(default_factory=dict)
+    tier_backpressure_latency_ema: dict[str, float] = field(default_factory=dict)  # s/MiB, vLLM's unit
+    tier_lookup_async_delay: dict[str, Histogram] = field(default_factory=dict)
+    # KV transfer connectors (NIXL, Mooncake P/D), keyed by connector: "nixl" | "mooncake".
+    transfer_seconds_by_connector: dict[str, Histogram] = field(default_factory=dict)  # per transfer
+    transfer_post_seconds_by_connector: dict[str, Histogram] = field(default_factory=dict)
+    transfer_size_by_connector: dict[str, Histogram] = field(default_factory=dict)  # bytes per transfer
+    transfer_descriptors_by_connector: dict[str, Histogram] = field(default_factory=dict)
+    transfer_failures_by_connector: dict[str, float] = field(default_factory=dict)
+    transfer_failed_notifications_by_connector: dict[str, float] = field(default_factory=dict)
+    transfer_failed_receives_by_connector: dict[str, float] = field(default_factory=dict)
+    transfer_expired_requests_by_connector: dict[str, float] = field(default_factory=dict)
+    transfer_late_notifications_by_connector: dict[str, float] = field(default_factory=dict)
+    # Storage connectors' operations (MooncakeStoreConnector, 3FS), keyed "<store>/<operation>".
+    storage_op_seconds: dict[str, Histogram] = field(default_factory=dict)  # all statuses merged
+    storage_op_count: dict[str, float] = field(default_factory=dict)
+    storage_op_not_ok: dict[str, float] = field(default_factory=dict)  # status other than ok
+    storage_op_keys: dict[str, float] = field(default_factory=dict)
+    storage_op_failed_keys: dict[str, float] = field(default_factory=dict)
+    storage_op_bytes: dict[str, float] = field(default_factory=dict)
+    # HiSparse's device hot buffer fed from its host pool (the host tier).
+    hisparse_hits: float | None = None
+    hisparse_misses: float | None = None
+    hisparse_host_to_device_bytes: float | None = None
+    hisparse_host_usage: float | None = None  # 0-1 of its host pool, evictable blocks free
+    hisparse_pending_transfers: float | None = None  # page write-backs and restores in flight
+    # Families read in part: a label splits a count kvops sums (issue 42 item 7), name -> label.
+    partly_read_families: dict[str, str] = field(default_factory=dict)
 
     @property
     def key(self) -> tuple[str, str, str]:

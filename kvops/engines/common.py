@@ -159,3 +159,34 @@ def summed(samples: Iterable[tuple[Labels, float]]) -> float | None:
     for _, value in samples:
         total = value if total is None else total + value
     return total
+
+
+# --- issue 42 item 7 (h42a): shape guards ----------------------------------------------------
+# Labels that split one count into phases or outcomes when a family kvops sums gains them, and
+# the value that is the count as kvops knew it (vllm-project/vllm#57251: phase="completed" is the
+# load count 0.33 exposes). Any other label a series carries (instance, job, namespace, pod,
+# container, a store's own) names where the series came from: identity, never this case.
+SPLITTING_LABELS: dict[str, str | None] = {
+    "phase": "completed",
+    "stage": None,
+    "status": None,
+    "result": None,
+}
+
+
+def guarded(
+    samples: Iterable[tuple[Labels, float]], family: str, owner: Callable[[Labels], Any]
+) -> list[tuple[Labels, float]]:
+    """The series of a family kvops sums into one count, less those a splitting label took
+    apart: the known value's series are kept (the count as it was), the others dropped, and the
+    family recorded on the owner's `partly_read_families` (family -> label) as read in part."""
+    kept: list[tuple[Labels, float]] = []
+    for labels, value in samples:
+        splitter = next((label for label in SPLITTING_LABELS if label in labels), None)
+        if splitter is None:
+            kept.append((labels, value))
+            continue
+        owner(labels).partly_read_families[family] = splitter
+        if labels[splitter] == SPLITTING_LABELS[splitter]:
+            kept.append((labels, value))
+    return kept

@@ -18,6 +18,11 @@ from kvops.engines import (
     sglang_storage,
     trtllm,
     vllm,
+    vllm_3fs,
+    vllm_hisparse,
+    vllm_mooncake,
+    vllm_mooncake_store,
+    vllm_nixl,
     vllm_simple_offload,
     vllm_tiering,
 )
@@ -31,6 +36,12 @@ ENGINES: tuple[Engine, ...] = (
     vllm.ENGINE,
     vllm_tiering.ENGINE,  # after vllm: they add to the engines vllm.py read
     vllm_simple_offload.ENGINE,
+    # issue 42 (h42a): vLLM's KV connectors, after vllm: they add to the engines it read
+    vllm_nixl.ENGINE,
+    vllm_mooncake.ENGINE,
+    vllm_mooncake_store.ENGINE,
+    vllm_3fs.ENGINE,
+    vllm_hisparse.ENGINE,
     lmcache.ENGINE,
     lmcache_mp.ENGINE,
     sglang.ENGINE,

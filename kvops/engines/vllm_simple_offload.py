@@ -7,6 +7,8 @@ skipped_already_cached, skipped_in_flight; each appears on its first positive co
 `..._pending_store_blocks`, and `..._info{backend,page_cache,lazy_offload,capacity_blocks}`.
 Everything is in blocks: the info series gives no block size, so kvops never turns them into
 bytes. backend=cpu is the host tier, disk the disk tier (docs/tiers.md).
+An open change (vllm-project/vllm#57251) labels the load count by phase (issued, completed):
+only `completed` is read, and the family is reported as read in part (engines/common.guarded).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from kvops.engines.common import (
     add_by_label,
     add_to_field,
     engine_on_page,
+    guarded,
     label_value,
     vllm_key,
 )
@@ -30,6 +33,7 @@ _SCALARS = {
     "simple_pending_store_blocks": "vllm:simple_kv_offload_pending_store_blocks",
 }
 _INFO = "vllm:simple_kv_offload_info"
+_LOAD_BLOCKS = _SCALARS["simple_load_blocks"]
 
 WANTED: frozenset[str] = frozenset([_OUTCOMES, *_SCALARS.values(), _INFO])
 
@@ -40,7 +44,10 @@ def read(result: ParseResult, page: Page) -> None:
 
     add_by_label(result.get(_OUTCOMES), owner, "save_outcomes", label_value("outcome"))
     for field_name, name in _SCALARS.items():
-        add_to_field(result.get(name), owner, field_name)
+        samples = result.get(name)
+        if name == _LOAD_BLOCKS:  # vllm#57251 splits it by phase: completed is the load count
+            samples = guarded(samples, name, owner)
+        add_to_field(samples, owner, field_name)
     for labels, _ in result.get(_INFO):
         sample = engine_on_page(page, vllm_key(labels), "vllm")
         raw = labels.get("capacity_blocks", "")

@@ -7,7 +7,10 @@ configured with (`1:StripedFileSystemTierManager`). docs/tiers.md: the primary i
 filesystem tier disk, a peer tier peer, any other (object store, KVCR, remote) storage.
 Read bytes are promotions (tier -> primary), write bytes cascades (primary -> tier); the times
 are summed transfer time of the jobs that report one. Failure counters appear on the first
-failure (absent, not 0, until then). Figures of two tiers of one kind are added together.
+failure (absent, not 0, until then). Every figure is kept under vLLM's own tier label, so two
+tiers of one kind (`1:fs`, `2:fs`) stay apart; rates.py sums them into their kind.
+Back-pressure (0.31+): stores and blocks a slow tier dropped, and the store latency EMA the
+detector decides on, in vLLM's unit (seconds per MiB).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from __future__ import annotations
 from kvops.engines.common import Engine, Page, add_by_label, add_to_field, engine_on_page, vllm_key
 from kvops.exposition.histograms import histograms, merged, sample_names
 from kvops.exposition.parser import Labels, ParseResult
-from kvops.snapshot import EngineSample
+from kvops.snapshot import EngineSample, tier_kind
 
 _P = "vllm:kv_offload_tiering_"
 # EngineSample dict field -> counter/gauge sample, keyed by tier.
@@ -32,10 +35,14 @@ _BY_TIER: dict[str, str] = {
     "tier_active_cascades": _P + "active_cascade_jobs",
     "tier_primary_read_usage": _P + "primary_read_usage_perc",
     "tier_primary_write_usage": _P + "primary_write_usage_perc",
+    "tier_backpressure_stores_dropped": _P + "backpressure_stores_dropped_total",
+    "tier_backpressure_blocks_dropped": _P + "backpressure_blocks_dropped_total",
+    "tier_backpressure_latency_ema": _P + "backpressure_store_latency_ema",
 }
 _HISTOGRAMS: dict[str, str] = {
     "tier_lookup_delay": _P + "lookup_sync_delay_seconds",
     "tier_promotion_latency": _P + "promotion_latency_seconds",
+    "tier_lookup_async_delay": _P + "lookup_async_delay_seconds",
 }
 _ALLOCATION_FAILURES = _P + "promotion_allocation_failures_total"
 
@@ -44,17 +51,11 @@ WANTED: frozenset[str] = frozenset(
 )
 
 
-def tier_of(label: str) -> str:
-    """A vLLM tier label -> the tier of docs/tiers.md."""
-    index, _, kind = label.partition(":")
-    kind = kind.lower()
-    if index == "0" or kind == "primary":
-        return "host"
-    if kind in ("fs", "file", "disk") or "filesystem" in kind:
-        return "disk"
-    if kind.startswith("p2p") or "peer" in kind:
-        return "peer"
-    return "storage"
+tier_of = tier_kind  # a vLLM tier label -> the tier of docs/tiers.md
+
+
+def _tier_name(labels: Labels) -> str:
+    return labels.get("tier", "")
 
 
 def read(result: ParseResult, page: Page) -> None:
@@ -62,12 +63,12 @@ def read(result: ParseResult, page: Page) -> None:
         return engine_on_page(page, vllm_key(labels), "vllm")
 
     for field_name, name in _BY_TIER.items():
-        add_by_label(result.get(name), owner, field_name, lambda labels: tier_of(labels.get("tier", "")))
+        add_by_label(result.get(name), owner, field_name, _tier_name)
     add_to_field(result.get(_ALLOCATION_FAILURES), owner, "promotion_allocation_failures")
     for field_name, family in _HISTOGRAMS.items():
         for labels, hist in histograms(result, family):  # promotion latency: result= merged
             by_tier = getattr(owner(labels), field_name)
-            tier = tier_of(labels.get("tier", ""))
+            tier = _tier_name(labels)
             by_tier[tier] = merged(by_tier.get(tier), hist)
 
 

@@ -63,9 +63,19 @@ def walk_bound(owner: Owner, samples: Sequence[Any], sink: Sink, pods: Mapping[s
                 if value is not None:
                     sink.add(base, value, pod)
         else:
+            # An open split's dict is empty on most engines (a connector or tier family the
+            # page does not have): skipped without a generator per engine and family.
+            keyed = spec.field if spec.open_split else None
             for sample, base, pod in zip(samples, bases, pod_of, strict=True):
+                if keyed is not None and not getattr(sample, keyed):
+                    continue
                 for split_value, value in binding.values(spec, sample):
-                    sink.add(base if split_value is None else (*base, split_value), value, pod)
+                    if split_value is None:
+                        sink.add(base, value, pod)
+                    elif isinstance(split_value, tuple):  # tier kind and tier name
+                        sink.add((*base, *split_value), value, pod)
+                    else:
+                        sink.add((*base, split_value), value, pod)
 
 
 def walk_targets(targets: list[TargetSample], sink: Sink) -> None:

@@ -40,6 +40,8 @@ def _decode_bound(result: ParseResult, owner: Owner, find: Callable[[Labels], An
         as_int = any(f in _INT_FIELDS for f in spec.fields())
         for labels, value in _bound_values(result, spec):
             split_value = labels.get(label) if label else None
+            if spec.tier_name and split_value is None:  # an exporter before tier_name: the kind
+                split_value = labels.get("tier")
             binding.assign(spec, find(labels), split_value, int(value) if as_int else value)
 
 

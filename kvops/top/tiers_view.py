@@ -76,6 +76,7 @@ def signals_table(row: Row) -> Table:
         for name, chunks in sorted((row.get("lmcache_failures") or {}).items()):
             label = "failed " + visible(name).replace("/", " · ")
             table.add_row(label, Text(f"{chunks:.0f} chunks", style="bold red" if chunks else ""))
+    _connector_rows(table, row)
     # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
     # (the left column of the detail view).
     table.add_row("offload share of prompt", numbers.pct(offload_share(row.get("tiers") or {})))
@@ -91,9 +92,9 @@ def _issue42_rows(table: Table, row: Row) -> None:
     """Issue 42's figures where the engine has them: all caches' share of the prompt, SGLang's
     GPU pool, L3 lookup losses and load-back p90, KVBM's edges between lower tiers, LMCache's
     remote health."""
-    share = row.get("prompt_cached_share")
+    share = row.get("cached_prompt_share")
     if share is not None:
-        table.add_row("cached share of prompt", numbers.pct(share))
+        table.add_row("cached share of prompt (all caches)", numbers.pct(share))
     capacity = row.get("kv_capacity_tokens")
     pool = [row.get(f"kv_{state}_tokens") for state in ("used", "evictable", "available")]
     if capacity is not None or any(v is not None for v in pool):
@@ -152,6 +153,30 @@ def unread_line(row: Row) -> Text | None:
     text = Text(f"KV families on the page no kvops reader consumes ({len(unread)}): ", style="dim")
     text.append(shown + more, style="yellow")
     return text
+
+
+def _connector_rows(table: Table, row: Row) -> None:
+    """Issue 42: vLLM's KV connectors (NIXL, Mooncake), storage connectors' failed operations,
+    HiSparse's hot-buffer hit rate, and families a label split that were read in part."""
+    for name, figures in sorted((row.get("kv_transfers") or {}).items()):
+        text = Text(
+            f"{numbers.count(figures.transfers)} · {numbers.gbps(figures.bandwidth_bytes_per_second)}"
+        )
+        text.append(f" · p90 {_ms(figures.p90_transfer_seconds)}")
+        failed = (figures.failed_transfers or 0.0) + (figures.failed_receives or 0.0)
+        text.append(f" · {failed:.0f} failed", style="bold red" if failed else "")
+        if figures.expired_requests is not None:
+            expired = figures.expired_requests
+            text.append(f" · {expired:.0f} expired", style="bold yellow" if expired else "")
+        table.add_row(f"{visible(name)} transfers", text)
+    for name, op in sorted((row.get("storage_operations") or {}).items()):
+        if op.not_ok_operations:
+            shown = f"{op.not_ok_operations:.0f} of {numbers.count(op.operations)}"
+            table.add_row(f"{visible(name)} not ok", Text(shown, style="bold red"))
+    if row.get("hisparse_hit_rate") is not None:
+        table.add_row("HiSparse hot-buffer hits", numbers.pct(row.get("hisparse_hit_rate")))
+    for family, label in sorted((row.get("partly_read_families") or {}).items()):
+        table.add_row("read in part", Text(f"{visible(family)} (split by {visible(label)})", style="yellow"))
 
 
 def offload_share(tiers: dict[str, TierInterval]) -> float | None:
@@ -222,6 +247,10 @@ def tiers_table(row: Row) -> Table | Text:
     )
     if jobs:  # vLLM multi-tier offloading: its tiers' jobs
         table.add_column("Jobs (promote/cascade)", justify="right")
+    configured: dict[str, TierInterval] = row.get("configured_tiers") or {}
+    backpressure = any(f.backpressure_stores_dropped is not None for f in tiers.values())
+    if backpressure:  # vLLM multi-tier offloading: stores its back-pressure dropped
+        table.add_column("Dropped (bp)", justify="right")
     engine_gauge = False
     for tier in [*(t for t in TIERS if t in tiers), *sorted(t for t in tiers if t not in TIERS)]:
         figures: TierInterval = tiers[tier]
@@ -244,8 +273,46 @@ def tiers_table(row: Row) -> Table | Text:
             numbers.gbps(figures.load_bandwidth_bytes_per_second).removesuffix(" GB/s"),
             _use(figures),
             *([_jobs(figures)] if jobs else []),
+            *([_dropped(figures)] if backpressure else []),
         )
+        members = [n for n, f in sorted(configured.items()) if f.kind == tier]
+        if len(members) > 1:  # tiers of one kind keep their identity: a row each under the kind
+            for member in members:
+                _member_row(table, member, configured[member], jobs, backpressure)
     if engine_gauge:
         table.caption = "* the engine's own hit-rate gauge, over its own window"
         table.caption_justify = "left"
     return table
+
+
+def _dropped(figures: TierInterval) -> Text:
+    """Stores (and their blocks) vLLM's back-pressure detector dropped in the interval."""
+    stores, blocks = figures.backpressure_stores_dropped, figures.backpressure_blocks_dropped
+    if stores is None:
+        return Text(
+            numbers.UNKNOWN if figures.backpressure_store_latency_ema_seconds_per_mib is None else "0"
+        )
+    return Text(f"{stores:.0f} ({numbers.count(blocks)} blk)", style="bold red" if stores else "")
+
+
+def _member_row(table: Table, name: str, figures: TierInterval, jobs: bool, backpressure: bool) -> None:
+    """One configured tier (vLLM's `1:fs`) under its kind's row."""
+    rate = figures.hit_rate
+    hit = (
+        numbers.marked(numbers.pct(rate), numbers.hit_rate_style(rate))
+        if rate is not None
+        else Text(numbers.UNKNOWN)
+    )
+    table.add_row(
+        Text(f" └ {visible(name)}", style="dim"),
+        hit,
+        numbers.count(figures.tokens_saved),
+        numbers.pct(figures.prompt_share),
+        _moved_cell(figures.store_bytes, figures.store_blocks, figures.store_failed_blocks),
+        _moved_cell(figures.load_bytes, figures.load_blocks, figures.load_failed_blocks),
+        numbers.gbps(figures.store_bandwidth_bytes_per_second).removesuffix(" GB/s"),
+        numbers.gbps(figures.load_bandwidth_bytes_per_second).removesuffix(" GB/s"),
+        _use(figures),
+        *([_jobs(figures)] if jobs else []),
+        *([_dropped(figures)] if backpressure else []),
+    )

@@ -82,6 +82,15 @@ MUTATIONS = {
     ),
     "lookup delay threshold": ('{mode="sync"} > 0.01', '{mode="sync"} > 0.0497'),
     "vendor collector history": ("[1d]) == 1", "[1d]) >= 0"),
+    # issue 42 (h42a)
+    "kv transfer failure share": (
+        "            > 0.05\n        for: 10m",
+        "            >= 0.05\n        for: 10m",
+    ),
+    "back-pressure for": (
+        "stores_dropped_total[5m]) > 0\n        for: 15m",
+        "stores_dropped_total[5m]) > 0\n        for: 12m",
+    ),
     "target collectors left to KvopsTargetDown": (
         'collector!~"vllm|lmcache|nvidia|amd"',
         'collector!~"nvidia|amd"',

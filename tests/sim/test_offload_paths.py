@@ -98,15 +98,15 @@ def test_tiering_path_is_read_back_per_tier_as_the_engine_counted() -> None:
     assert engine.fs is not None
     primary, fs = engine.fs.tiers[PRIMARY], engine.fs.tiers[FS]
     (sample,) = normalise(parse(page, WANTED), "http://sim:8000").engines
-    # 0:primary is the host tier, a file-system tier the disk tier (docs/tiers.md)
-    assert sample.tier_chunk_queries == {"host": primary.chunk_queries, "disk": fs.chunk_queries}
-    assert sample.tier_chunk_hits == {"host": primary.chunk_hits, "disk": fs.chunk_hits}
-    assert sample.tier_read_bytes == {"disk": fs.read_bytes} and fs.read_bytes > 0
-    assert sample.tier_read_seconds["disk"] == pytest.approx(fs.read_seconds)
-    assert sample.tier_write_bytes == {"disk": fs.write_bytes} and fs.write_bytes > 0
-    assert sample.tier_promotion_failures == {"disk": fs.promotion_failures} and fs.promotion_failures > 0
-    assert sample.tier_cascade_failures == {"disk": fs.cascade_failures} and fs.cascade_failures > 0
-    assert sample.tier_active_cascades == {"disk": 0.0}
-    assert sample.tier_promotion_latency["disk"].count == fs.promotions
+    # kept under vLLM's own labels (0:primary is the host tier, 1:fs the disk tier: docs/tiers.md)
+    assert sample.tier_chunk_queries == {PRIMARY: primary.chunk_queries, FS: fs.chunk_queries}
+    assert sample.tier_chunk_hits == {PRIMARY: primary.chunk_hits, FS: fs.chunk_hits}
+    assert sample.tier_read_bytes == {FS: fs.read_bytes} and fs.read_bytes > 0
+    assert sample.tier_read_seconds[FS] == pytest.approx(fs.read_seconds)
+    assert sample.tier_write_bytes == {FS: fs.write_bytes} and fs.write_bytes > 0
+    assert sample.tier_promotion_failures == {FS: fs.promotion_failures} and fs.promotion_failures > 0
+    assert sample.tier_cascade_failures == {FS: fs.cascade_failures} and fs.cascade_failures > 0
+    assert sample.tier_active_cascades == {FS: 0.0}
+    assert sample.tier_promotion_latency[FS].count == fs.promotions
     # the OffloadingConnector's own GPU<->CPU figures are still there (the spec is a CPU spec)
     assert sample.store_bytes == engine.counters.store_bytes > 0

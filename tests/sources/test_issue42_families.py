@@ -89,7 +89,7 @@ def _check_sglang_row(row: dict) -> None:
         )
     prompt = f2["prompt_tokens"] - f1["prompt_tokens"]
     cached = sum(f2["cached"][s] - f1["cached"][s] for s in f2["cached"])
-    assert row["prompt_cached_share"] == pytest.approx(cached / prompt)  # across device, host and L3
+    assert row["cached_prompt_share"] == pytest.approx(cached / prompt)  # across device, host and L3
 
 
 def test_sglang_0_5_23_families_reach_once_json_as_fed():
