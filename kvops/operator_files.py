@@ -9,7 +9,7 @@ bounded: PyYAML's composer recurses), and every failure is one UsageError line (
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
@@ -18,6 +18,21 @@ from kvops.errors import UsageError
 MAX_CONFIG_BYTES = 1024 * 1024  # a config of a thousand targets is ~100 KiB
 MAX_SECRET_BYTES = 64 * 1024
 MAX_YAML_DEPTH = 32  # the deepest legitimate document (a target's options) is 3 levels
+READ_CHUNK_BYTES = 64 * 1024  # a cap's worth is never asked of read() at once
+
+
+def read_bounded(file: BinaryIO, cap: int) -> bytes | None:
+    """At most `cap` bytes of an open file, read by chunks; None when it holds more (a FIFO or
+    /dev/zero never ends, so the size is learnt by reading, not from stat)."""
+    chunks: list[bytes] = []
+    held = 0
+    while held <= cap:
+        chunk = file.read(min(READ_CHUNK_BYTES, cap + 1 - held))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        held += len(chunk)
+    return None
 
 
 def read_capped(path: object, what: str, cap: int) -> bytes:
@@ -26,12 +41,12 @@ def read_capped(path: object, what: str, cap: int) -> bytes:
         raise UsageError(f"{what}: expected a file path, got {kind(path)}")
     try:
         with open(path, "rb") as file:
-            data = file.read(cap + 1)
+            data = read_bounded(file, cap)
     except OSError as exc:
         raise UsageError(f"{what} {path}: {exc.strerror or exc}") from None
     except ValueError:  # an embedded NUL in the path
         raise UsageError(f"{what} {path!r}: not a valid path") from None
-    if len(data) > cap:
+    if data is None:
         raise UsageError(f"{what} {path}: larger than {cap} bytes, not read")
     return data
 
