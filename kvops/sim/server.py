@@ -22,6 +22,7 @@ from urllib.parse import parse_qs
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from kvops.errors import UsageError, one_line
+from kvops.sim import limits
 from kvops.sim.engine import Engine, SimConfig
 from kvops.sim.render import Renderer, VllmVersion, histogram_bounds, parse_version
 from kvops.sim.workload import PRESETS, Workload, scaled
@@ -39,11 +40,12 @@ def build_engine(
         raise UsageError(f"unknown simulator option(s): {', '.join(sorted(unknown))}")
     if workload not in PRESETS:
         raise UsageError(f"--workload {workload!r}: choose one of {', '.join(PRESETS)}")
-    if rate <= 0 or length <= 0:
-        raise UsageError("--rate and --length must be positive")
+    limits.in_range("--rate", rate, 0.0, limits.MAX_RATE)
+    limits.in_range("--length", length, 0.0, limits.MAX_LENGTH)
     cfg = SimConfig(**config)
-    if cfg.num_gpu_blocks < 1 or (cfg.kv_offloading_size_gib or 0) < 0:
-        raise UsageError("GPU blocks must be >= 1 and the offloading size >= 0")
+    limits.offload_size("--kv-offloading-size", cfg.kv_offloading_size_gib)
+    if cfg.num_gpu_blocks < 1:
+        raise UsageError("GPU blocks must be >= 1")
     return Engine(cfg, Workload(scaled(PRESETS[workload], rate, length)), seed, histogram_bounds())
 
 
