@@ -245,6 +245,7 @@ class ExporterServer:
         self.web = web or WebConfig()
         self.max_connections = max_connections or connection_cap()
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        shown = visible(f"{address[0]}:{address[1]}")  # --listen is shown back in a terminal
         listener = socket.socket(family, socket.SOCK_STREAM)
         try:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -252,10 +253,13 @@ class ExporterServer:
             listener.listen(BACKLOG)
         except OSError as exc:
             listener.close()
-            raise UsageError(f"cannot listen on {address[0]}:{address[1]}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot listen on {shown}: {exc.strerror or exc}") from None
         except OverflowError:  # a port above 65535 that bypassed parse_listen
             listener.close()
-            raise UsageError(f"cannot listen on {address[0]}:{address[1]}: bad port") from None
+            raise UsageError(f"cannot listen on {shown}: bad port") from None
+        except (TypeError, UnicodeError):  # a host name IDNA cannot encode (a bidi override)
+            listener.close()
+            raise UsageError(f"cannot listen on {shown}: not a host name") from None
         listener.setblocking(False)
         self._listener = listener
         self.server_address = listener.getsockname()

@@ -26,6 +26,7 @@ from kvops.sim import limits
 from kvops.sim.engine import Engine, SimConfig
 from kvops.sim.render import Renderer, VllmVersion, histogram_bounds, parse_version
 from kvops.sim.workload import PRESETS, Workload, scaled
+from kvops.termsafe import visible
 
 MAX_CATCHUP_S = 60.0
 _CONFIG_FIELDS = {f.name for f in fields(SimConfig)}
@@ -188,7 +189,9 @@ def start(
     try:
         httpd = server_cls((host, port), _Handler)
     except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot listen on {visible(host)}:{port}: {exc.strerror or exc}") from None
+    except (TypeError, UnicodeError):  # a host name IDNA cannot encode (a bidi override)
+        raise UsageError(f"cannot listen on {visible(host)}:{port}: not a host name") from None
     httpd.sim = sim
     thread = threading.Thread(target=httpd.serve_forever, name=f"kvops-sim:{port}", daemon=True)
     thread.start()
