@@ -47,6 +47,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kvops import __version__
 from kvops.errors import UsageError, one_line
+from kvops.exporter.compress import accepts_gzip
 from kvops.exporter.encode import Exposition, encode
 from kvops.exporter.webconfig import WebConfig
 from kvops.termsafe import visible
@@ -621,7 +622,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         headers = {}
         body = exposition.plain
-        if "gzip" in (self.headers.get("Accept-Encoding") or ""):
+        if accepts_gzip(", ".join(self.headers.get_all("Accept-Encoding") or [])):
             body = exposition.gzipped()
             headers["Content-Encoding"] = "gzip"
         self._send(200, body, CONTENT_TYPE_LATEST, headers)
