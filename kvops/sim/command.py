@@ -129,6 +129,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="answer /metrics?name[]=... with only the samples named; real vLLM ignores the filter and "
         "serves the whole page, as the simulator does by default (docs/real-vllm.md)",
     )
+    _what_if_flags(parser)
+
+
+def _what_if_flags(parser: argparse.ArgumentParser) -> None:
     what_if = parser.add_argument_group("what-if sizing (no server)")
     what_if.add_argument(
         "--what-if",
