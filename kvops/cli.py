@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from kvops import __version__
 from kvops.errors import UsageError
+from kvops.termsafe import visible
 
 # name -> (module, one-line help). The module defines configure(parser) and run(args) -> int.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -40,7 +41,8 @@ class OneLineArgumentParser(argparse.ArgumentParser):
     """argparse prints the whole usage on a bad flag; print one line and exit 2 instead."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        # argparse quotes the bad value back ("invalid choice: '...'"): a flag can hold escapes.
+        self.exit(2, f"{self.prog}: error: {visible(message)} (see {self.prog} --help)\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,7 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_gone()
     except UsageError as exc:
-        print(f"kvops {args.command}: error: {exc}", file=sys.stderr)
+        # The message quotes the user's flags and files, which can hold terminal escapes.
+        print(f"kvops {args.command}: error: {visible(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -4,40 +4,81 @@ and CA files, and the user config.
 Each is read with a size cap (`--config /dev/zero` must not read forever), YAML is checked
 before it is built (no aliases: a 472-byte billion-laughs would expand to gigabytes; nesting
 bounded: PyYAML's composer recurses), and every failure is one UsageError line (exit 2).
+A config anyone on the host may write decides which file is sent as a bearer token to which
+host: it is read with a one-line warning; a secret (token, password) file anyone may write is
+refused.
 """
 
 from __future__ import annotations
 
+import logging
+import os
+import stat
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import yaml
 
 from kvops.errors import UsageError
+from kvops.termsafe import visible
+
+log = logging.getLogger(__name__)
 
 MAX_CONFIG_BYTES = 1024 * 1024  # a config of a thousand targets is ~100 KiB
 MAX_SECRET_BYTES = 64 * 1024
 MAX_YAML_DEPTH = 32  # the deepest legitimate document (a target's options) is 3 levels
+READ_CHUNK_BYTES = 64 * 1024  # a cap's worth is never asked of read() at once
+
+
+def read_bounded(file: BinaryIO, cap: int) -> bytes | None:
+    """At most `cap` bytes of an open file, read by chunks; None when it holds more (a FIFO or
+    /dev/zero never ends, so the size is learnt by reading, not from stat)."""
+    chunks: list[bytes] = []
+    held = 0
+    while held <= cap:
+        chunk = file.read(min(READ_CHUNK_BYTES, cap + 1 - held))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        held += len(chunk)
+    return None
 
 
 def read_capped(path: object, what: str, cap: int) -> bytes:
     """The bytes of `path`, or UsageError if it cannot be read or holds more than `cap` bytes."""
+    return _read(path, what, cap)[0]
+
+
+def _read(path: object, what: str, cap: int) -> tuple[bytes, int]:
+    """read_capped's bytes and the file's mode (st_mode of what was opened, links followed)."""
     if not isinstance(path, str) or not path:
         raise UsageError(f"{what}: expected a file path, got {kind(path)}")
     try:
         with open(path, "rb") as file:
-            data = file.read(cap + 1)
+            mode = os.fstat(file.fileno()).st_mode
+            data = read_bounded(file, cap)
     except OSError as exc:
         raise UsageError(f"{what} {path}: {exc.strerror or exc}") from None
     except ValueError:  # an embedded NUL in the path
         raise UsageError(f"{what} {path!r}: not a valid path") from None
-    if len(data) > cap:
+    if data is None:
         raise UsageError(f"{what} {path}: larger than {cap} bytes, not read")
-    return data
+    return data, mode
 
 
-def read_text(path: object, what: str, cap: int = MAX_CONFIG_BYTES) -> str:
-    data = read_capped(path, what, cap)
+def world_writable(mode: int) -> bool:
+    """A regular file any user may write (a device such as /dev/null is not a config)."""
+    return stat.S_ISREG(mode) and bool(mode & stat.S_IWOTH)
+
+
+def read_text(path: object, what: str, cap: int = MAX_CONFIG_BYTES, secret: bool = False) -> str:
+    """The UTF-8 text of `path`. A world-writable file is warned about, or refused if `secret`."""
+    data, mode = _read(path, what, cap)
+    if world_writable(mode):
+        shown = f"{what} {visible(path)}: world-writable (mode {stat.S_IMODE(mode):04o})"
+        if secret:
+            raise UsageError(f"{shown}: any user could change the credential sent; not read (chmod o-w it)")
+        log.warning("%s: any user on this host can change it; run chmod o-w on it", shown)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -82,7 +123,7 @@ def _where(exc: yaml.YAMLError) -> str:
 def read_secret(path: object, what: str) -> str:
     """A token file's content, stripped; refused if empty or holding control characters (a CR/LF
     would end the Authorization header and start another one)."""
-    token = read_text(path, what, MAX_SECRET_BYTES).strip()
+    token = read_text(path, what, MAX_SECRET_BYTES, secret=True).strip()
     if not token:
         raise UsageError(f"{what} {path}: empty")
     if not token.isprintable():

@@ -20,6 +20,9 @@ typedef struct {
 } Buffer;
 
 static int put(Buffer *b, const char *s, Py_ssize_t n) {
+    if (n == 0) {
+        return 0; /* an empty first write: memcpy(NULL, s, 0) is undefined, even for 0 bytes */
+    }
     if (n > PY_SSIZE_T_MAX - b->len) {
         PyErr_NoMemory();
         return -1;

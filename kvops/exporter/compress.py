@@ -8,6 +8,7 @@ standard library has it, where isal has no wheel for the machine (see pyproject.
 
 from __future__ import annotations
 
+import re
 import zlib
 from typing import Any
 
@@ -32,3 +33,40 @@ def gzip_bytes(data: bytes) -> bytes:
 def backend() -> str:
     """Which deflate writes the gzip form: "isal" or "zlib"."""
     return "zlib" if _deflate is zlib else "isal"
+
+
+# RFC 9110 §12.4.2: qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )
+_QVALUE = re.compile(r"(?:0(?:\.[0-9]{0,3})?|1(?:\.0{0,3})?)")
+
+
+def accepts_gzip(header: str | None) -> bool:
+    """Whether an Accept-Encoding value (RFC 9110 §12.5.3) prefers gzip to no coding at all.
+
+    Weights are honoured: `gzip;q=0` refuses gzip, `*` stands for codings not named, x-gzip is
+    gzip. Identity is the fallback whatever is refused, and wins when it is given a higher weight
+    than gzip; on a tie gzip is sent (Prometheus asks for plain `gzip`). An entry with a malformed
+    weight is ignored.
+    """
+    if not header:
+        return False
+    weights: dict[str, float] = {}
+    for entry in header.split(","):
+        coding, *params = (part.strip() for part in entry.split(";"))
+        coding = coding.lower()
+        if not coding:
+            continue
+        weight = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                value = value.strip()
+                weight = float(value) if _QVALUE.fullmatch(value) else -1.0
+        if weight < 0:
+            continue
+        coding = "gzip" if coding == "x-gzip" else coding
+        weights[coding] = max(weight, weights.get(coding, weight))  # named twice: the kinder weight
+    star = weights.get("*")
+    gzip_weight = weights.get("gzip", star if star is not None else 0.0)
+    # Identity unnamed is acceptable but asked for by nobody: any weight on gzip goes first.
+    identity = weights.get("identity", star if star is not None else 0.0)
+    return gzip_weight > 0 and gzip_weight >= identity

@@ -27,6 +27,9 @@ from kvops.transport.http import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_SAMPLES, Fe
 
 log = logging.getLogger(__name__)
 
+MIN_BODY_BYTES = 1024
+MAX_BODY_BYTES = 1024**3  # a page is held in memory whole; the largest vLLM pages are ~1 MiB
+
 
 @dataclass
 class TargetConfig:
@@ -75,8 +78,12 @@ def load_config(args: argparse.Namespace) -> ExporterConfig:
         config.max_body_bytes = int(_number(max_body, "max_body_bytes", whole=True))
     if not 0 < config.timeout <= 600:
         raise UsageError(f"--timeout {config.timeout:g}: expected seconds in (0, 600]")
-    if config.max_body_bytes < 1024:
-        raise UsageError(f"--max-body-bytes {config.max_body_bytes}: expected at least 1024")
+    if not MIN_BODY_BYTES <= config.max_body_bytes <= MAX_BODY_BYTES:
+        # libcurl's size limit is a signed 64-bit number: 2**63 failed every target
+        raise UsageError(
+            f"--max-body-bytes {str(config.max_body_bytes)[:40]}: expected bytes from {MIN_BODY_BYTES} "
+            f"to {MAX_BODY_BYTES} (1 GiB)"
+        )
     max_samples = getattr(args, "max_samples_per_target", None)
     max_samples = (
         max_samples if max_samples is not None else doc.get("max_samples_per_target", DEFAULT_MAX_SAMPLES)

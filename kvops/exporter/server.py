@@ -12,6 +12,11 @@ timeout, and http.server gives every connection a thread for as long as it stays
   holds no worker and is closed at its deadline.
 - Request parsing and replies are http.server's BaseHTTPRequestHandler, driven one request
   at a time over our buffer. Request bodies are consumed up to a small size or refused.
+- An answer is written without waiting: what the socket cannot take yet stays with the
+  connection, which waits in the selector to be writable, so a client that asks and never
+  reads holds no worker (twenty such clients held all of them for 30 s each). The unsent
+  answer is dropped at the scrape's deadline (X-Prometheus-Scrape-Timeout-Seconds, else
+  WRITE_TIMEOUT), and a run of pipelined requests is cut at MAX_PIPELINED answers.
 - Every socket is closed explicitly on every path, TLS included; a client that went away is
   one debug line, never a traceback.
 
@@ -42,6 +47,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from kvops import __version__
 from kvops.errors import UsageError, one_line
+from kvops.exporter.compress import accepts_gzip
 from kvops.exporter.encode import Exposition, encode
 from kvops.exporter.webconfig import WebConfig
 from kvops.termsafe import visible
@@ -56,7 +62,8 @@ WORKERS = 16  # requests served at once; more queue (their scrapes share one rou
 IDLE_TIMEOUT = 120.0  # a keep-alive connection with no request for this long is closed
 HEAD_TIMEOUT = 10.0  # from a request's first byte (or a TLS connection's accept) to its whole head
 BODY_TIMEOUT = 10.0  # to read an accepted request body
-WRITE_TIMEOUT = 30.0  # to send a whole answer (sendall's timeout covers all of it)
+WRITE_TIMEOUT = 30.0  # to send a whole answer when the request names no scrape timeout
+MAX_PIPELINED = 8  # answers in a row to requests sent before the previous answer; then close
 MAX_HEAD_BYTES = 64 * 1024
 MAX_REQUEST_BODY = 64 * 1024  # a GET body is read and dropped up to this size, refused above
 FD_RESERVE = 64  # descriptors kept for upstream fetches, logs and collectors
@@ -96,6 +103,16 @@ def scrape_timeout(header: str | None) -> float | None:
     return max(0.1, seconds - SCRAPE_TIMEOUT_MARGIN)
 
 
+def send_budget(header: str | None) -> float:
+    """Seconds from a request to the last byte of its answer: the scraper's own timeout (it
+    has hung up by then), else WRITE_TIMEOUT; at least 1 s, at most WRITE_TIMEOUT."""
+    m = _TIMEOUT_HEADER_RE.fullmatch(header or "")
+    if m is None:
+        return WRITE_TIMEOUT
+    seconds = float(m.group(1))
+    return max(1.0, min(seconds, WRITE_TIMEOUT)) if math.isfinite(seconds) else WRITE_TIMEOUT
+
+
 def connection_cap() -> int:
     """Open client connections allowed: the fd limit less a reserve for everything else."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -117,6 +134,11 @@ class _Connection:
         self.head_deadline: float | None = time.monotonic() + HEAD_TIMEOUT if tls else None
         self.handler: _Handler | None = None
         self.closed = False
+        self.outgoing: deque[memoryview] = deque()  # answer bytes the socket has not taken yet
+        self.send_deadline = 0.0  # when the unsent answer is given up (with the connection)
+        self.wants = selectors.EVENT_READ  # what the selector waits for: bytes in, or room out
+        self.close_after_send = False
+        self.pipelined = 0  # answers in a row whose next request was already buffered
 
     @property
     def who(self) -> str:
@@ -175,8 +197,29 @@ class _Connection:
         return bool(data)
 
     def write(self, data: bytes) -> None:
-        self.sock.settimeout(WRITE_TIMEOUT)
-        self.sock.sendall(data)
+        if data:
+            self.outgoing.append(memoryview(data))
+
+    def send_pending(self) -> bool:
+        """Hand the kernel what it takes of the unsent answer without waiting; True when all
+        of it is sent, else `wants` says which event lets it go on."""
+        self.sock.setblocking(False)
+        while self.outgoing:
+            head = self.outgoing[0]
+            try:
+                sent = self.sock.send(head)
+            except (BlockingIOError, ssl.SSLWantWriteError):
+                self.wants = selectors.EVENT_WRITE
+                return False
+            except ssl.SSLWantReadError:  # TLS needs the peer's bytes first
+                self.wants = selectors.EVENT_READ
+                return False
+            if sent < len(head):
+                self.outgoing[0] = head[sent:]
+            else:
+                self.outgoing.popleft()
+        self.wants = selectors.EVENT_READ
+        return True
 
     def flush(self) -> None:
         pass
@@ -203,6 +246,7 @@ class ExporterServer:
         self.web = web or WebConfig()
         self.max_connections = max_connections or connection_cap()
         family = socket.AF_INET6 if ":" in address[0] else socket.AF_INET
+        shown = visible(f"{address[0]}:{address[1]}")  # --listen is shown back in a terminal
         listener = socket.socket(family, socket.SOCK_STREAM)
         try:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -210,10 +254,13 @@ class ExporterServer:
             listener.listen(BACKLOG)
         except OSError as exc:
             listener.close()
-            raise UsageError(f"cannot listen on {address[0]}:{address[1]}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot listen on {shown}: {exc.strerror or exc}") from None
         except OverflowError:  # a port above 65535 that bypassed parse_listen
             listener.close()
-            raise UsageError(f"cannot listen on {address[0]}:{address[1]}: bad port") from None
+            raise UsageError(f"cannot listen on {shown}: bad port") from None
+        except (TypeError, UnicodeError):  # a host name IDNA cannot encode (a bidi override)
+            listener.close()
+            raise UsageError(f"cannot listen on {shown}: not a host name") from None
         listener.setblocking(False)
         self._listener = listener
         self.server_address = listener.getsockname()
@@ -341,7 +388,7 @@ class ExporterServer:
             self._close(conn)
             return
         try:
-            self._selector.register(conn.sock, selectors.EVENT_READ, conn)
+            self._selector.register(conn.sock, conn.wants, conn)
         except (OSError, ValueError) as exc:  # closed under us
             log.debug("connection from %s: %s", conn.who, one_line(exc))
             self._close(conn)
@@ -375,12 +422,7 @@ class ExporterServer:
             self._park(conn)
 
     def _sweep(self, now: float) -> None:
-        expired = [
-            c
-            for c in self._parked
-            if (c.head_deadline is not None and now > c.head_deadline)
-            or (c.head_deadline is None and now - c.idle_since > IDLE_TIMEOUT)
-        ]
+        expired = [c for c in self._parked if _expired(c, now)]
         for conn in expired:
             self._unpark(conn)
             log.debug("closing connection from %s: timed out", conn.who)
@@ -396,11 +438,18 @@ class ExporterServer:
             self._wake_w.send(b"x")
 
     def _work(self, conn: _Connection) -> None:
-        """A worker's turn with a readable connection: finish the TLS handshake, serve every
-        whole request buffered, then hand the connection back or close it."""
+        """A worker's turn with a ready connection: finish the TLS handshake, go on with an
+        unsent answer, serve every whole request buffered, then hand the connection back (to
+        wait for bytes in, or for room to send) or close it."""
         try:
             if not conn.handshake_done and not self._handshake(conn):
                 self._hand_back(conn)
+                return
+            if conn.outgoing and not conn.send_pending():
+                self._hand_back(conn)
+                return
+            if conn.close_after_send:
+                self._close(conn)
                 return
             while True:
                 state = conn.gather()
@@ -408,19 +457,32 @@ class ExporterServer:
                     self._hand_back(conn)
                     return
                 if state != "complete":
-                    if state == "too large":
+                    if state == "too large":  # one try: the connection closes either way
                         conn.write(b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
                                    b"Connection: close\r\nContent-Length: 0\r\n\r\n")  # fmt: skip
+                        conn.send_pending()
                     break
                 handler = conn.handler or _Handler(conn, self)
                 conn.handler = handler
+                handler.last_in_run = conn.pipelined + 1 >= MAX_PIPELINED
+                began = time.monotonic()
                 handler.handle_one_request()
                 conn.idle_since = time.monotonic()
+                headers = getattr(handler, "headers", None)
+                conn.send_deadline = began + send_budget(
+                    headers.get("X-Prometheus-Scrape-Timeout-Seconds") if headers is not None else None
+                )
                 # A pipelined request already begun must be whole by its own deadline.
                 conn.head_deadline = conn.idle_since + HEAD_TIMEOUT if conn.buffer else None
+                conn.pipelined = conn.pipelined + 1 if conn.buffer else 0
+                sent = conn.send_pending()
                 if handler.close_connection:
-                    break
-                if not conn.pending():
+                    if sent:
+                        break
+                    conn.close_after_send = True
+                    self._hand_back(conn)
+                    return
+                if not sent or not conn.pending():
                     self._hand_back(conn)
                     return
         except OSError as exc:  # reset, broken pipe, timeout, TLS alert: the client went away
@@ -468,6 +530,16 @@ class ExporterServer:
         self._wake_w.close()
 
 
+def _expired(conn: _Connection, now: float) -> bool:
+    """Whether a waiting connection is past its deadline: to take its answer, to finish a
+    request it began, or to send one at all (idle)."""
+    if conn.outgoing:
+        return now > conn.send_deadline
+    if conn.head_deadline is not None:
+        return now > conn.head_deadline
+    return now - conn.idle_since > IDLE_TIMEOUT
+
+
 class _Handler(BaseHTTPRequestHandler):
     """http.server's request parsing and replies, one request per handle_one_request() call
     over a _Connection (StreamRequestHandler's setup/handle/finish are not used)."""
@@ -484,6 +556,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile = conn  # type: ignore[assignment]
         self.close_connection = True
         self._head_only = False
+        self.last_in_run = False  # the MAX_PIPELINED-th pipelined answer: it says close
 
     def version_string(self) -> str:
         return f"kvops/{__version__}"  # not the Python version http.server would add
@@ -549,7 +622,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         headers = {}
         body = exposition.plain
-        if "gzip" in (self.headers.get("Accept-Encoding") or ""):
+        if accepts_gzip(", ".join(self.headers.get_all("Accept-Encoding") or [])):
             body = exposition.gzipped()
             headers["Content-Encoding"] = "gzip"
         self._send(200, body, CONTENT_TYPE_LATEST, headers)
@@ -560,6 +633,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         for k, v in (headers or {}).items():
             self.send_header(k, v)
+        if self.last_in_run and not self.close_connection:
+            self.send_header("Connection", "close")  # http.server then closes after this answer
         self.end_headers()
         if not self._head_only:
             self.wfile.write(body)

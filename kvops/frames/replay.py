@@ -14,8 +14,10 @@ from kvops.engines import registry
 from kvops.errors import UsageError
 from kvops.exposition.parser import parse
 from kvops.frames import kvops_exposition
+from kvops.operator_files import read_bounded
 from kvops.scrape.unread import unread_families
 from kvops.snapshot import Snapshot
+from kvops.transport.http import DEFAULT_MAX_BODY_BYTES
 
 # The target name vLLM dumps replay under: one name for the whole sequence, so the
 # frames line up into intervals.
@@ -24,11 +26,19 @@ REPLAY_TARGET = "replay"
 
 _WANTED = registry.WANTED | kvops_exposition.EXPORTED
 
+# A saved page is held to what the exporter accepts from a target by default (16 MiB: a large
+# vLLM page is ~1 MiB); `--replay /dev/zero` must not read forever.
+MAX_REPLAY_BYTES = DEFAULT_MAX_BODY_BYTES
+
 
 def load_frame(path: Path, time: float) -> Snapshot:
     """One file as a Snapshot, or UsageError with a one-line reason."""
     try:
-        text = path.read_bytes().decode("utf-8")
+        with path.open("rb") as file:
+            data = read_bounded(file, MAX_REPLAY_BYTES)
+        if data is None:
+            raise UsageError(f"--replay {path}: larger than {MAX_REPLAY_BYTES} bytes (16 MiB), not read")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise UsageError(f"--replay {path}: no such file") from None
     except IsADirectoryError:

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import math
+from collections.abc import Callable
 
 from kvops.errors import UsageError
+from kvops.sim import limits
 from kvops.sim.offload_paths import PATHS
+from kvops.termsafe import visible
 
 DEFAULT_LISTEN = "127.0.0.1:8000"
 
@@ -28,10 +32,27 @@ def _size(text: str) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a size in GiB (or 'none')") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("a size cannot be negative")
+        raise argparse.ArgumentTypeError(f"{visible(text)!r} is not a size in GiB (or 'none')") from None
+    if not (math.isfinite(value) and 0 <= value <= limits.MAX_OFFLOAD_GIB):
+        raise argparse.ArgumentTypeError(
+            f"{value:g}: expected a size in GiB from 0 to {limits.MAX_OFFLOAD_GIB:.15g} (1 PiB), or 'none'"
+        )
     return value
+
+
+def _scale(high: float, what: str) -> Callable[[str], float]:
+    """A finite number in (0, high]: `--rate inf` queued sessions without end, NaN passed `<= 0`."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{visible(text)!r} is not a number") from None
+        if not (math.isfinite(value) and 0 < value <= high):
+            raise argparse.ArgumentTypeError(f"{value:g}: expected {what} above 0 and at most {high:.15g}")
+        return value
+
+    return parse
 
 
 EXAMPLES = """\
@@ -65,14 +86,18 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="workload preset (default rag, as kvops demo)",
     )
     parser.add_argument(
-        "--rate", type=float, default=1.0, metavar="X", help="multiply the preset's arrival rate (default 1)"
+        "--rate",
+        type=_scale(limits.MAX_RATE, "a multiplier"),
+        default=1.0,
+        metavar="X",
+        help=f"multiply the preset's arrival rate, up to {limits.MAX_RATE:g} (default 1)",
     )
     parser.add_argument(
         "--length",
-        type=float,
+        type=_scale(limits.MAX_LENGTH, "a multiplier"),
         default=1.0,
         metavar="X",
-        help="multiply the preset's token lengths (default 1)",
+        help=f"multiply the preset's token lengths, up to {limits.MAX_LENGTH:g} (default 1)",
     )
     parser.add_argument(
         "--kv-offloading-size",
@@ -104,6 +129,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="answer /metrics?name[]=... with only the samples named; real vLLM ignores the filter and "
         "serves the whole page, as the simulator does by default (docs/dev/real-vllm-harness.md)",
     )
+    _what_if_flags(parser)
+
+
+def _what_if_flags(parser: argparse.ArgumentParser) -> None:
     what_if = parser.add_argument_group("what-if sizing (no server)")
     what_if.add_argument(
         "--what-if",
@@ -117,7 +146,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="CPU buffer sizes for --what-if (default 0,16,64,128)",
     )
     what_if.add_argument(
-        "--duration", type=float, default=120.0, metavar="S", help="simulated seconds per size (default 120)"
+        "--duration",
+        type=_scale(limits.MAX_DURATION_S, "simulated seconds"),
+        default=120.0,
+        metavar="S",
+        help=f"simulated seconds per size, up to {limits.MAX_DURATION_S:g} (default 120)",
     )
     what_if.add_argument("--json", action="store_true", help="print only JSON to stdout")
 

@@ -22,9 +22,11 @@ from urllib.parse import parse_qs
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from kvops.errors import UsageError, one_line
+from kvops.sim import limits
 from kvops.sim.engine import Engine, SimConfig
 from kvops.sim.render import Renderer, VllmVersion, histogram_bounds, parse_version
 from kvops.sim.workload import PRESETS, Workload, scaled
+from kvops.termsafe import visible
 
 MAX_CATCHUP_S = 60.0
 _CONFIG_FIELDS = {f.name for f in fields(SimConfig)}
@@ -39,11 +41,12 @@ def build_engine(
         raise UsageError(f"unknown simulator option(s): {', '.join(sorted(unknown))}")
     if workload not in PRESETS:
         raise UsageError(f"--workload {workload!r}: choose one of {', '.join(PRESETS)}")
-    if rate <= 0 or length <= 0:
-        raise UsageError("--rate and --length must be positive")
+    limits.in_range("--rate", rate, 0.0, limits.MAX_RATE)
+    limits.in_range("--length", length, 0.0, limits.MAX_LENGTH)
     cfg = SimConfig(**config)
-    if cfg.num_gpu_blocks < 1 or (cfg.kv_offloading_size_gib or 0) < 0:
-        raise UsageError("GPU blocks must be >= 1 and the offloading size >= 0")
+    limits.offload_size("--kv-offloading-size", cfg.kv_offloading_size_gib)
+    if cfg.num_gpu_blocks < 1:
+        raise UsageError("GPU blocks must be >= 1")
     return Engine(cfg, Workload(scaled(PRESETS[workload], rate, length)), seed, histogram_bounds())
 
 
@@ -186,7 +189,9 @@ def start(
     try:
         httpd = server_cls((host, port), _Handler)
     except OSError as exc:
-        raise UsageError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot listen on {visible(host)}:{port}: {exc.strerror or exc}") from None
+    except (TypeError, UnicodeError):  # a host name IDNA cannot encode (a bidi override)
+        raise UsageError(f"cannot listen on {visible(host)}:{port}: not a host name") from None
     httpd.sim = sim
     thread = threading.Thread(target=httpd.serve_forever, name=f"kvops-sim:{port}", daemon=True)
     thread.start()

@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kvops.errors import UsageError
+from kvops.sim import limits
 from kvops.sim.server import build_engine
 
 BAR_WIDTH = 40
@@ -36,14 +37,15 @@ def parse_sizes(text: str) -> list[float]:
         sizes = [float(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise UsageError(f"--sizes {text!r}: expected GiB values separated by commas, e.g. 0,16,64") from None
-    if not sizes or any(s < 0 for s in sizes):
+    if not sizes:
         raise UsageError(f"--sizes {text!r}: expected one or more sizes >= 0 in GiB")
+    for size in sizes:
+        limits.offload_size("--sizes", size)
     return sizes
 
 
 def run(sizes: list[float], duration: float, seed: int = 0, **options: Any) -> list[WhatIfResult]:
-    if duration <= 0:
-        raise UsageError("--duration must be positive")
+    limits.in_range("--duration", duration, 0.0, limits.MAX_DURATION_S)
     results = []
     for size in sizes:
         started = time.perf_counter()

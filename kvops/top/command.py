@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 DEFAULT_URL = "http://localhost:8000"  # vllm serve's default port
 MAX_SCRAPE_TIMEOUT = 5.0
+MAX_INTERVAL = 3600.0  # seconds between frames
 # --sort KEY -> the board's sort (kvops.top.board.SORTS)
 SORT_KEYS = ("target", "local-hit", "external-hit", "store", "load", "kv", "requests", "preemptions")
 WINDOWS = {"1s": 1.0, "10s": 10.0, "1m": 60.0}  # chart smoothing
@@ -123,6 +124,8 @@ def parse_interval(raw: str) -> float:
         raise UsageError(f"--interval {raw!r}: not a number of seconds") from None
     if not math.isfinite(value) or value <= 0:
         raise UsageError(f"--interval {raw!r}: must be a positive number of seconds")
+    if value > MAX_INTERVAL:  # time.sleep(1e10) overflowed; a frame an hour is no dashboard
+        raise UsageError(f"--interval {raw!r}: at most {MAX_INTERVAL:g} seconds (one hour)")
     return value
 
 

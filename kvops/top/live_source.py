@@ -88,9 +88,11 @@ class LiveSource:
         filtered one (kvops.scrape.page_filter)."""
         # The same target given twice ("host:8000" and "http://host:8000/", say) is scraped once.
         self.scrapers: list[UrlScraper] = []
+        seen: set[str] = set()  # a set: comparing each URL with every earlier one took minutes at 30,000
         for url in urls:
             scraper = UrlScraper(url, probe=not one_shot)
-            if all(s.target != scraper.target for s in self.scrapers):
+            if scraper.target not in seen:
+                seen.add(scraper.target)
                 self.scrapers.append(scraper)
             else:
                 scraper.close()

@@ -114,6 +114,36 @@ _BROKEN = {pycurl.E_GOT_NOTHING, pycurl.E_RECV_ERROR, pycurl.E_SEND_ERROR, pycur
 # (E_FTP_WEIRD_SERVER_REPLY is code 8, which libcurl has since renamed WEIRD_SERVER_REPLY.)
 
 
+MAX_REASON_CHARS = 200  # of libcurl's message in a reason (a status line can be 200 KB)
+
+# curl.h's names where pycurl has none (codes of libcurl 7.66 to 8.8) or only an older one.
+_CURL_H_NAMES = {8: "WEIRD_SERVER_REPLY", 22: "HTTP_RETURNED_ERROR", 60: "PEER_FAILED_VERIFICATION",
+                 95: "HTTP3", 96: "QUIC_CONNECT_ERROR", 97: "PROXY", 98: "SSL_CLIENTCERT",
+                 99: "UNRECOVERABLE_POLL", 100: "TOO_LARGE", 101: "ECH_REQUIRED"}  # fmt: skip
+
+
+def _code_names() -> dict[int, str]:
+    """CURLcode -> its name in curl.h, from pycurl's E_ constants (aliases of older releases
+    and the multi interface's codes left out)."""
+    names: dict[int, str] = {}
+    for attr in sorted(dir(pycurl), key=len):  # the shortest of a code's aliases
+        value = getattr(pycurl, attr)
+        if attr.startswith("E_") and not attr.startswith("E_MULTI_") and isinstance(value, int):
+            names.setdefault(value, attr[2:])
+    return {**names, **_CURL_H_NAMES}
+
+
+_CODE_NAMES = _code_names()
+
+
+def curl_code_text(code: object) -> str:
+    """A libcurl error that came without a message: its code and, where known, curl.h's name."""
+    if not isinstance(code, int):
+        return "libcurl error without a code"
+    name = _CODE_NAMES.get(code)
+    return f"libcurl error {code} (CURLE_{name})" if name else f"libcurl error {code}"
+
+
 class _Body:
     """libcurl's write callback: keeps the body up to the size bound, then stops the transfer."""
 
@@ -195,7 +225,11 @@ class HttpClient:
                 self._curl.close()
 
     def _reason(self, exc: pycurl.error, body: _Body) -> str:
-        code, message = exc.args[0], one_line(exc.args[1] if len(exc.args) > 1 else exc, 200)
+        code = exc.args[0] if exc.args else None
+        said = str(exc.args[1]).strip() if len(exc.args) > 1 else ""
+        # A multi handle's failure can come without libcurl's words (a 200 KB status line was
+        # "str", the type's name one_line falls back on): the code is named instead.
+        message = one_line(said, MAX_REASON_CHARS) if said else curl_code_text(code)
         limit = self.options.max_body_bytes
         if body.over:
             return f"body over the limit of {limit} bytes"

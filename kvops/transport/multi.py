@@ -5,13 +5,21 @@ threads waking, taking the GIL and handing results back used 12.3-12.6 ms of CPU
 this loop (which leaves the waiting to libcurl) 9.1-9.3 ms (benchmarks/scrape_round.py).
 The multi handle also keeps the connections alive between rounds, so it lives as long as
 its user.
+
+Transfers at once are capped (MAX_CONNECTIONS, or a quarter of the descriptors the process
+may open): 30,000 targets were all handed to libcurl before the first perform(), which took
+longer than a frame's deadline, then opened 30,000 sockets, past a 20,000 descriptor limit.
+A job waits in this loop until a transfer ends; one still waiting at the deadline is reported
+as not fetched, with the cap named.
 """
 
 from __future__ import annotations
 
 import contextlib
+import resource
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
 import pycurl
@@ -23,6 +31,18 @@ from kvops.transport.http import FetchError, HttpClient, Transfer
 _GRACE = 0.25
 _IDLE_WAIT = 0.005  # when libcurl has no socket to wait on yet (resolving, say)
 _POLL = 0.25  # the longest wait between looks at close()
+MAX_CONNECTIONS = 1024  # open at once, whatever the descriptor limit
+_FD_SHARE = 4  # at most a quarter of the descriptor limit (the exporter's clients, files, GPUs)
+
+
+def connection_cap() -> int:
+    """Connections a round may have open at once: MAX_CONNECTIONS, or a quarter of the soft
+    descriptor limit where that is lower (at least 8)."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return MAX_CONNECTIONS
+    return max(8, min(MAX_CONNECTIONS, soft // _FD_SHARE))
+
 
 # done(job index, the body or why not, seconds from the round's start)
 Done = Callable[[int, "str | FetchError", float], None]
@@ -34,6 +54,9 @@ class MultiFetcher:
 
     def __init__(self) -> None:
         self._multi = pycurl.CurlMulti()
+        self.max_connections = connection_cap()
+        # Beyond it a transfer waits in libcurl's queue; idle connections past it are closed.
+        self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
         self._lock = threading.Lock()
         self._closing = False  # close() during a round: the round stops and closes the handle
 
@@ -55,6 +78,7 @@ class MultiFetcher:
         multi = self._multi
         started = time.monotonic()
         running: dict[int, tuple[int, Transfer]] = {}  # id(handle) -> (job index, transfer)
+        waiting = deque(range(len(jobs)))  # jobs not begun: over the cap, in order
 
         def settle(index: int, outcome: str | FetchError) -> None:
             done(index, outcome, time.monotonic() - started)
@@ -81,10 +105,19 @@ class MultiFetcher:
             else:
                 settle(index, text)
 
+        def admit() -> None:
+            """Begin waiting jobs while under the cap; at the deadline, the rest are not fetched."""
+            while waiting and len(running) < self.max_connections and time.monotonic() < deadline:
+                index = waiting.popleft()
+                begin(index, Transfer(*jobs[index]))
+            if waiting and time.monotonic() >= deadline:
+                reason = (f"not fetched by the deadline: {len(jobs)} targets, at most "
+                          f"{self.max_connections} fetched at once")  # fmt: skip
+                while waiting:
+                    settle(waiting.popleft(), FetchError(reason))
+
         try:
-            for index, (client, url) in enumerate(jobs):
-                begin(index, Transfer(client, url))
-            self._run(running, finish, deadline)
+            self._run(running, finish, deadline, admit)
         finally:  # a failure half-way must not leave handles on the multi handle, or claimed
             left = list(running.values())
             running.clear()
@@ -93,12 +126,21 @@ class MultiFetcher:
                     multi.remove_handle(transfer.client.handle)
                 transfer.abandon()
                 settle(index, FetchError("internal error while fetching"))
+            while waiting:
+                settle(waiting.popleft(), FetchError("internal error while fetching"))
 
     def _run(
-        self, running: dict[int, tuple[int, Transfer]], finish: Callable[..., None], deadline: float
+        self,
+        running: dict[int, tuple[int, Transfer]],
+        finish: Callable[..., None],
+        deadline: float,
+        admit: Callable[[], None],
     ) -> None:
         multi = self._multi
-        while running:
+        while True:
+            admit()  # as transfers end, the next jobs begin
+            if not running:
+                break
             while multi.perform()[0] == pycurl.E_CALL_MULTI_PERFORM:
                 pass
             while True:
@@ -109,14 +151,15 @@ class MultiFetcher:
                     finish(handle, pycurl.error(code, message))
                 if not queued:
                     break
-            if not running:
-                break
+            if not running:  # all ended: begin the next jobs, or stop
+                continue
             left = deadline + _GRACE - time.monotonic()
             if left <= 0 or self._closing:
                 reason = "closed" if self._closing else "deadline"
                 for handle_id in list(running):
                     _, transfer = running[handle_id]
                     finish(transfer.client.handle, pycurl.error(pycurl.E_OPERATION_TIMEDOUT, reason))
+                admit()  # past the deadline: the jobs still waiting are settled, not begun
                 break
             wanted_ms = multi.timeout()  # when libcurl's own timers (timeouts, retries) are due
             wait = min(left, _POLL if wanted_ms < 0 else wanted_ms / 1000, _POLL)
