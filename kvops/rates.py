@@ -333,6 +333,11 @@ class GpuInterval:
     pcie_link_max_bytes_per_second: float | None
     pcie_transmit_link_fraction: float | None
     pcie_receive_link_fraction: float | None
+    # The link host copies ride (issue 45): pcie, or c2c on Grace; PCIe's figures above stay.
+    host_link_kind: str | None = None
+    host_link_transmit_bytes_per_second: float | None = None
+    host_link_receive_bytes_per_second: float | None = None
+    host_link_max_bytes_per_second: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return _plain(self)
@@ -686,6 +691,16 @@ def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | N
     tx = per_second("pcie_tx_bytes", "pcie_tx_bytes_per_second")
     rx = per_second("pcie_rx_bytes", "pcie_rx_bytes_per_second")
     link = cur.pcie_link_max_bytes_per_second
+    kind = cur.host_link_kind
+
+    def host_link_per_second(counter: str, gauge: str) -> float | None:
+        now: float | None = getattr(cur, counter).get(kind)
+        before: float | None = getattr(prev, counter).get(kind) if prev is not None else None
+        if now is not None and before is not None:
+            return ratio(counter_delta(before, now), wall_seconds)
+        gauged: float | None = getattr(cur, gauge).get(kind)
+        return gauged
+
     return GpuInterval(
         gpu=cur.index,
         uuid=cur.uuid,
@@ -699,6 +714,14 @@ def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | N
         pcie_link_max_bytes_per_second=link,
         pcie_transmit_link_fraction=ratio(tx, link),
         pcie_receive_link_fraction=ratio(rx, link),
+        host_link_kind=kind,
+        host_link_transmit_bytes_per_second=host_link_per_second(
+            "host_link_tx_bytes", "host_link_tx_bytes_per_second"
+        ),
+        host_link_receive_bytes_per_second=host_link_per_second(
+            "host_link_rx_bytes", "host_link_rx_bytes_per_second"
+        ),
+        host_link_max_bytes_per_second=cur.host_link_max_bytes_per_second.get(kind) if kind else None,
     )
 
 
@@ -720,8 +743,17 @@ def pcie_cross_check(engine_load_bytes: float | None, pcie_rx_bytes: float | Non
     return "consistent"
 
 
+def host_link_rx_bytes(g: GpuSample) -> float | None:
+    """The receive counter of the link that carries `g`'s host copies: NVLink-C2C's on a Grace
+    GPU (None where GPM does not measure it: never PCIe's counter, which stays near zero there),
+    else PCIe's (a snapshot from before issue 45 says no kind: PCIe)."""
+    if g.host_link_kind == "c2c":
+        return g.host_link_rx_bytes.get("c2c")
+    return g.pcie_rx_bytes
+
+
 def _pcie_rx_by_target(prev: Snapshot, cur: Snapshot) -> dict[str, float]:
-    """Δ PCIe receive bytes over the GPUs each target's processes use (collectors/procs.py)."""
+    """Δ host-link receive bytes over the GPUs each target's processes use (collectors/procs.py)."""
     prev_gpus = {g.uuid: g for g in prev.gpus}
     cur_gpus = {g.uuid: g for g in cur.gpus}
     out: dict[str, float] = {}
@@ -729,10 +761,9 @@ def _pcie_rx_by_target(prev: Snapshot, cur: Snapshot) -> dict[str, float]:
         total: float | None = 0.0
         for _, uuid in proc.gpus:
             before, after = prev_gpus.get(uuid), cur_gpus.get(uuid)
-            moved = counter_delta(
-                before.pcie_rx_bytes if before else None, after.pcie_rx_bytes if after else None
-            )
-            if moved is None or before is None or before.pcie_rx_bytes is None or total is None:
+            start = host_link_rx_bytes(before) if before else None
+            moved = counter_delta(start, host_link_rx_bytes(after) if after else None)
+            if moved is None or start is None or total is None:
                 total = None
                 continue
             total += moved

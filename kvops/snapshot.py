@@ -225,6 +225,17 @@ class GpuSample:
     xgmi_write_bytes: dict[str, float] = field(default_factory=dict)
     processes: dict[int, float | None] = field(default_factory=dict)  # pid -> GPU memory bytes
     extra: dict[str, float] = field(default_factory=dict)  # vendor-specific extras (GTT, ...)
+    # --- host link (issue 45): the link host<->GPU copies ride, keyed by its kind, pcie | c2c
+    # (one key per GPU; docs/collectors.md "Host link"). Counters in bytes; a C2C counter is the
+    # driver's GPM rate integrated between scrapes. Empty where the link is not known.
+    host_link_tx_bytes: dict[str, float] = field(default_factory=dict)  # device to host
+    host_link_rx_bytes: dict[str, float] = field(default_factory=dict)  # host to device
+    host_link_tx_bytes_per_second: dict[str, float] = field(default_factory=dict)
+    host_link_rx_bytes_per_second: dict[str, float] = field(default_factory=dict)
+    host_link_max_bytes_per_second: dict[str, float] = field(default_factory=dict)  # per direction
+    host_link_errors: dict[str, float] = field(default_factory=dict)  # counter name -> count
+    host_link_kind: str | None = None  # pcie | c2c; None where the collector did not say
+    numa_node: int | None = None  # host NUMA node nearest the GPU (sysfs numa_node, NVML)
 
 
 @dataclass

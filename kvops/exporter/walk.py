@@ -98,6 +98,12 @@ def walk_gpus(gpus: list[GpuSample], sink: Sink) -> None:
     for g, base in zip(gpus, bases, strict=True):
         for pid, mem in sorted(g.processes.items()):
             sink.add((*base, str(pid)), mem)
+    # Host-link health (issue 45): two labels past the GPU's, so not a bound field.
+    sink.begin(names.GPU_HOST_LINK_ERRORS)
+    for g, base in zip(gpus, bases, strict=True):
+        if g.host_link_kind is not None:
+            for counter, count in sorted(g.host_link_errors.items()):
+                sink.add((*base, g.host_link_kind, counter), count)
 
 
 def walk_host(host: HostSample, sink: Sink) -> None:
