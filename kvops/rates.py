@@ -339,6 +339,25 @@ class GpuInterval:
     host_link_receive_bytes_per_second: float | None = None
     host_link_max_bytes_per_second: float | None = None
 
+    @property
+    def link_label(self) -> str:
+        """What top calls the link host copies ride: "C2C" on Grace, else "PCIe"."""
+        return "C2C" if self.host_link_kind == "c2c" else "PCIe"
+
+    def shown_link(self) -> tuple[float | None, float | None, float | None]:
+        """(transmit, receive, maximum) bytes/s of that link, as top's GPU panel shows it."""
+        if self.host_link_kind == "c2c":
+            return (
+                self.host_link_transmit_bytes_per_second,
+                self.host_link_receive_bytes_per_second,
+                self.host_link_max_bytes_per_second,
+            )
+        return (
+            self.pcie_transmit_bytes_per_second,
+            self.pcie_receive_bytes_per_second,
+            self.pcie_link_max_bytes_per_second,
+        )
+
     def to_json(self) -> dict[str, Any]:
         return _plain(self)
 

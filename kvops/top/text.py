@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kvops.rates import ratio
 from kvops.termsafe import visible
 from kvops.top import fleet, numbers
 from kvops.top.board import Board
@@ -58,15 +59,15 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
         seconds = frame.interval_seconds if frame is not None else None
         lines.extend(_groups(fleet.group(engines, view.group_by, seconds), view.group_by))
     for g in frame.gpus if frame is not None else []:
-        tx, rx = g.pcie_transmit_bytes_per_second, g.pcie_receive_bytes_per_second
+        tx, rx, link = g.shown_link()  # NVLink-C2C's on a Grace GPU (issue 45), else PCIe's
         label = "Simulated GPU" if simulated else "GPU"
         lines.append(
             f"{label} {visible(g.gpu)} {visible(g.name or '')}:"
             f" memory {numbers.gib(g.memory_used_bytes)}"
             f" of {numbers.gib(g.memory_total_bytes)},"
-            f" PCIe TX {_link(tx, g.pcie_transmit_link_fraction)}"
-            f" RX {_link(rx, g.pcie_receive_link_fraction)}"
-            f" (link max {numbers.gbps(g.pcie_link_max_bytes_per_second)} per direction)"
+            f" {g.link_label} TX {_link(tx, ratio(tx, link))}"
+            f" RX {_link(rx, ratio(rx, link))}"
+            f" (link max {numbers.gbps(link)} per direction)"
         )
     host = frame.host if frame is not None else {}
     if host:

@@ -238,9 +238,25 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
                 out, err = run.communicate(timeout=60)
                 assert run.returncode == 0, err
                 docs[name] = json.loads(out)
+            pages = []  # two pages of the exporter, for top's text view of them
+            for i in range(2):
+                pages.append(tmp_path / f"page{i}.prom")
+                pages[-1].write_text(_text(with_gpm))
+                time.sleep(1.2)
     finally:
         sim.kill()
         sim.wait()
+    screen = subprocess.run(
+        [sys.executable, "-m", "kvops.cli", "top", "--once", "--replay", *map(str, pages)],
+        capture_output=True,
+        text=True,
+        env=_clean_env(),
+        timeout=60,
+    )
+    assert screen.returncode == 0, screen.stderr
+    (gpu_line,) = [line for line in screen.stdout.splitlines() if line.startswith("GPU 0 ")]
+    assert " C2C TX " in gpu_line and "PCIe" not in gpu_line, gpu_line
+    assert "(link max 450.00 GB/s per direction)" in gpu_line, gpu_line
     for name, doc in docs.items():
         (engine,) = [t for t in doc["targets"] if t["target"] == sim_url]
         assert engine["load_bytes"] > 1e9, (name, engine["load_bytes"])  # GBs over the interval
