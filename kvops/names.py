@@ -461,6 +461,17 @@ PROCESS_MEMORY = _g(
     "(kind=rss_anon|rss_shmem|locked|pinned from /proc/PID/status).",
     ("target", "kind"),
 )
+PROCESS_NUMA_MEMORY = _g(
+    "kvops_vllm_process_numa_memory_bytes",
+    "Memory of the target's process tree per NUMA node (/proc/PID/numa_maps, read at most once a minute).",
+    ("target", "node"),
+)
+PROCESS_NUMA_REMOTE = _g(
+    "kvops_vllm_process_numa_remote_ratio",
+    "Share of the target's process memory on NUMA nodes none of its GPUs sit on, 0-1: an offload pool "
+    "on the far socket (playbooks/KvopsOffloadPoolRemoteNuma.md).",
+    ("target",),
+)
 TARGET_GPU_INFO = _g(
     "kvops_target_gpu_info", "Joins a target to a GPU its processes use (value 1).", ("target", "gpu", "uuid")
 )

@@ -255,6 +255,8 @@ class EngineInterval:
     evicted_tokens_per_second: float | None = None
     eviction_mean_seconds: float | None = None
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
+    # Share of the target's host memory on NUMA nodes none of its GPUs sit on (issue 45)
+    host_memory_remote_numa_ratio: float | None = None
     # current state
     requests_running: float | None = None
     requests_waiting: float | None = None
@@ -798,6 +800,7 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
     prev_engines = {e.key: e for e in prev.engines()}
     prev_lmcache = {item.key: item for t in prev.targets for item in t.lmcache}
     pcie_rx = _pcie_rx_by_target(prev, cur)
+    remote_numa = {p.target: p.numa_remote_ratio for p in cur.processes}
     targets: list[EngineInterval | DownTarget] = []
     for target in cur.targets:
         if not target.up:
@@ -811,6 +814,7 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
                 entry.clear_interval()
             elif len(target.engines) == 1:  # PCIe is per GPU set, not per data-parallel rank
                 entry.pcie_cross_check = pcie_cross_check(entry.load_bytes, pcie_rx.get(target.target))
+            entry.host_memory_remote_numa_ratio = remote_numa.get(target.target)
             targets.append(entry)
         for item in target.lmcache:  # LMCache's workers: a row each (docs/top.md)
             entry = lmcache_interval(prev_lmcache.get(item.key), item, wall)

@@ -266,6 +266,10 @@ class ProcessMemory:
     locked: float | None = None
     pinned: float | None = None
     gpus: list[tuple[str, str]] = field(default_factory=list)  # (gpu index, uuid) it uses
+    # NUMA placement (issue 45, collectors/numa.py): bytes per node from /proc/PID/numa_maps,
+    # and the share on nodes none of its GPUs sit on (None where either side is unknown).
+    numa_bytes: dict[str, float] = field(default_factory=dict)
+    numa_remote_ratio: float | None = None
 
 
 @dataclass

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from kvops.collectors import linkspeed
+from kvops.collectors import linkspeed, numa
 from kvops.collectors import nvidia_host_link as host_link
 from kvops.collectors.library import VendorLibrary
 from kvops.collectors.query import Failure, ValueQuery
@@ -99,6 +99,8 @@ class NvidiaCollector:
         self._sampler: BackgroundSampler | None = None
         # host link (nvidia_host_link.py): static facts per GPU, GPM windows where GPM answers
         self._link_facts: dict[str, host_link.LinkFacts] = {}
+        self._numa_node: dict[str, int | None] = {}
+        self.sysfs_root = "/"  # where /sys is (tests point it at a recorded tree)
         self._gpm: dict[str, host_link.GpmWindow] = {}
 
     # --- per value ---------------------------------------------------------------------
@@ -164,6 +166,12 @@ class NvidiaCollector:
             self._identity[uuid] = (self._query(uuid, "name", nvml.nvmlDeviceGetName, h), pci and pci.busId)
         name, bus_id = self._identity[uuid]
         s = GpuSample(index=index, uuid=uuid, vendor="nvidia", name=name, pci_bus_id=bus_id)
+        if uuid not in self._numa_node:  # fixed while the driver runs: read once
+            node = numa.gpu_numa_node(bus_id, self.sysfs_root)
+            if node is None:  # Grace: the GPU memory is itself a node (nvml.h)
+                node = self._query(uuid, "numa", nvml.nvmlDeviceGetNumaNodeId, h)
+            self._numa_node[uuid] = node if node is None or node >= 0 else None
+        s.numa_node = self._numa_node[uuid]
 
         mem = self._query(uuid, "memory_v2", nvml.nvmlDeviceGetMemoryInfo, h, nvml.nvmlMemory_v2)
         if mem is None and self._values.unsupported(uuid, "memory_v2"):

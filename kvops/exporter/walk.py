@@ -133,6 +133,14 @@ def walk_processes(procs: list[ProcessMemory], sink: Sink) -> None:
     for pm in procs:
         for index, uuid in pm.gpus:
             sink.add([pm.target, index, uuid], 1.0)
+    # NUMA placement (issue 45)
+    sink.begin(names.PROCESS_NUMA_MEMORY)
+    for pm in procs:
+        for node, value in sorted(pm.numa_bytes.items(), key=lambda kv: int(kv[0])):
+            sink.add([pm.target, node], value)
+    sink.begin(names.PROCESS_NUMA_REMOTE)
+    for pm in procs:
+        sink.add([pm.target], pm.numa_remote_ratio)
 
 
 def walk_self(statuses: list[CollectorStatus], sink: Sink) -> None:

@@ -8,6 +8,7 @@ An absent series stays None, as in the exporter.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -132,6 +133,12 @@ def _processes(result: ParseResult, target_of: Callable[[Labels], str]) -> list[
         if attr in ("rss_anon", "rss_shmem", "locked", "pinned"):
             pm = procs.setdefault(target_of(labels), ProcessMemory(target_of(labels)))
             setattr(pm, attr, value)
+    for labels, value in result.get(names.PROCESS_NUMA_MEMORY.name):
+        pm = procs.setdefault(target_of(labels), ProcessMemory(target_of(labels)))
+        pm.numa_bytes[labels.get("node", "")] = value
+    for labels, value in result.get(names.PROCESS_NUMA_REMOTE.name):
+        if math.isfinite(value):
+            procs.setdefault(target_of(labels), ProcessMemory(target_of(labels))).numa_remote_ratio = value
     return list(procs.values())
 
 

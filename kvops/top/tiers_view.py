@@ -59,6 +59,12 @@ def signals_table(row: Row) -> Table:
     text, style = CROSS_CHECK_TEXT.get(check or "", (visible(check) if check else numbers.UNKNOWN, ""))
     table.add_row("PCIe cross-check", Text(text, style=style))
     table.add_row("prompt tokens in the interval", numbers.count(row.get("prompt_tokens")))
+    remote = row.get("host_memory_remote_numa_ratio")
+    if remote is not None:  # a target on this host whose GPUs' NUMA nodes are known (issue 45)
+        table.add_row(
+            "host memory off the GPUs' NUMA node",
+            Text(numbers.pct(remote), style="bold red" if remote > 0.5 else ""),
+        )
     for label, name in (("promotion alloc. failures /s", "promotion_allocation_failures_per_second"),
                         ("stores dropped, pool full", "pool_full_drop_ratio")):  # fmt: skip
         value = row.get(name)
