@@ -971,6 +971,12 @@ GPU_HOST_LINK_ERRORS = _c(
     "(fields 231-233).",
     (*HOST_LINK_LABELS, "counter"),
 )
+GPU_AMD_PCIE_BANDWIDTH = _g(
+    "kvops_gpu_amd_pcie_bandwidth",
+    "AMD GPU metrics table's PCIe bandwidth, both directions together, raw (figure=acc|inst; unit and "
+    "metrics_table version as labels); absent where the firmware lacks it.",
+    (*GPU_LABELS, "figure", "unit", "metrics_table"),
+)
 GPU_NUMA_NODE = _g(
     "kvops_gpu_numa_node",
     "Host NUMA node nearest the GPU (PCI sysfs numa_node; NVML where GPU memory is itself a node).",

@@ -235,7 +235,12 @@ class GpuSample:
     host_link_max_bytes_per_second: dict[str, float] = field(default_factory=dict)  # per direction
     host_link_errors: dict[str, float] = field(default_factory=dict)  # counter name -> count
     host_link_kind: str | None = None  # pcie | c2c; None where the collector did not say
-    numa_node: int | None = None  # host NUMA node nearest the GPU (sysfs numa_node, NVML)
+    numa_node: int | None = None  # host NUMA node nearest the GPU (sysfs numa_node, NVML, amdsmi)
+    # AMD metrics table (MI300-class): PCIe bandwidth of both directions together, raw, keyed
+    # acc | inst, in amd_pcie_bandwidth_unit; the table's version ("1.5") says which unit.
+    amd_pcie_bandwidth: dict[str, float] = field(default_factory=dict)
+    amd_pcie_bandwidth_unit: str | None = None
+    amd_metrics_table: str | None = None
 
 
 @dataclass

@@ -98,6 +98,13 @@ def walk_gpus(gpus: list[GpuSample], sink: Sink) -> None:
     for g, base in zip(gpus, bases, strict=True):
         for pid, mem in sorted(g.processes.items()):
             sink.add((*base, str(pid)), mem)
+    # AMD's combined PCIe bandwidth (issue 45): raw, with its unit; no direction, so no host-link
+    sink.begin(names.GPU_AMD_PCIE_BANDWIDTH)
+    for g, base in zip(gpus, bases, strict=True):
+        for figure, value in sorted(g.amd_pcie_bandwidth.items()):
+            sink.add(
+                (*base, figure, g.amd_pcie_bandwidth_unit or "unknown", g.amd_metrics_table or ""), value
+            )
     # Host-link health (issue 45): two labels past the GPU's, so not a bound field.
     sink.begin(names.GPU_HOST_LINK_ERRORS)
     for g, base in zip(gpus, bases, strict=True):

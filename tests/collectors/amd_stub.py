@@ -117,6 +117,15 @@ class StubAmdGpu:
     procs: dict[int, int] = field(default_factory=dict)  # pid -> VRAM bytes
     pci: tuple[int, int, int] | None = None  # (sent, received, max_pkt_sz) of pci_throughput
     fail: dict[str, int] = field(default_factory=dict)  # amdsmi function -> status
+    # issue 45: the metrics table's combined PCIe bandwidth (MI300-class firmware; None: "N/A"),
+    # its header version, the PCIe health counters of amdsmi_get_pcie_info, the NUMA affinity
+    pcie_bandwidth_acc: int | None = None
+    pcie_bandwidth_inst: int | None = None
+    metrics_version: tuple[int, int] = (1, 5)  # common_header format, content revision
+    l0_to_recovery: int | None = None
+    nak_sent: int | None = None
+    nak_received: int | None = None
+    numa_node: int | None = None
 
     def lines(self, i: int, amdsmi: ModuleType) -> list[str]:
         w = amdsmi.amdsmi_wrapper
@@ -139,9 +148,12 @@ class StubAmdGpu:
             ("pcie_link_speed", self.pcie_speed),
             ("pcie_replay_count_acc", self.replay),
             ("average_gfx_activity", self.gfx_activity),
+            ("pcie_bandwidth_acc", self.pcie_bandwidth_acc),
+            ("pcie_bandwidth_inst", self.pcie_bandwidth_inst),
         ):
             if value is not None:
                 setattr(m, name, value)
+        m.common_header.format_revision, m.common_header.content_revision = self.metrics_version
         for link, (r, wr) in enumerate(zip(self.xgmi_read_kb, self.xgmi_write_kb, strict=True)):
             if r is not None:
                 m.xgmi_read_data_acc[link] = r
@@ -154,6 +166,15 @@ class StubAmdGpu:
             p.pcie_static.max_pcie_width = self.pcie_max_width
         if self.pcie_max_speed is not None:
             p.pcie_static.max_pcie_speed = self.pcie_max_speed
+        for name, value in (
+            ("pcie_l0_to_recovery_count", self.l0_to_recovery),
+            ("pcie_nak_sent_count", self.nak_sent),
+            ("pcie_nak_received_count", self.nak_received),
+        ):
+            if value is not None:
+                setattr(p.pcie_metric, name, value)
+        if self.numa_node is not None:
+            out["numa"] = self.numa_node
         out["blob.amdsmi_get_pcie_info"] = _blob(p)
 
         if self.procs:

@@ -205,3 +205,12 @@ int amdsmi_get_gpu_pci_throughput(void *h, uint64_t *sent, uint64_t *received, u
     *max_pkt_sz = m;
     return AMDSMI_STATUS_SUCCESS;
 }
+
+/* issue 45: 0.numa <node> answers amdsmi_get_gpu_topo_numa_affinity (absent: NOT_SUPPORTED) */
+int amdsmi_get_gpu_topo_numa_affinity(void *h, int32_t *node) {
+    DEVICE_CALL("amdsmi_get_gpu_topo_numa_affinity", h);
+    unsigned long long v;
+    if (!dget_u64(dev, "numa", &v)) RETURN(AMDSMI_STATUS_NOT_SUPPORTED);
+    *node = (int32_t)v;
+    RETURN(AMDSMI_STATUS_SUCCESS);
+}
