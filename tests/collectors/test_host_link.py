@@ -271,3 +271,28 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
         else:
             assert verdict is None
             assert gpu["host_link_receive_bytes_per_second"] is None
+
+
+def test_gpu_check_prints_each_calls_answer(nvml_libdir: Path, tmp_path: Path) -> None:
+    """benchmarks/gpu_check.py, the script to run once on silicon, over the stub: what it prints
+    is what the driver answered (the GH200's C2C fields and GPM rates, PCIe's NOT_SUPPORTED)."""
+    config = nvml_stub.write_config(tmp_path / "nvml.conf", [nvml_stub.gh200()])
+    env = dict(_clean_env(), LD_LIBRARY_PATH=str(nvml_libdir), **{nvml_stub.CONFIG_ENV: str(config)})
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+    run = subprocess.run(
+        [sys.executable, str(script), "--gpm-wait", "0.05"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert run.returncode == 0, run.stderr
+    (gpu,) = json.loads(run.stdout)["nvidia"]["gpus"]
+    assert gpu["field_values"]["172 C2C_LINK_GET_MAX_BW (MB/s)"] == {"value": 450_000, "valueType": 1}
+    assert gpu["field_values"]["169 PCIE_L0_TO_RECOVERY_COUNTER"]["nvmlReturn"] == 3
+    assert gpu["gpm"]["103 C2C_DATA_RX_PER_SEC"] == {"MiB/s": 8192.0}
+    assert "error" in json.loads(run.stdout)["amd"]  # no ROCm here: said, not raised
+    bad = subprocess.run(
+        [sys.executable, str(script), "--gpm-wait", "0"], capture_output=True, text=True, env=env
+    )
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
