@@ -296,3 +296,22 @@ def test_gpu_check_prints_each_calls_answer(nvml_libdir: Path, tmp_path: Path) -
         [sys.executable, str(script), "--gpm-wait", "0"], capture_output=True, text=True, env=env
     )
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
+
+
+def test_bench_dma_holds_a_grace_gpu_against_its_c2c_maximum(nvml_script: Callable[..., Path]) -> None:
+    """`kvops bench dma`'s link max comes through the collector: C2C's 450 GB/s on the GH200, not
+    the 63 GB/s of the PCIe Gen5 x16 the stub also reports."""
+    from bench.helpers import DEVICE  # a torch-like device description
+
+    from kvops.bench import linkmax
+
+    gpu = nvml_stub.gh200(uuid=f"GPU-{DEVICE.uuid}")  # NVML's form of torch's uuid
+    nvml_script([gpu])
+    c = NvidiaCollector()
+    try:
+        samples = c.collect()
+    finally:
+        c.close()
+    link = linkmax.from_samples(DEVICE, samples, "nvidia")
+    assert link.bytes_per_second == 450e9
+    assert "NVLink-C2C" in link.source
