@@ -100,6 +100,7 @@ class NvidiaCollector:
         # host link (nvidia_host_link.py): static facts per GPU, GPM windows where GPM answers
         self._link_facts: dict[str, host_link.LinkFacts] = {}
         self._numa_node: dict[str, int | None] = {}
+        self._scrape_ids: dict[str, list[tuple[int, int]]] = {}  # per GPU, the fields a scrape asks
         self.sysfs_root = "/"  # where /sys is (tests point it at a recorded tree)
         self._gpm: dict[str, host_link.GpmWindow] = {}
 
@@ -218,21 +219,10 @@ class NvidiaCollector:
         if uuid not in self._nvlink_count or uuid not in self._link_facts:
             self._read_static(uuid, h)
         facts = self._link_facts.get(uuid)
-        ids: list[tuple[int, int]] = [
-            (f, 0)
-            for f in (FI_PCIE_COUNT_TX_BYTES, FI_PCIE_COUNT_RX_BYTES)
-            if not self._values.unsupported(uuid, f"field{f}")
-        ]
-        nvlink5 = self._values.unsupported(uuid, f"field{FI_NVLINK_THROUGHPUT_DATA_TX}")
-        nvlink_ids = (
-            (FI_NVLINK_COUNT_XMIT_BYTES, FI_NVLINK_COUNT_RCV_BYTES)
-            if nvlink5
-            else (FI_NVLINK_THROUGHPUT_DATA_TX, FI_NVLINK_THROUGHPUT_DATA_RX)
-        )
-        for link in range(self._nvlink_count.get(uuid, 0)):
-            ids += [(fid, link) for fid in nvlink_ids if not self._values.unsupported(uuid, f"field{fid}")]
         health = host_link.health_field_ids(facts) if facts is not None else {}
-        ids += [(f, 0) for f in health if not self._values.unsupported(uuid, f"field{f}")]
+        ids = self._scrape_ids.get(uuid)
+        if ids is None:  # made again only when a field turns out unsupported (_field_values)
+            ids = self._scrape_ids[uuid] = self._field_ids(uuid, health)
         got = self._field_values(uuid, h, ids) if ids else {}
         for (fid, scope), (value, bits, signed) in got.items():
             total = self._counter(uuid, f"{fid}.{scope}", value, bits, signed)
@@ -256,6 +246,24 @@ class NvidiaCollector:
             return False  # GPM measures PCIe: no 20 ms sampler needed
         return counters_missing
 
+    def _field_ids(self, uuid: str, health: dict[int, str]) -> list[tuple[int, int]]:
+        """The (field, scope) pairs a scrape asks for: those not known to be unsupported."""
+        ids: list[tuple[int, int]] = [
+            (f, 0)
+            for f in (FI_PCIE_COUNT_TX_BYTES, FI_PCIE_COUNT_RX_BYTES)
+            if not self._values.unsupported(uuid, f"field{f}")
+        ]
+        nvlink5 = self._values.unsupported(uuid, f"field{FI_NVLINK_THROUGHPUT_DATA_TX}")
+        nvlink_ids = (
+            (FI_NVLINK_COUNT_XMIT_BYTES, FI_NVLINK_COUNT_RCV_BYTES)
+            if nvlink5
+            else (FI_NVLINK_THROUGHPUT_DATA_TX, FI_NVLINK_THROUGHPUT_DATA_RX)
+        )
+        for link in range(self._nvlink_count.get(uuid, 0)):
+            ids += [(fid, link) for fid in nvlink_ids if not self._values.unsupported(uuid, f"field{fid}")]
+        ids += [(f, 0) for f in health if not self._values.unsupported(uuid, f"field{f}")]
+        return ids
+
     def _read_static(self, uuid: str, h: Any) -> None:
         """NVLink and C2C link counts, C2C maximum, GPM support: one field call, once per GPU."""
         nvml = self._nvml
@@ -268,6 +276,7 @@ class NvidiaCollector:
         c2c_said = (host_link.FI_C2C_LINK_COUNT, 0) in got
         if not c2c_said and not self._values.unsupported(uuid, f"field{host_link.FI_C2C_LINK_COUNT}"):
             return  # a transient failure: ask again next scrape
+        self._scrape_ids.pop(uuid, None)
         facts = host_link.facts_from(got)
         facts.gpm = host_link.gpm_supported(nvml, h)
         self._link_facts[uuid] = facts
@@ -355,6 +364,7 @@ class NvidiaCollector:
                     raise nvml.NVMLError_GpuIsLost()
                 if fv.nvmlReturn in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
                     self._values.mark_unsupported(uuid, f"field{key[0]}")
+                    self._scrape_ids.pop(uuid, None)
                 continue
             member, bits, signed = _VALUE_TYPES.get(int(fv.valueType), ("ullVal", 64, False))
             out[key] = (float(getattr(fv.value, member)), bits, signed)
