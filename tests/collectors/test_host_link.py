@@ -201,7 +201,7 @@ def _loaded_bytes(sim_url: str) -> float:
     return 0.0
 
 
-@pytest.mark.slow  # a simulated vLLM, two exporters and two `kvops top` runs: ~35 s
+@pytest.mark.slow  # a simulated vLLM, two exporters and three `kvops top` runs: ~35 s
 def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, tmp_path: Path) -> None:
     """A GH200-like GPU whose compute process is a simulated vLLM loading GBs: top says the
     loads are consistent with the C2C traffic GPM measured; without GPM it says unknown, never
@@ -223,15 +223,24 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
             while _loaded_bytes(sim_url) == 0:  # the simulated CPU tier fills before it is read
                 assert time.monotonic() < deadline, "the simulator never loaded from its CPU tier"
                 time.sleep(0.5)
+            # top reading each exporter, and top on the vLLM URL itself, with this host's
+            # (stub) NVML: it tracks the target's processes as the exporter does
+            local_env = dict(
+                _clean_env(), LD_LIBRARY_PATH=str(nvml_libdir), **{nvml_stub.CONFIG_ENV: str(configs["gpm"])}
+            )
             runs = {
                 name: subprocess.Popen(
                     [sys.executable, "-m", "kvops.cli", "top", "--once", "--json", "--interval", "10", url],
                     stdout=subprocess.PIPE,
                     stderr=subprocess.PIPE,
                     text=True,
-                    env=_clean_env(),
+                    env=env,
                 )
-                for name, url in (("gpm", with_gpm), ("nogpm", without_gpm))
+                for name, url, env in (
+                    ("gpm", with_gpm, _clean_env()),
+                    ("nogpm", without_gpm, _clean_env()),
+                    ("local", sim_url, local_env),
+                )
             }
             docs = {}
             for name, run in runs.items():
@@ -265,7 +274,7 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
         assert gpu["host_link_max_bytes_per_second"] == 450e9
         assert gpu["pcie_receive_bytes_per_second"] == 0  # PCIe carries nothing here
         verdict = engine["pcie_cross_check"]
-        if name == "gpm":
+        if name in ("gpm", "local"):
             assert verdict == "consistent"
             assert gpu["host_link_receive_bytes_per_second"] == pytest.approx(8192 * MIB, rel=0.05)
         else:
