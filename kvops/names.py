@@ -977,6 +977,16 @@ GPU_AMD_PCIE_BANDWIDTH = _g(
     "metrics_table version as labels); absent where the firmware lacks it.",
     (*GPU_LABELS, "figure", "unit", "metrics_table"),
 )
+GPU_LINK_READ = _c(
+    "kvops_gpu_link_read_bytes_total",
+    "Bytes an AMD GPU read over one of its links (amdsmi_get_link_metrics, KB x 1024), with the peer.",
+    (*GPU_LABELS, "link", "peer", "link_type"),
+)
+GPU_LINK_WRITE = _c(
+    "kvops_gpu_link_write_bytes_total",
+    "Bytes an AMD GPU wrote over one of its links (amdsmi_get_link_metrics, KB x 1024), with the peer.",
+    (*GPU_LABELS, "link", "peer", "link_type"),
+)
 GPU_NUMA_NODE = _g(
     "kvops_gpu_numa_node",
     "Host NUMA node nearest the GPU (PCI sysfs numa_node; NVML where GPU memory is itself a node).",

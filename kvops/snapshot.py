@@ -241,6 +241,8 @@ class GpuSample:
     amd_pcie_bandwidth: dict[str, float] = field(default_factory=dict)
     amd_pcie_bandwidth_unit: str | None = None
     amd_metrics_table: str | None = None
+    # amdsmi_get_link_metrics: (link, peer bdf, link type, read bytes, write bytes) per link
+    peer_links: list[tuple[str, str, str, float | None, float | None]] = field(default_factory=list)
 
 
 @dataclass

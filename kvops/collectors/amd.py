@@ -40,6 +40,8 @@ PCIE_BANDWIDTH_UNIT: dict[str, str] = {
     "1.7": "GB/s",
     "1.8": "GB/s",
 }
+# amdsmi_link_type_t -> the link_type label
+_LINK_TYPES = {0: "internal", 1: "pcie", 2: "xgmi", 3: "not_applicable", 4: "unknown"}
 # amdsmi_get_pcie_info's pcie_metric counters -> kvops_gpu_host_link_errors_total's counter label
 _PCIE_HEALTH = {
     "pcie_l0_to_recovery_count": "l0_to_recovery",
@@ -218,6 +220,15 @@ class AmdCollector:
         s.pcie_link_max_bytes_per_second = linkspeed.bytes_per_second_from_rate(
             gt_per_s, s.pcie_link_width
         ) or linkspeed.bytes_per_second_from_rate(max_gt, s.pcie_link_width_max)
+
+        links = self._query(key, "link_metrics", a.amdsmi_get_link_metrics, h) or {}
+        count = _num(links.get("num_links"))
+        for i, link in enumerate((links.get("links") or [])[: int(count or 0)]):  # 8 entries, num_links used
+            read, write = _num(link.get("read")), _num(link.get("write"))
+            s.peer_links.append((
+                str(i), str(link.get("bdf", "")), _LINK_TYPES.get(link.get("link_type"), "unknown"),
+                None if read is None else read * _KB, None if write is None else write * _KB,
+            ))  # fmt: skip
 
         for p in self._query(key, "processes", a.amdsmi_get_gpu_process_list, h) or []:
             usage = p.get("memory_usage") or {}

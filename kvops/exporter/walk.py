@@ -105,6 +105,12 @@ def walk_gpus(gpus: list[GpuSample], sink: Sink) -> None:
             sink.add(
                 (*base, figure, g.amd_pcie_bandwidth_unit or "unknown", g.amd_metrics_table or ""), value
             )
+    # AMD per-link traffic with the peer (issue 45)
+    for spec, reads in ((names.GPU_LINK_READ, True), (names.GPU_LINK_WRITE, False)):
+        sink.begin(spec)
+        for g, base in zip(gpus, bases, strict=True):
+            for link, peer, link_type, read, write in g.peer_links:
+                sink.add((*base, link, peer, link_type), read if reads else write)
     # Host-link health (issue 45): two labels past the GPU's, so not a bound field.
     sink.begin(names.GPU_HOST_LINK_ERRORS)
     for g, base in zip(gpus, bases, strict=True):

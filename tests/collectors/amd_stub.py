@@ -126,6 +126,8 @@ class StubAmdGpu:
     nak_sent: int | None = None
     nak_received: int | None = None
     numa_node: int | None = None
+    # amdsmi_get_link_metrics: (peer bdf "dddd:bb:dd.f", link type, read KB, write KB) per link
+    links: list[tuple[str, int, int, int]] | None = None
 
     def lines(self, i: int, amdsmi: ModuleType) -> list[str]:
         w = amdsmi.amdsmi_wrapper
@@ -175,6 +177,17 @@ class StubAmdGpu:
                 setattr(p.pcie_metric, name, value)
         if self.numa_node is not None:
             out["numa"] = self.numa_node
+        if self.links is not None:
+            lm = w.amdsmi_link_metrics_t()
+            lm.num_links = len(self.links)
+            for k, (peer, kind, read_kb, write_kb) in enumerate(self.links):
+                domain, bus, rest = peer.split(":")
+                device, function = rest.split(".")
+                b = lm.links[k].bdf.struct_amdsmi_bdf_t
+                b.domain_number, b.bus_number = int(domain, 16), int(bus, 16)
+                b.device_number, b.function_number = int(device, 16), int(function, 16)
+                lm.links[k].link_type, lm.links[k].read, lm.links[k].write = kind, read_kb, write_kb
+            out["blob.amdsmi_get_link_metrics"] = _blob(lm)
         out["blob.amdsmi_get_pcie_info"] = _blob(p)
 
         if self.procs:

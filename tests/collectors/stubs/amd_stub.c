@@ -169,6 +169,7 @@ static long copy_blob(int dev, const char *fn, void *out, size_t max) {
 BLOB_FN(amdsmi_get_gpu_asic_info)
 BLOB_FN(amdsmi_get_gpu_metrics_info)
 BLOB_FN(amdsmi_get_pcie_info)
+BLOB_FN(amdsmi_get_link_metrics)
 BLOB_FN(amdsmi_get_gpu_activity)
 
 int amdsmi_get_gpu_process_list(void *h, uint32_t *max_processes, void *list) {
