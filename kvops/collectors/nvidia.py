@@ -3,7 +3,9 @@
 Per GPU: identity, memory (v2 struct: `used` excludes driver-reserved memory), PCIe byte
 counters (field values 197/198, driver r555+), else the driver's 20 ms throughput sample
 taken on a background thread, link generation/width -> link max, PCIe replays, NVLink
-data counters per link, utilisation, per-process GPU memory. Facts and quirks:
+data counters per link (NVLink5's byte fields where the KiB ones are not), utilisation,
+per-process GPU memory, the GPU's NUMA node, and the host link (nvidia_host_link.py: PCIe, or
+NVLink-C2C measured by GPM on Grace, with health counters). Facts and quirks:
 docs/research/hardware.md §1.
 
 Errors: one failing NVML call degrades that one value (None); NotSupported and
@@ -169,8 +171,9 @@ class NvidiaCollector:
         s = GpuSample(index=index, uuid=uuid, vendor="nvidia", name=name, pci_bus_id=bus_id)
         if uuid not in self._numa_node:  # fixed while the driver runs: read once
             node = numa.gpu_numa_node(bus_id, self.sysfs_root)
-            if node is None:  # Grace: the GPU memory is itself a node (nvml.h)
-                node = self._query(uuid, "numa", nvml.nvmlDeviceGetNumaNodeId, h)
+            numa_node_id = getattr(nvml, "nvmlDeviceGetNumaNodeId", None)  # nvidia-ml-py 12.550+
+            if node is None and numa_node_id is not None:  # Grace: the GPU memory is a node (nvml.h)
+                node = self._query(uuid, "numa", numa_node_id, h)
             self._numa_node[uuid] = node if node is None or node >= 0 else None
         s.numa_node = self._numa_node[uuid]
 

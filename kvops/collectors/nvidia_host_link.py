@@ -91,7 +91,10 @@ def health_field_ids(facts: LinkFacts) -> dict[int, str]:
 
 
 def gpm_supported(nvml: Any, handle: Any) -> bool:
-    """nvmlGpmQueryDeviceSupport's answer; False where the call fails (driver before r520)."""
+    """nvmlGpmQueryDeviceSupport's answer; False where the call fails (driver before r520) or
+    the binding has no GPM (nvidia-ml-py before 11.525)."""
+    if not hasattr(nvml, "nvmlGpmQueryDeviceSupport") or not hasattr(nvml, "c_nvmlGpmMetricsGet_t"):
+        return False
     try:
         return bool(nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
     except nvml.NVMLError_GpuIsLost:
