@@ -220,7 +220,7 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
             _exporter(nvml_libdir, configs["nogpm"], sim_url) as without_gpm,
         ):
             deadline = time.monotonic() + 60
-            while _loaded_bytes(sim_url) == 0:  # the simulated CPU tier fills before it is read
+            while _loaded_bytes(sim_url) < 5e8:  # the simulated CPU tier fills before it is read
                 assert time.monotonic() < deadline, "the simulator never loaded from its CPU tier"
                 time.sleep(0.5)
             # top reading each exporter, and top on the vLLM URL itself, with this host's
@@ -276,7 +276,8 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
         verdict = engine["pcie_cross_check"]
         if name in ("gpm", "local"):
             assert verdict == "consistent"
-            assert gpu["host_link_receive_bytes_per_second"] == pytest.approx(8192 * MIB, rel=0.05)
+            # GPM's sample times (the exporter's rounds) against top's frame times: two clocks
+            assert gpu["host_link_receive_bytes_per_second"] == pytest.approx(8192 * MIB, rel=0.2)
         else:
             assert verdict is None
             assert gpu["host_link_receive_bytes_per_second"] is None
