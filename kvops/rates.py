@@ -753,8 +753,9 @@ CROSS_CHECK_MIN_MOVED_BYTES = float(GIB)
 
 
 def pcie_cross_check(engine_load_bytes: float | None, pcie_rx_bytes: float | None) -> str | None:
-    """Bytes the engine says it loaded (host -> GPU) against what the GPUs' PCIe receive
-    counters moved in the same interval. None where either side is not measured."""
+    """Bytes the engine says it loaded (host -> GPU) against what the GPUs' host-link receive
+    counters (PCIe, or NVLink-C2C: host_link_rx_bytes) moved in the same interval. None where
+    either side is not measured."""
     if engine_load_bytes is None or pcie_rx_bytes is None:
         return None
     if engine_load_bytes > pcie_rx_bytes * 1.05 + CROSS_CHECK_SLACK_BYTES:

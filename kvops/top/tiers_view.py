@@ -19,11 +19,12 @@ def _ms(seconds: float | None) -> str:
     return numbers.UNKNOWN if seconds is None else f"{seconds * 1000:.2f} ms"
 
 
-# pcie_cross_check's verdicts (kvops.rates), said as a person would.
+# pcie_cross_check's verdicts (kvops.rates), said as a person would. The receive counter is
+# the GPUs' host link's: PCIe, or NVLink-C2C on Grace (issue 45).
 CROSS_CHECK_TEXT = {
-    "consistent": ("consistent with the GPUs' PCIe receive", ""),
-    "counted_not_moved": ("loads counted exceed PCIe receive", "bold red"),
-    "moved_not_counted": ("PCIe moved GBs the engine did not count", "bold yellow"),
+    "consistent": ("consistent with the GPUs' host-link receive", ""),
+    "counted_not_moved": ("loads counted exceed host-link receive", "bold red"),
+    "moved_not_counted": ("the host link moved GBs the engine did not count", "bold yellow"),
 }
 
 
