@@ -628,11 +628,12 @@ def offload_overview() -> dict[str, Any]:
                     max=1,
                 ),
                 Panel(
-                    "Loaded bytes: engine count vs GPU PCIe receive",
+                    "Loaded bytes: engine count vs GPU host-link receive",
                     "Bytes the engines say they loaded back to the GPU against bytes the GPUs their "
-                    "processes use received over PCIe (all traffic), per target. Loads above PCIe receive "
-                    "are counted but not moved over this link. "
-                    "Metrics: `kvops_offload_transfer_bytes_total`, `kvops_gpu_pcie_receive_bytes_total`.",
+                    "processes use received over their host link (all traffic), per target: PCIe, or "
+                    "NVLink-C2C on Grace (GPM-measured). Loads above the receive are counted but not "
+                    "moved over this link. Metrics: `kvops_offload_transfer_bytes_total`, "
+                    "`kvops_gpu_host_link_receive_bytes_total`.",
                     [
                         Target(
                             "sum by (job, instance, target) "
@@ -642,8 +643,9 @@ def offload_overview() -> dict[str, Any]:
                         Target(
                             "sum by (job, instance, target) (kvops_target_gpu_info{" + SEL + "} "
                             "* on (job, instance, gpu, uuid) group_left () "
-                            f"rate(kvops_gpu_pcie_receive_bytes_total{{{SEL}}}[{RATE}]))",
-                            "PCIe receive · {{target}}",
+                            "sum without (kind, vendor) "
+                            f"(rate(kvops_gpu_host_link_receive_bytes_total{{{SEL}}}[{RATE}])))",
+                            "host-link receive · {{target}}",
                         ),
                     ],
                     "Bps",
@@ -983,6 +985,43 @@ def gpu_host_memory() -> dict[str, Any]:
                     "Link-level retransmissions per second. Rising for 15 minutes fires "
                     "KvopsGpuPcieReplaysRising. Metric: `kvops_gpu_pcie_replay_total`.",
                     [Target(rate("kvops_gpu_pcie_replay_total"), LEGEND_GPU)],
+                    "short",
+                    min=0,
+                ),
+                # --- host link (issue 45): PCIe, or NVLink-C2C on Grace ---------------------------
+                Panel(
+                    "Host link TX/RX against link max (PCIe or NVLink-C2C)",
+                    "Bytes per second over the link the GPU's host copies ride: PCIe, or NVLink-C2C on "
+                    "Grace Hopper / Grace Blackwell, where NVML's GPM measures it and PCIe stays near "
+                    "zero; against the link's maximum per direction from the driver. Metrics: "
+                    "`kvops_gpu_host_link_transmit_bytes_total`, `kvops_gpu_host_link_receive_bytes_total`, "
+                    "`kvops_gpu_host_link_max_bytes_per_second`.",
+                    [
+                        Target(
+                            f"{rate('kvops_gpu_host_link_transmit_bytes_total')} "
+                            f"or kvops_gpu_host_link_transmit_bytes_per_second{{{SEL_GPU}}}",
+                            "TX {{kind}} · " + LEGEND_GPU,
+                        ),
+                        Target(
+                            f"{rate('kvops_gpu_host_link_receive_bytes_total')} "
+                            f"or kvops_gpu_host_link_receive_bytes_per_second{{{SEL_GPU}}}",
+                            "RX {{kind}} · " + LEGEND_GPU,
+                        ),
+                        Target(
+                            f"kvops_gpu_host_link_max_bytes_per_second{{{SEL_GPU}}}",
+                            "link max {{kind}} · " + LEGEND_GPU,
+                        ),
+                    ],
+                    "Bps",
+                    min=0,
+                ),
+                Panel(
+                    "Host link errors",
+                    "Health counters of the host link per second: PCIe replays, L0 to recovery "
+                    "transitions, NAKs, bad TLPs/DLLPs and AER-style counts (NVML fields 169, 173-182), "
+                    "NVLink-C2C error interrupts and replays (231-233). Metric: "
+                    "`kvops_gpu_host_link_errors_total`.",
+                    [Target(rate("kvops_gpu_host_link_errors_total"), "{{counter}} · " + LEGEND_GPU)],
                     "short",
                     min=0,
                 ),

@@ -467,6 +467,17 @@ PROCESS_MEMORY = _g(
     "(kind=rss_anon|rss_shmem|locked|pinned from /proc/PID/status).",
     ("target", "kind"),
 )
+PROCESS_NUMA_MEMORY = _g(
+    "kvops_vllm_process_numa_memory_bytes",
+    "Memory of the target's process tree per NUMA node (/proc/PID/numa_maps, read at most once a minute).",
+    ("target", "node"),
+)
+PROCESS_NUMA_REMOTE = _g(
+    "kvops_vllm_process_numa_remote_ratio",
+    "Share of the target's process memory on NUMA nodes none of its GPUs sit on, 0-1: an offload pool "
+    "on the far socket (playbooks/KvopsOffloadPoolRemoteNuma.md).",
+    ("target",),
+)
 TARGET_GPU_INFO = _g(
     "kvops_target_gpu_info", "Joins a target to a GPU its processes use (value 1).", ("target", "gpu", "uuid")
 )
@@ -1003,6 +1014,89 @@ GPU_PROCESS_MEMORY = _g(
     "kvops_gpu_process_memory_bytes",
     "GPU memory a process uses (NVML usedGpuMemory, amdsmi vram_mem); absent where the driver cannot say.",
     (*GPU_LABELS, "pid"),
+)
+
+# --- GPU host link (issue 45, collectors/nvidia_host_link.py): the link host<->GPU copies ride ----
+HOST_LINK_LABELS: tuple[str, ...] = (*GPU_LABELS, "kind")
+GPU_HOST_LINK_INFO = _g(
+    "kvops_gpu_host_link_info",
+    "The link that carries the GPU's host copies (value 1): kind=pcie, or c2c (NVLink-C2C, Grace).",
+    HOST_LINK_LABELS,
+    owner="gpu",
+    field="host_link_kind",
+    info=True,
+)
+GPU_HOST_LINK_MAX = _g(
+    "kvops_gpu_host_link_max_bytes_per_second",
+    "Usable host-link bandwidth per direction from the driver: PCIe generation x width, "
+    "C2C link count x NVML field 172.",
+    HOST_LINK_LABELS,
+    owner="gpu",
+    field="host_link_max_bytes_per_second",
+    open_split=True,
+)
+GPU_HOST_LINK_TX = _c(
+    "kvops_gpu_host_link_transmit_bytes_total",
+    "Bytes the GPU sent over its host link (device to host); C2C: GPM data rate integrated between scrapes.",
+    HOST_LINK_LABELS,
+    owner="gpu",
+    field="host_link_tx_bytes",
+    open_split=True,
+)
+GPU_HOST_LINK_RX = _c(
+    "kvops_gpu_host_link_receive_bytes_total",
+    "Bytes the GPU received over its host link (host to device); C2C: GPM data rate integrated between "
+    "scrapes.",
+    HOST_LINK_LABELS,
+    owner="gpu",
+    field="host_link_rx_bytes",
+    open_split=True,
+)
+GPU_HOST_LINK_TX_RATE = _g(
+    "kvops_gpu_host_link_transmit_bytes_per_second",
+    "Host-link transmit rate the driver measured (GPM over the last scrape interval, or the PCIe sample).",
+    HOST_LINK_LABELS,
+    owner="gpu",
+    field="host_link_tx_bytes_per_second",
+    open_split=True,
+)
+GPU_HOST_LINK_RX_RATE = _g(
+    "kvops_gpu_host_link_receive_bytes_per_second",
+    "Host-link receive rate the driver measured (GPM over the last scrape interval, or the PCIe sample).",
+    HOST_LINK_LABELS,
+    owner="gpu",
+    field="host_link_rx_bytes_per_second",
+    open_split=True,
+)
+GPU_HOST_LINK_ERRORS = _c(
+    "kvops_gpu_host_link_errors_total",
+    "Host-link health counters from the driver: counter=replay, l0_to_recovery, naks_received, bad_tlp, "
+    "... (PCIe, NVML fields 169, 173-182), c2c_error_interrupts, c2c_replay, c2c_replay_b2b "
+    "(fields 231-233).",
+    (*HOST_LINK_LABELS, "counter"),
+)
+GPU_AMD_PCIE_BANDWIDTH = _g(
+    "kvops_gpu_amd_pcie_bandwidth",
+    "AMD GPU metrics table's PCIe bandwidth, both directions together, raw (figure=acc|inst; unit and "
+    "metrics_table version as labels); absent where the firmware lacks it.",
+    (*GPU_LABELS, "figure", "unit", "metrics_table"),
+)
+GPU_LINK_READ = _c(
+    "kvops_gpu_link_read_bytes_total",
+    "Bytes an AMD GPU read over one of its links (amdsmi_get_link_metrics, KB x 1024), with the peer.",
+    (*GPU_LABELS, "link", "peer", "link_type"),
+)
+GPU_LINK_WRITE = _c(
+    "kvops_gpu_link_write_bytes_total",
+    "Bytes an AMD GPU wrote over one of its links (amdsmi_get_link_metrics, KB x 1024), with the peer.",
+    (*GPU_LABELS, "link", "peer", "link_type"),
+)
+GPU_NUMA_NODE = _g(
+    "kvops_gpu_numa_node",
+    "Host NUMA node nearest the GPU (PCI sysfs numa_node; NVML where GPU memory is itself a node).",
+    GPU_LABELS,
+    owner="gpu",
+    field="numa_node",
 )
 
 # --- host (collectors/host.py) ----------------------------------------------------------------

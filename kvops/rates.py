@@ -344,6 +344,8 @@ class EngineInterval:
     simple_save_outcomes_blocks: dict[str, float] = field(default_factory=dict)  # outcome -> blocks
     partly_read_families: dict[str, str] = field(default_factory=dict)  # family -> label kvops split on
     pcie_cross_check: str | None = None  # "consistent" | "counted_not_moved" | "moved_not_counted"
+    # Share of the target's host memory on NUMA nodes none of its GPUs sit on (issue 45)
+    host_memory_remote_numa_ratio: float | None = None
     # current state
     requests_running: float | None = None
     requests_waiting: float | None = None
@@ -463,6 +465,30 @@ class GpuInterval:
     pcie_link_max_bytes_per_second: float | None
     pcie_transmit_link_fraction: float | None
     pcie_receive_link_fraction: float | None
+    # The link host copies ride (issue 45): pcie, or c2c on Grace; PCIe's figures above stay.
+    host_link_kind: str | None = None
+    host_link_transmit_bytes_per_second: float | None = None
+    host_link_receive_bytes_per_second: float | None = None
+    host_link_max_bytes_per_second: float | None = None
+
+    @property
+    def link_label(self) -> str:
+        """What top calls the link host copies ride: "C2C" on Grace, else "PCIe"."""
+        return "C2C" if self.host_link_kind == "c2c" else "PCIe"
+
+    def shown_link(self) -> tuple[float | None, float | None, float | None]:
+        """(transmit, receive, maximum) bytes/s of that link, as top's GPU panel shows it."""
+        if self.host_link_kind == "c2c":
+            return (
+                self.host_link_transmit_bytes_per_second,
+                self.host_link_receive_bytes_per_second,
+                self.host_link_max_bytes_per_second,
+            )
+        return (
+            self.pcie_transmit_bytes_per_second,
+            self.pcie_receive_bytes_per_second,
+            self.pcie_link_max_bytes_per_second,
+        )
 
     def to_json(self) -> dict[str, Any]:
         return _plain(self)
@@ -1098,6 +1124,16 @@ def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | N
     tx = per_second("pcie_tx_bytes", "pcie_tx_bytes_per_second")
     rx = per_second("pcie_rx_bytes", "pcie_rx_bytes_per_second")
     link = cur.pcie_link_max_bytes_per_second
+    kind = cur.host_link_kind
+
+    def host_link_per_second(counter: str, gauge: str) -> float | None:
+        now: float | None = getattr(cur, counter).get(kind)
+        before: float | None = getattr(prev, counter).get(kind) if prev is not None else None
+        if now is not None and before is not None:
+            return ratio(counter_delta(before, now), wall_seconds)
+        gauged: float | None = getattr(cur, gauge).get(kind)
+        return gauged
+
     return GpuInterval(
         gpu=cur.index,
         uuid=cur.uuid,
@@ -1111,6 +1147,14 @@ def gpu_interval(prev: GpuSample | None, cur: GpuSample, wall_seconds: float | N
         pcie_link_max_bytes_per_second=link,
         pcie_transmit_link_fraction=ratio(tx, link),
         pcie_receive_link_fraction=ratio(rx, link),
+        host_link_kind=kind,
+        host_link_transmit_bytes_per_second=host_link_per_second(
+            "host_link_tx_bytes", "host_link_tx_bytes_per_second"
+        ),
+        host_link_receive_bytes_per_second=host_link_per_second(
+            "host_link_rx_bytes", "host_link_rx_bytes_per_second"
+        ),
+        host_link_max_bytes_per_second=cur.host_link_max_bytes_per_second.get(kind) if kind else None,
     )
 
 
@@ -1121,8 +1165,9 @@ CROSS_CHECK_MIN_MOVED_BYTES = float(GIB)
 
 
 def pcie_cross_check(engine_load_bytes: float | None, pcie_rx_bytes: float | None) -> str | None:
-    """Bytes the engine says it loaded (host -> GPU) against what the GPUs' PCIe receive
-    counters moved in the same interval. None where either side is not measured."""
+    """Bytes the engine says it loaded (host -> GPU) against what the GPUs' host-link receive
+    counters (PCIe, or NVLink-C2C: host_link_rx_bytes) moved in the same interval. None where
+    either side is not measured."""
     if engine_load_bytes is None or pcie_rx_bytes is None:
         return None
     if engine_load_bytes > pcie_rx_bytes * 1.05 + CROSS_CHECK_SLACK_BYTES:
@@ -1132,8 +1177,17 @@ def pcie_cross_check(engine_load_bytes: float | None, pcie_rx_bytes: float | Non
     return "consistent"
 
 
+def host_link_rx_bytes(g: GpuSample) -> float | None:
+    """The receive counter of the link that carries `g`'s host copies: NVLink-C2C's on a Grace
+    GPU (None where GPM does not measure it: never PCIe's counter, which stays near zero there),
+    else PCIe's (a snapshot from before issue 45 says no kind: PCIe)."""
+    if g.host_link_kind == "c2c":
+        return g.host_link_rx_bytes.get("c2c")
+    return g.pcie_rx_bytes
+
+
 def _pcie_rx_by_target(prev: Snapshot, cur: Snapshot) -> dict[str, float]:
-    """Δ PCIe receive bytes over the GPUs each target's processes use (collectors/procs.py)."""
+    """Δ host-link receive bytes over the GPUs each target's processes use (collectors/procs.py)."""
     prev_gpus = {g.uuid: g for g in prev.gpus}
     cur_gpus = {g.uuid: g for g in cur.gpus}
     out: dict[str, float] = {}
@@ -1141,10 +1195,9 @@ def _pcie_rx_by_target(prev: Snapshot, cur: Snapshot) -> dict[str, float]:
         total: float | None = 0.0
         for _, uuid in proc.gpus:
             before, after = prev_gpus.get(uuid), cur_gpus.get(uuid)
-            moved = counter_delta(
-                before.pcie_rx_bytes if before else None, after.pcie_rx_bytes if after else None
-            )
-            if moved is None or before is None or before.pcie_rx_bytes is None or total is None:
+            start = host_link_rx_bytes(before) if before else None
+            moved = counter_delta(start, host_link_rx_bytes(after) if after else None)
+            if moved is None or start is None or total is None:
                 total = None
                 continue
             total += moved
@@ -1160,6 +1213,7 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
     prev_engines = {e.key: e for e in prev.engines()}
     prev_lmcache = {item.key: item for t in prev.targets for item in t.lmcache}
     pcie_rx = _pcie_rx_by_target(prev, cur)
+    remote_numa = {p.target: p.numa_remote_ratio for p in cur.processes}
     targets: list[EngineInterval | DownTarget] = []
     for target in cur.targets:
         if not target.up:
@@ -1174,6 +1228,7 @@ def interval(prev: Snapshot, cur: Snapshot) -> Interval:
                 entry.clear_interval()
             elif len(target.engines) == 1:  # PCIe is per GPU set, not per data-parallel rank
                 entry.pcie_cross_check = pcie_cross_check(entry.load_bytes, pcie_rx.get(target.target))
+            entry.host_memory_remote_numa_ratio = remote_numa.get(target.target)
             targets.append(entry)
         for item in target.lmcache:  # LMCache's workers: a row each (docs/top.md)
             entry = lmcache_interval(prev_lmcache.get(item.key), item, wall)

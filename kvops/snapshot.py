@@ -323,6 +323,24 @@ class GpuSample:
     xgmi_write_bytes: dict[str, float] = field(default_factory=dict)
     processes: dict[int, float | None] = field(default_factory=dict)  # pid -> GPU memory bytes
     extra: dict[str, float] = field(default_factory=dict)  # vendor-specific extras (GTT, ...)
+    # --- host link (issue 45): the link host<->GPU copies ride, keyed by its kind, pcie | c2c
+    # (one key per GPU; docs/collectors.md "Host link"). Counters in bytes; a C2C counter is the
+    # driver's GPM rate integrated between scrapes. Empty where the link is not known.
+    host_link_tx_bytes: dict[str, float] = field(default_factory=dict)  # device to host
+    host_link_rx_bytes: dict[str, float] = field(default_factory=dict)  # host to device
+    host_link_tx_bytes_per_second: dict[str, float] = field(default_factory=dict)
+    host_link_rx_bytes_per_second: dict[str, float] = field(default_factory=dict)
+    host_link_max_bytes_per_second: dict[str, float] = field(default_factory=dict)  # per direction
+    host_link_errors: dict[str, float] = field(default_factory=dict)  # counter name -> count
+    host_link_kind: str | None = None  # pcie | c2c; None where the collector did not say
+    numa_node: int | None = None  # host NUMA node nearest the GPU (sysfs numa_node, NVML, amdsmi)
+    # AMD metrics table (MI300-class): PCIe bandwidth of both directions together, raw, keyed
+    # acc | inst, in amd_pcie_bandwidth_unit; the table's version ("1.5") says which unit.
+    amd_pcie_bandwidth: dict[str, float] = field(default_factory=dict)
+    amd_pcie_bandwidth_unit: str | None = None
+    amd_metrics_table: str | None = None
+    # amdsmi_get_link_metrics: (link, peer bdf, link type, read bytes, write bytes) per link
+    peer_links: list[tuple[str, str, str, float | None, float | None]] = field(default_factory=list)
 
 
 @dataclass
@@ -353,6 +371,10 @@ class ProcessMemory:
     locked: float | None = None
     pinned: float | None = None
     gpus: list[tuple[str, str]] = field(default_factory=list)  # (gpu index, uuid) it uses
+    # NUMA placement (issue 45, collectors/numa.py): bytes per node from /proc/PID/numa_maps,
+    # and the share on nodes none of its GPUs sit on (None where either side is unknown).
+    numa_bytes: dict[str, float] = field(default_factory=dict)
+    numa_remote_ratio: float | None = None
 
 
 @dataclass

@@ -69,10 +69,16 @@ def match_gpu(device: DeviceInfo, samples: Sequence[GpuSample]) -> tuple[GpuSamp
 def capacity(sample: GpuSample) -> tuple[float | None, str]:
     """What the link should give per direction, and how that was worked out.
 
-    The maximum generation and width the device and slot allow come first: the current
+    On a C2C GPU (Grace) it is the C2C link's maximum: PCIe carries none of the copies. On PCIe,
+    the maximum generation and width the device and slot allow come first: the current
     ones drop while the GPU idles (ASPM), which is when this is read. The collector's own
     figure (current link, else max) is the fallback for collectors that report only it.
     """
+    if sample.host_link_kind == "c2c":  # Grace: host copies ride NVLink-C2C, not PCIe (issue 45)
+        c2c = sample.host_link_max_bytes_per_second.get("c2c")
+        if c2c and c2c > 0:
+            return float(c2c), "NVLink-C2C, link count x the driver's per-link bandwidth (NVML field 172)"
+        return None, ""
     gen, width = sample.pcie_link_gen_max, sample.pcie_link_width_max
     best = linkspeed.bytes_per_second(gen, width)
     if best:

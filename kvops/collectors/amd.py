@@ -20,7 +20,7 @@ import math
 import threading
 from typing import Any
 
-from kvops.collectors import linkspeed
+from kvops.collectors import linkspeed, numa
 from kvops.collectors.library import VendorLibrary
 from kvops.collectors.query import Failure, ValueQuery
 from kvops.collectors.sampler import BackgroundSampler, Rates
@@ -29,6 +29,25 @@ from kvops.snapshot import GpuSample
 log = logging.getLogger(__name__)
 
 _KB = 1024
+
+# Unit of the metrics table's pcie_bandwidth_acc/_inst by table version (format.content):
+# amdsmi.h documents both as "GB/sec" from v1.4, the version that added them (MI300-class
+# firmware); a version not listed here is exported with unit="unknown" rather than guessed.
+PCIE_BANDWIDTH_UNIT: dict[str, str] = {
+    "1.4": "GB/s",
+    "1.5": "GB/s",
+    "1.6": "GB/s",
+    "1.7": "GB/s",
+    "1.8": "GB/s",
+}
+# amdsmi_link_type_t -> the link_type label
+_LINK_TYPES = {0: "internal", 1: "pcie", 2: "xgmi", 3: "not_applicable", 4: "unknown"}
+# amdsmi_get_pcie_info's pcie_metric counters -> kvops_gpu_host_link_errors_total's counter label
+_PCIE_HEALTH = {
+    "pcie_l0_to_recovery_count": "l0_to_recovery",
+    "pcie_nak_sent_count": "naks_sent",
+    "pcie_nak_received_count": "naks_received",
+}
 
 
 class AmdSmiUnavailable(RuntimeError):
@@ -60,6 +79,21 @@ def _import_amdsmi() -> Any:
     return amdsmi
 
 
+def _fill_host_link(s: GpuSample) -> None:
+    """An AMD GPU's host link is PCIe: its maximum and the sampler's rates under kind="pcie"
+    (upper bounds: packets x maximum payload), and the replay counter beside the health ones."""
+    s.host_link_kind = "pcie"
+    for into, value in (
+        (s.host_link_max_bytes_per_second, s.pcie_link_max_bytes_per_second),
+        (s.host_link_tx_bytes_per_second, s.pcie_tx_bytes_per_second),
+        (s.host_link_rx_bytes_per_second, s.pcie_rx_bytes_per_second),
+    ):
+        if value is not None:
+            into["pcie"] = value
+    if s.pcie_replays is not None:
+        s.host_link_errors["replay"] = s.pcie_replays
+
+
 def _load_amdsmi() -> Any:
     amdsmi = _import_amdsmi()
     try:
@@ -88,6 +122,8 @@ class AmdCollector:
         self._values = ValueQuery("amdsmi", self._classify, lambda e: _error_line(self._amdsmi, e), log)
         self._query = self._values.ask  # fn(*args), or None where amdsmi would not say
         self._identity: dict[str, tuple[str | None, str | None]] = {}
+        self._numa_node: dict[str, int | None] = {}
+        self.sysfs_root = "/"
         self._sampler: BackgroundSampler | None = None
 
     def _classify(self, e: Exception) -> Failure:
@@ -115,6 +151,8 @@ class AmdCollector:
                 self._sampler.want({s.uuid: h for s, h in zip(samples, handles, strict=True)})
                 for s in samples:
                     s.pcie_tx_bytes_per_second, s.pcie_rx_bytes_per_second = self._sampler.rates(s.uuid)
+            for s in samples:
+                _fill_host_link(s)
             return samples
 
     def _sample(self, index: str, h: Any) -> GpuSample:
@@ -152,6 +190,7 @@ class AmdCollector:
         gt_per_s = None if speed is None else speed / 10
         s.pcie_link_width = None if width is None else int(width)
         s.pcie_link_gen = linkspeed.generation_from_rate(gt_per_s)
+        self._pcie_bandwidth(s, m)
         for per_link, values in (
             (s.xgmi_read_bytes, m.get("xgmi_read_data_acc")),
             (s.xgmi_write_bytes, m.get("xgmi_write_data_acc")),
@@ -167,14 +206,50 @@ class AmdCollector:
         max_gt = None if max_speed is None else (max_speed / 1000 if max_speed > 1000 else max_speed)
         s.pcie_link_width_max = None if max_width is None else int(max_width)
         s.pcie_link_gen_max = linkspeed.generation_from_rate(max_gt)
+        metric = pcie.get("pcie_metric") or {}
+        for field_name, counter in _PCIE_HEALTH.items():
+            count = _num(metric.get(field_name))
+            if count is not None:
+                s.host_link_errors[counter] = count
+        if key not in self._numa_node:  # fixed while the driver runs: read once
+            node = _num(self._query(key, "numa", a.amdsmi_get_gpu_topo_numa_affinity, h))
+            if node is None or node < 0:
+                node = numa.gpu_numa_node(bdf, self.sysfs_root)
+            self._numa_node[key] = None if node is None or node < 0 else int(node)
+        s.numa_node = self._numa_node[key]
         s.pcie_link_max_bytes_per_second = linkspeed.bytes_per_second_from_rate(
             gt_per_s, s.pcie_link_width
         ) or linkspeed.bytes_per_second_from_rate(max_gt, s.pcie_link_width_max)
+
+        links = self._query(key, "link_metrics", a.amdsmi_get_link_metrics, h) or {}
+        count = _num(links.get("num_links"))
+        for i, link in enumerate((links.get("links") or [])[: int(count or 0)]):  # 8 entries, num_links used
+            read, write = _num(link.get("read")), _num(link.get("write"))
+            s.peer_links.append((
+                str(i), str(link.get("bdf", "")), _LINK_TYPES.get(link.get("link_type"), "unknown"),
+                None if read is None else read * _KB, None if write is None else write * _KB,
+            ))  # fmt: skip
 
         for p in self._query(key, "processes", a.amdsmi_get_gpu_process_list, h) or []:
             usage = p.get("memory_usage") or {}
             s.processes[int(p["pid"])] = _num(usage.get("vram_mem"))
         return s
+
+    @staticmethod
+    def _pcie_bandwidth(s: GpuSample, m: dict[str, Any]) -> None:
+        """The metrics table's combined PCIe bandwidth, raw with its unit; absent where "N/A"."""
+        for figure in ("acc", "inst"):
+            value = _num(m.get(f"pcie_bandwidth_{figure}"))
+            if value is not None:
+                s.amd_pcie_bandwidth[figure] = value
+        if s.amd_pcie_bandwidth:
+            major, minor = (
+                _num(m.get("common_header.format_revision")),
+                _num(m.get("common_header.content_revision")),
+            )
+            version = None if major is None or minor is None else f"{int(major)}.{int(minor)}"
+            s.amd_metrics_table = version
+            s.amd_pcie_bandwidth_unit = PCIE_BANDWIDTH_UNIT.get(version or "", "unknown")
 
     def _pci_throughput(self, handle: Any) -> Rates:
         """(sent, received) bytes/s from amdgpu's pcie_bw; blocks 1 s, sampler thread only.

@@ -3,7 +3,9 @@
 Per GPU: identity, memory (v2 struct: `used` excludes driver-reserved memory), PCIe byte
 counters (field values 197/198, driver r555+), else the driver's 20 ms throughput sample
 taken on a background thread, link generation/width -> link max, PCIe replays, NVLink
-data counters per link, utilisation, per-process GPU memory. Facts and quirks:
+data counters per link (NVLink5's byte fields where the KiB ones are not), utilisation,
+per-process GPU memory, the GPU's NUMA node, and the host link (nvidia_host_link.py: PCIe, or
+NVLink-C2C measured by GPM on Grace, with health counters). Facts and quirks:
 docs/research/hardware.md §1.
 
 Errors: one failing NVML call degrades that one value (None); NotSupported and
@@ -19,7 +21,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from kvops.collectors import linkspeed
+from kvops.collectors import linkspeed, numa
+from kvops.collectors import nvidia_host_link as host_link
 from kvops.collectors.library import VendorLibrary
 from kvops.collectors.query import Failure, ValueQuery
 from kvops.collectors.sampler import BackgroundSampler, Rates
@@ -31,6 +34,8 @@ log = logging.getLogger(__name__)
 FI_NVLINK_LINK_COUNT = 91
 FI_NVLINK_THROUGHPUT_DATA_TX = 138  # cumulative KiB per link, scopeId = link
 FI_NVLINK_THROUGHPUT_DATA_RX = 139
+FI_NVLINK_COUNT_XMIT_BYTES = 202  # NVLink5 (Blackwell): bytes per link, where 138/139 are not
+FI_NVLINK_COUNT_RCV_BYTES = 204
 FI_PCIE_COUNT_TX_BYTES = 197  # cumulative bytes, "Value can be wrapped"
 FI_PCIE_COUNT_RX_BYTES = 198
 
@@ -94,6 +99,12 @@ class NvidiaCollector:
         # NVML gives both (2 of a GPU's 11 calls a scrape otherwise).
         self._link_max: dict[str, tuple[int, int]] = {}
         self._sampler: BackgroundSampler | None = None
+        # host link (nvidia_host_link.py): static facts per GPU, GPM windows where GPM answers
+        self._link_facts: dict[str, host_link.LinkFacts] = {}
+        self._numa_node: dict[str, int | None] = {}
+        self._scrape_ids: dict[str, list[tuple[int, int]]] = {}  # per GPU, the fields a scrape asks
+        self.sysfs_root = "/"  # where /sys is (tests point it at a recorded tree)
+        self._gpm: dict[str, host_link.GpmWindow] = {}
 
     # --- per value ---------------------------------------------------------------------
     def _classify(self, e: Exception) -> Failure:
@@ -140,6 +151,7 @@ class NvidiaCollector:
                     if self._sampler is not None:
                         tx, rx = self._sampler.rates(sample.uuid)
                         sample.pcie_tx_bytes_per_second, sample.pcie_rx_bytes_per_second = tx, rx
+                self._fill_host_link(sample)
                 samples.append(sample)
             if fallback and self._sampler is None:
                 self._sampler = BackgroundSampler(
@@ -157,6 +169,13 @@ class NvidiaCollector:
             self._identity[uuid] = (self._query(uuid, "name", nvml.nvmlDeviceGetName, h), pci and pci.busId)
         name, bus_id = self._identity[uuid]
         s = GpuSample(index=index, uuid=uuid, vendor="nvidia", name=name, pci_bus_id=bus_id)
+        if uuid not in self._numa_node:  # fixed while the driver runs: read once
+            node = numa.gpu_numa_node(bus_id, self.sysfs_root)
+            numa_node_id = getattr(nvml, "nvmlDeviceGetNumaNodeId", None)  # nvidia-ml-py 12.550+
+            if node is None and numa_node_id is not None:  # Grace: the GPU memory is a node (nvml.h)
+                node = self._query(uuid, "numa", numa_node_id, h)
+            self._numa_node[uuid] = node if node is None or node >= 0 else None
+        s.numa_node = self._numa_node[uuid]
 
         mem = self._query(uuid, "memory_v2", nvml.nvmlDeviceGetMemoryInfo, h, nvml.nvmlMemory_v2)
         if mem is None and self._values.unsupported(uuid, "memory_v2"):
@@ -200,20 +219,13 @@ class NvidiaCollector:
 
         Returns True when the PCIe byte counters are missing and the sampler should cover.
         """
-        if uuid not in self._nvlink_count:
-            got = self._field_values(uuid, h, [FI_NVLINK_LINK_COUNT])
-            links = got.get((FI_NVLINK_LINK_COUNT, 0))
-            if links is not None:
-                self._nvlink_count[uuid] = int(links[0])
-            elif self._values.unsupported(uuid, f"field{FI_NVLINK_LINK_COUNT}"):
-                self._nvlink_count[uuid] = 0  # no NVLink on this GPU; a transient error asks again
-        ids: list[tuple[int, int]] = [
-            (f, 0)
-            for f in (FI_PCIE_COUNT_TX_BYTES, FI_PCIE_COUNT_RX_BYTES)
-            if not self._values.unsupported(uuid, f"field{f}")
-        ]
-        for link in range(self._nvlink_count.get(uuid, 0)):
-            ids += [(FI_NVLINK_THROUGHPUT_DATA_TX, link), (FI_NVLINK_THROUGHPUT_DATA_RX, link)]
+        if uuid not in self._nvlink_count or uuid not in self._link_facts:
+            self._read_static(uuid, h)
+        facts = self._link_facts.get(uuid)
+        health = host_link.health_field_ids(facts) if facts is not None else {}
+        ids = self._scrape_ids.get(uuid)
+        if ids is None:  # made again only when a field turns out unsupported (_field_values)
+            ids = self._scrape_ids[uuid] = self._field_ids(uuid, health)
         got = self._field_values(uuid, h, ids) if ids else {}
         for (fid, scope), (value, bits, signed) in got.items():
             total = self._counter(uuid, f"{fid}.{scope}", value, bits, signed)
@@ -225,7 +237,118 @@ class NvidiaCollector:
                 s.nvlink_tx_bytes[str(scope)] = total * 1024  # KiB
             elif fid == FI_NVLINK_THROUGHPUT_DATA_RX:
                 s.nvlink_rx_bytes[str(scope)] = total * 1024
-        return s.pcie_tx_bytes is None or s.pcie_rx_bytes is None
+            elif fid == FI_NVLINK_COUNT_XMIT_BYTES:
+                s.nvlink_tx_bytes[str(scope)] = total  # bytes
+            elif fid == FI_NVLINK_COUNT_RCV_BYTES:
+                s.nvlink_rx_bytes[str(scope)] = total
+            elif fid in health:
+                s.host_link_errors[health[fid]] = total
+        counters_missing = s.pcie_tx_bytes is None or s.pcie_rx_bytes is None
+        gpm_wanted = facts is not None and facts.gpm and (facts.kind == "c2c" or counters_missing)
+        if gpm_wanted and facts is not None and self._gpm_rates(uuid, h, s, facts) and facts.kind == "pcie":
+            return False  # GPM measures PCIe: no 20 ms sampler needed
+        return counters_missing
+
+    def _field_ids(self, uuid: str, health: dict[int, str]) -> list[tuple[int, int]]:
+        """The (field, scope) pairs a scrape asks for: those not known to be unsupported."""
+        ids: list[tuple[int, int]] = [
+            (f, 0)
+            for f in (FI_PCIE_COUNT_TX_BYTES, FI_PCIE_COUNT_RX_BYTES)
+            if not self._values.unsupported(uuid, f"field{f}")
+        ]
+        nvlink5 = self._values.unsupported(uuid, f"field{FI_NVLINK_THROUGHPUT_DATA_TX}")
+        nvlink_ids = (
+            (FI_NVLINK_COUNT_XMIT_BYTES, FI_NVLINK_COUNT_RCV_BYTES)
+            if nvlink5
+            else (FI_NVLINK_THROUGHPUT_DATA_TX, FI_NVLINK_THROUGHPUT_DATA_RX)
+        )
+        for link in range(self._nvlink_count.get(uuid, 0)):
+            ids += [(fid, link) for fid in nvlink_ids if not self._values.unsupported(uuid, f"field{fid}")]
+        ids += [(f, 0) for f in health if not self._values.unsupported(uuid, f"field{f}")]
+        return ids
+
+    def _read_static(self, uuid: str, h: Any) -> None:
+        """NVLink and C2C link counts, C2C maximum, GPM support: one field call, once per GPU."""
+        nvml = self._nvml
+        got = self._field_values(uuid, h, [(FI_NVLINK_LINK_COUNT, 0), *host_link.static_field_ids()])
+        links = got.get((FI_NVLINK_LINK_COUNT, 0))
+        if links is not None:
+            self._nvlink_count[uuid] = int(links[0])
+        elif self._values.unsupported(uuid, f"field{FI_NVLINK_LINK_COUNT}"):
+            self._nvlink_count[uuid] = 0  # no NVLink on this GPU; a transient error asks again
+        c2c_said = (host_link.FI_C2C_LINK_COUNT, 0) in got
+        if not c2c_said and not self._values.unsupported(uuid, f"field{host_link.FI_C2C_LINK_COUNT}"):
+            return  # a transient failure: ask again next scrape
+        self._scrape_ids.pop(uuid, None)
+        facts = host_link.facts_from(got)
+        facts.gpm = host_link.gpm_supported(nvml, h)
+        self._link_facts[uuid] = facts
+        if facts.kind == "c2c":
+            if facts.max_bytes_per_second is None:
+                self._say(uuid, "c2c_max", "NVLink-C2C host link, maximum unknown (field 172 not answered)")
+            if not facts.gpm:
+                self._say(
+                    uuid,
+                    "c2c_gpm",
+                    "NVLink-C2C host link, GPM not supported: its traffic is not measured and the offload "
+                    "cross-check stays unknown",
+                )
+
+    def _say(self, uuid: str, what: str, message: str) -> None:
+        self._values.warn_once(uuid, what, f"NVIDIA GPU {uuid}: {message}")
+
+    def _gpm_rates(self, uuid: str, h: Any, s: GpuSample, facts: host_link.LinkFacts) -> bool:
+        """This scrape's GPM sample and the rates since the last one (no wait); False where
+        GPM failed."""
+        nvml = self._nvml
+        ids = (
+            (host_link.GPM_C2C_DATA_TX, host_link.GPM_C2C_DATA_RX)
+            if facts.kind == "c2c"
+            else (host_link.GPM_PCIE_TX, host_link.GPM_PCIE_RX)
+        )
+        window = self._gpm.get(uuid)
+        try:
+            if window is None:
+                window = self._gpm[uuid] = host_link.open_window(nvml)
+            host_link.gpm_step(nvml, h, window, ids)
+        except nvml.NVMLError_GpuIsLost:
+            raise
+        except nvml.NVMLError as e:
+            self._say(uuid, "gpm", f"GPM failed ({e}): no {facts.kind} rates from GPM this time")
+            if window is not None:
+                window.last_time = None  # start a new window next scrape
+            return False
+        tx, rx = ids
+        if facts.kind == "c2c":
+            self._set(s.host_link_tx_bytes, "c2c", window.totals.get(tx))
+            self._set(s.host_link_rx_bytes, "c2c", window.totals.get(rx))
+            self._set(s.host_link_tx_bytes_per_second, "c2c", window.rates.get(tx))
+            self._set(s.host_link_rx_bytes_per_second, "c2c", window.rates.get(rx))
+        else:
+            s.pcie_tx_bytes_per_second = window.rates.get(tx)
+            s.pcie_rx_bytes_per_second = window.rates.get(rx)
+        return True
+
+    @staticmethod
+    def _set(into: dict[str, float], kind: str, value: float | None) -> None:
+        if value is not None:
+            into[kind] = value
+
+    def _fill_host_link(self, s: GpuSample) -> None:
+        """The host-link series: C2C's were filled from GPM; a PCIe link mirrors the PCIe ones."""
+        facts = self._link_facts.get(s.uuid)
+        kind = facts.kind if facts is not None else "pcie"
+        s.host_link_kind = kind
+        if kind == "c2c":
+            self._set(s.host_link_max_bytes_per_second, kind, facts.max_bytes_per_second if facts else None)
+            return
+        self._set(s.host_link_max_bytes_per_second, kind, s.pcie_link_max_bytes_per_second)
+        self._set(s.host_link_tx_bytes, kind, s.pcie_tx_bytes)
+        self._set(s.host_link_rx_bytes, kind, s.pcie_rx_bytes)
+        self._set(s.host_link_tx_bytes_per_second, kind, s.pcie_tx_bytes_per_second)
+        self._set(s.host_link_rx_bytes_per_second, kind, s.pcie_rx_bytes_per_second)
+        if s.pcie_replays is not None:
+            s.host_link_errors["replay"] = s.pcie_replays
 
     def _field_values(
         self, uuid: str, h: Any, ids: Sequence[int | tuple[int, int]]
@@ -244,6 +367,7 @@ class NvidiaCollector:
                     raise nvml.NVMLError_GpuIsLost()
                 if fv.nvmlReturn in (nvml.NVML_ERROR_NOT_SUPPORTED, nvml.NVML_ERROR_FUNCTION_NOT_FOUND):
                     self._values.mark_unsupported(uuid, f"field{key[0]}")
+                    self._scrape_ids.pop(uuid, None)
                 continue
             member, bits, signed = _VALUE_TYPES.get(int(fv.valueType), ("ullVal", 64, False))
             out[key] = (float(getattr(fv.value, member)), bits, signed)
@@ -263,6 +387,10 @@ class NvidiaCollector:
 
     def close(self) -> None:
         with self._lock:
+            if self._nvml is not None:
+                for window in self._gpm.values():
+                    host_link.close_window(self._nvml, window)
+            self._gpm.clear()
             if self._sampler is not None:
                 self._sampler.close()
                 self._sampler = None

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 from typing import NamedTuple
 
+from kvops.collectors import numa
 from kvops.snapshot import GpuSample, ProcessMemory
 from kvops.transport.address import host_port
 
@@ -149,9 +150,13 @@ def target_processes(target_url: str, root: str = "/") -> ProcessMemory | None:
 
 
 def attach_gpus(pm: ProcessMemory, gpus: list[GpuSample]) -> None:
-    """Fill pm.gpus with (index, uuid) of every GPU on which one of pm's processes runs."""
+    """Fill pm.gpus with (index, uuid) of every GPU on which one of pm's processes runs, and
+    the share of its host memory on NUMA nodes none of those GPUs sit on."""
     mine = set(pm.pids)
-    pm.gpus = [(g.index, g.uuid) for g in gpus if mine.intersection(g.processes)]
+    used = [g for g in gpus if mine.intersection(g.processes)]
+    pm.gpus = [(g.index, g.uuid) for g in used]
+    nodes = {g.numa_node for g in used if g.numa_node is not None}
+    pm.numa_remote_ratio = numa.remote_ratio(pm.numa_bytes, nodes) if used else None
 
 
 def processes_for(targets: list[str], gpus: list[GpuSample], root: str = "/") -> list[ProcessMemory]:
@@ -204,6 +209,8 @@ class ProcessTracker:
         self.max_ttl = max(ttl, max_ttl)
         self._trees: dict[str, _Tree] = {}
         self._local: dict[str, tuple[str, int] | None] = {}
+        # numa_maps is read on a thread of its own, never on the scrape path (collectors/numa.py)
+        self.numa: numa.NumaPlacement | None = None
 
     def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None:
         for pm in processes:
@@ -252,6 +259,10 @@ class ProcessTracker:
         for gone in set(self._trees) - set(targets):
             del self._trees[gone]
         out: list[ProcessMemory] = []
+        if self.numa is None and local:
+            self.numa = numa.NumaPlacement(self.root)
+        if self.numa is not None:
+            self.numa.watch({t: self._trees[t].pids for t in local if t in self._trees})
         for target in local:
             pids = self._trees[target].pids
             statuses = {p: st for p in pids if (st := read_status(p, self.root)) is not None}
@@ -263,6 +274,12 @@ class ProcessTracker:
             for key, attr in _FIELDS.items():
                 values = [st[key] for st in statuses.values() if key in st]
                 setattr(pm, attr, float(sum(values)) if values else None)
+            if self.numa is not None:
+                pm.numa_bytes = self.numa.bytes_by_node(target)
             attach_gpus(pm, gpus)
             out.append(pm)
         return out
+
+    def close(self) -> None:
+        if self.numa is not None:
+            self.numa.close()

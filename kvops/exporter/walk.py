@@ -112,6 +112,25 @@ def walk_gpus(gpus: list[GpuSample], sink: Sink) -> None:
     for g, base in zip(gpus, bases, strict=True):
         for pid, mem in sorted(g.processes.items()):
             sink.add((*base, str(pid)), mem)
+    # AMD's combined PCIe bandwidth (issue 45): raw, with its unit; no direction, so no host-link
+    sink.begin(names.GPU_AMD_PCIE_BANDWIDTH)
+    for g, base in zip(gpus, bases, strict=True):
+        for figure, value in sorted(g.amd_pcie_bandwidth.items()):
+            sink.add(
+                (*base, figure, g.amd_pcie_bandwidth_unit or "unknown", g.amd_metrics_table or ""), value
+            )
+    # AMD per-link traffic with the peer (issue 45)
+    for spec, reads in ((names.GPU_LINK_READ, True), (names.GPU_LINK_WRITE, False)):
+        sink.begin(spec)
+        for g, base in zip(gpus, bases, strict=True):
+            for link, peer, link_type, read, write in g.peer_links:
+                sink.add((*base, link, peer, link_type), read if reads else write)
+    # Host-link health (issue 45): two labels past the GPU's, so not a bound field.
+    sink.begin(names.GPU_HOST_LINK_ERRORS)
+    for g, base in zip(gpus, bases, strict=True):
+        if g.host_link_kind is not None:
+            for counter, count in sorted(g.host_link_errors.items()):
+                sink.add((*base, g.host_link_kind, counter), count)
 
 
 def walk_host(host: HostSample, sink: Sink) -> None:
@@ -141,6 +160,14 @@ def walk_processes(procs: list[ProcessMemory], sink: Sink) -> None:
     for pm in procs:
         for index, uuid in pm.gpus:
             sink.add([pm.target, index, uuid], 1.0)
+    # NUMA placement (issue 45)
+    sink.begin(names.PROCESS_NUMA_MEMORY)
+    for pm in procs:
+        for node, value in sorted(pm.numa_bytes.items(), key=lambda kv: int(kv[0])):
+            sink.add([pm.target, node], value)
+    sink.begin(names.PROCESS_NUMA_REMOTE)
+    for pm in procs:
+        sink.add([pm.target], pm.numa_remote_ratio)
 
 
 def walk_self(statuses: list[CollectorStatus], sink: Sink) -> None:

@@ -8,6 +8,7 @@ An absent series stays None, as in the exporter.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -15,14 +16,24 @@ from kvops import binding, names
 from kvops.exposition.histograms import histograms
 from kvops.exposition.parser import Labels, ParseResult
 from kvops.names import MetricSpec, Owner
-from kvops.snapshot import EngineSample, GpuSample, HostSample, LMCacheSample, Snapshot, TargetSample
+from kvops.snapshot import (
+    EngineSample,
+    GpuSample,
+    HostSample,
+    LMCacheSample,
+    ProcessMemory,
+    Snapshot,
+    TargetSample,
+)
 
 # Only the exporter's own names: other kvops_* series (the simulator's kvops_sim_info) do
 # not make an exposition an exporter's.
 EXPORTED: frozenset[str] = frozenset(name for spec in names.all_specs() for name in spec.sample_names)
 
 # Fields the snapshot types as int (the exposition carries floats).
-_INT_FIELDS = frozenset({"pcie_link_gen", "pcie_link_gen_max", "pcie_link_width", "pcie_link_width_max"})
+_INT_FIELDS = frozenset(
+    {"pcie_link_gen", "pcie_link_gen_max", "pcie_link_width", "pcie_link_width_max", "numa_node"}
+)
 
 
 def _bound_values(result: ParseResult, spec: MetricSpec) -> Iterator[tuple[Labels, Any]]:
@@ -107,7 +118,30 @@ def decode(result: ParseResult, time: float, target_of: Callable[[Labels], str] 
     snap.targets = list(targets.values())
     snap.gpus = _gpus(result)
     snap.host = _host(result)
+    snap.processes = _processes(result, target_of)
     return snap
+
+
+def _processes(result: ParseResult, target_of: Callable[[Labels], str]) -> list[ProcessMemory]:
+    """Which GPUs each target's processes use (kvops_target_gpu_info), for the offload
+    cross-check; the process memory beside it."""
+    procs: dict[str, ProcessMemory] = {}
+    for labels, value in result.get(names.TARGET_GPU_INFO.name):
+        if value == 1.0:
+            pm = procs.setdefault(target_of(labels), ProcessMemory(target_of(labels)))
+            pm.gpus.append((labels.get("gpu", ""), labels.get("uuid", "")))
+    for labels, value in result.get(names.PROCESS_MEMORY.name):
+        attr = labels.get("kind", "")
+        if attr in ("rss_anon", "rss_shmem", "locked", "pinned"):
+            pm = procs.setdefault(target_of(labels), ProcessMemory(target_of(labels)))
+            setattr(pm, attr, value)
+    for labels, value in result.get(names.PROCESS_NUMA_MEMORY.name):
+        pm = procs.setdefault(target_of(labels), ProcessMemory(target_of(labels)))
+        pm.numa_bytes[labels.get("node", "")] = value
+    for labels, value in result.get(names.PROCESS_NUMA_REMOTE.name):
+        if math.isfinite(value):
+            procs.setdefault(target_of(labels), ProcessMemory(target_of(labels))).numa_remote_ratio = value
+    return list(procs.values())
 
 
 def _gpus(result: ParseResult) -> list[GpuSample]:

@@ -25,7 +25,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
 from kvops import gcsettle
-from kvops.rates import GpuInterval
+from kvops.rates import GpuInterval, ratio
 from kvops.snapshot import Snapshot
 from kvops.termsafe import visible
 from kvops.top import fleet, numbers
@@ -391,6 +391,9 @@ def _group_cells(group: fleet.Group) -> dict[str, Cell]:
 
 GPU_HEADERS = ("Name", "Memory GiB", "PCIe TX GB/s", "PCIe RX GB/s", "Link max GB/s")
 GPU_HEADERS_SHORT = ("Name", "Mem GiB", "TX GB/s", "RX GB/s", "Max GB/s")
+# Where a GPU's host copies ride NVLink-C2C (Grace, issue 45): host-link columns and a Link column.
+GPU_HEADERS_HOST_LINK = ("Name", "Memory GiB", "Host TX GB/s", "Host RX GB/s", "Link max GB/s", "Link")
+GPU_HEADERS_HOST_LINK_SHORT = ("Name", "Mem GiB", "TX GB/s", "RX GB/s", "Max GB/s", "Link")
 
 
 def gpu_table(board: Board, simulated: bool = False, width: int = 200) -> Table | Text:
@@ -400,10 +403,16 @@ def gpu_table(board: Board, simulated: bool = False, width: int = 200) -> Table 
     gpus = board.interval.gpus if board.interval is not None else []
     if not gpus:
         return Text("GPUs: none reported by this source", style="dim")
+    c2c = any(g.host_link_kind == "c2c" for g in gpus)
     for bars, short in ((True, False), (True, True), (False, True)):
         first = ("Sim. GPU" if short else "GPU (simulated)") if simulated else "GPU"
-        headers = (first, *(GPU_HEADERS_SHORT if short else GPU_HEADERS))
-        rows = [_gpu_cells(g, bars, short) for g in gpus]
+        names = (
+            (GPU_HEADERS_HOST_LINK_SHORT if short else GPU_HEADERS_HOST_LINK)
+            if c2c
+            else (GPU_HEADERS_SHORT if short else GPU_HEADERS)
+        )
+        headers: tuple[str, ...] = (first, *names)
+        rows = [_gpu_cells(g, bars, short, c2c) for g in gpus]
         needed = sum(max(len(h), *(r[i].cell_len for r in rows)) for i, h in enumerate(headers))
         if needed + 2 * len(headers) <= width:  # padding (0, 1): a cell each side of every column
             break
@@ -415,9 +424,9 @@ def gpu_table(board: Board, simulated: bool = False, width: int = 200) -> Table 
     return table
 
 
-def _gpu_cells(g: GpuInterval, bars: bool, short: bool) -> list[Text]:
+def _gpu_cells(g: GpuInterval, bars: bool, short: bool, link_column: bool = False) -> list[Text]:
     used, total = g.memory_used_bytes, g.memory_total_bytes
-    link = g.pcie_link_max_bytes_per_second
+    tx, rx, link = g.shown_link()  # issue 45: NVLink-C2C's figures on a Grace GPU
 
     def direction(rate: float | None, fraction: float | None) -> Text:
         if rate is None:
@@ -438,9 +447,10 @@ def _gpu_cells(g: GpuInterval, bars: bool, short: bool) -> list[Text]:
         Text(visible(g.gpu)),
         Text(visible(g.name or numbers.UNKNOWN)),
         memory,
-        direction(g.pcie_transmit_bytes_per_second, g.pcie_transmit_link_fraction),
-        direction(g.pcie_receive_bytes_per_second, g.pcie_receive_link_fraction),
+        direction(tx, ratio(tx, link)),
+        direction(rx, ratio(rx, link)),
         Text(numbers.UNKNOWN if link is None else f"{link / numbers.GB:.1f}"),
+        *([Text(g.link_label)] if link_column else []),
     ]
 
 

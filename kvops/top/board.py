@@ -96,7 +96,7 @@ class Board:
         self.fleet_engines: int | None = None  # engines in the fleet, where rows are a page of it
         self.rows_cut = 0  # engines the last sample had beyond MAX_ROWS, not shown
         self.fleet = Trend()  # every engine up, summed: the charts when no target is picked
-        self.fleet_link_max: float | None = None  # summed PCIe link maximum of the GPUs shown
+        self.fleet_link_max: float | None = None  # summed host-link maximum of the GPUs shown
 
     def update(
         self,
@@ -153,7 +153,7 @@ class Board:
         if fleet is not None:  # the store summed the whole fleet, not only the page
             totals = deltas_of(fleet[0]) if fleet[0] is not None else None
         self.fleet.append(snap.time, self._seconds, totals if self._seconds else None)
-        links = [g.pcie_link_max_bytes_per_second for g in frame.gpus]
+        links = [g.shown_link()[2] for g in frame.gpus]  # C2C's maximum on a Grace GPU (issue 45)
         self.fleet_link_max = sum(x for x in links if x) or None
 
     def _capped(self, snap: Snapshot) -> Snapshot:

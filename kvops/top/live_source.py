@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from kvops.collectors.procs import ProcessTracker
 from kvops.collectors.registry import default_collectors
 from kvops.engines import registry
 from kvops.exposition.histograms import sample_names
@@ -97,7 +98,15 @@ class LiveSource:
             else:
                 scraper.close()
         sources = default_collectors() if hardware else []
-        self.runner = ScrapeRunner(self.scrapers, sources, timeout=timeout)  # type: ignore[arg-type]
+        # Local targets' processes, as the exporter tracks them: which GPUs an engine uses is
+        # what the offload cross-check (kvops.rates) compares its loaded bytes against.
+        tracker = ProcessTracker() if hardware else None
+        self.runner = ScrapeRunner(
+            self.scrapers,  # type: ignore[arg-type]
+            sources,
+            timeout=timeout,
+            process_tracker=tracker,
+        )
         self.description = f"{len(urls)} URL(s), every scrape live"
 
     def next(self) -> Snapshot:
@@ -107,6 +116,7 @@ class LiveSource:
             return snap
         targets: list[TargetSample] = []
         gpus, host = [], None
+        processes = [p for p in snap.processes if p.target not in exporters]
         for sample in snap.targets:
             served = exporters.get(sample.target) if sample.up else None
             if served is None:
@@ -114,10 +124,12 @@ class LiveSource:
                 continue
             targets.extend(served.targets)
             gpus.extend(served.gpus)
+            processes.extend(served.processes)
             host = host or served.host
         snap.targets = targets
         snap.gpus = gpus
         snap.host = host
+        snap.processes = processes
         return snap
 
     def close(self) -> None:

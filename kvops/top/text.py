@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from kvops.rates import ratio
 from kvops.termsafe import visible
 from kvops.top import fleet, numbers
 from kvops.top.board import Board
@@ -58,15 +59,15 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
         seconds = frame.interval_seconds if frame is not None else None
         lines.extend(_groups(fleet.group(engines, view.group_by, seconds), view.group_by))
     for g in frame.gpus if frame is not None else []:
-        tx, rx = g.pcie_transmit_bytes_per_second, g.pcie_receive_bytes_per_second
+        tx, rx, link = g.shown_link()  # NVLink-C2C's on a Grace GPU (issue 45), else PCIe's
         label = "Simulated GPU" if simulated else "GPU"
         lines.append(
             f"{label} {visible(g.gpu)} {visible(g.name or '')}:"
             f" memory {numbers.gib(g.memory_used_bytes)}"
             f" of {numbers.gib(g.memory_total_bytes)},"
-            f" PCIe TX {_link(tx, g.pcie_transmit_link_fraction)}"
-            f" RX {_link(rx, g.pcie_receive_link_fraction)}"
-            f" (link max {numbers.gbps(g.pcie_link_max_bytes_per_second)} per direction)"
+            f" {g.link_label} TX {_link(tx, ratio(tx, link))}"
+            f" RX {_link(rx, ratio(rx, link))}"
+            f" (link max {numbers.gbps(link)} per direction)"
         )
     host = frame.host if frame is not None else {}
     if host:
@@ -79,12 +80,34 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
             f" /dev/shm free {numbers.flagged(numbers.gib(shm_free), numbers.room_style(shm_free, tier))},"
             f" offload tier {numbers.gib(tier)}"
         )
+    lines.extend(_numa_flags(frame.targets if frame is not None else []))
     failing = [c for c in board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
     for c in failing:
         lines.append(f"Collector {visible(c.name)} failed: {visible(c.error)}")
     seconds = frame.interval_seconds if frame is not None else None
     lines.append(f"Interval: {seconds:g} s" if seconds else "Interval: unknown")
     return "\n".join(lines)
+
+
+# NUMA placement (issue 45): most of a target's host memory, where its offload pool lives, on a
+# node none of its GPUs sit on. The evidence is both sides: numa_maps and the GPUs' nodes.
+NUMA_REMOTE_FLAG = 0.5
+
+
+def _numa_flags(entries: list[Any]) -> list[str]:
+    out: list[str] = []
+    seen: set[str] = set()
+    for e in entries:
+        ratio_ = getattr(e, "host_memory_remote_numa_ratio", None)
+        if ratio_ is None or ratio_ <= NUMA_REMOTE_FLAG or e.target in seen:
+            continue
+        seen.add(e.target)
+        out.append(
+            f"NUMA! {visible(e.target)}: {numbers.pct(ratio_)} of its host memory (/proc/PID/numa_maps)"
+            " sits on a node none of its GPUs is on (sysfs numa_node):"
+            " playbooks/KvopsOffloadPoolRemoteNuma.md"
+        )
+    return out
 
 
 def _groups(groups: list[fleet.Group], by: str) -> list[str]:

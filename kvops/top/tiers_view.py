@@ -20,11 +20,12 @@ def _ms(seconds: float | None) -> str:
     return numbers.UNKNOWN if seconds is None else f"{seconds * 1000:.2f} ms"
 
 
-# pcie_cross_check's verdicts (kvops.rates), said as a person would.
+# pcie_cross_check's verdicts (kvops.rates), said as a person would. The receive counter is
+# the GPUs' host link's: PCIe, or NVLink-C2C on Grace (issue 45).
 CROSS_CHECK_TEXT = {
-    "consistent": ("consistent with the GPUs' PCIe receive", ""),
-    "counted_not_moved": ("loads counted exceed PCIe receive", "bold red"),
-    "moved_not_counted": ("PCIe moved GBs the engine did not count", "bold yellow"),
+    "consistent": ("consistent with the GPUs' host-link receive", ""),
+    "counted_not_moved": ("loads counted exceed host-link receive", "bold red"),
+    "moved_not_counted": ("the host link moved GBs the engine did not count", "bold yellow"),
 }
 
 
@@ -60,6 +61,12 @@ def signals_table(row: Row) -> Table:
     text, style = CROSS_CHECK_TEXT.get(check or "", (visible(check) if check else numbers.UNKNOWN, ""))
     table.add_row("PCIe cross-check", Text(text, style=style))
     table.add_row("prompt tokens in the interval", numbers.count(row.get("prompt_tokens")))
+    remote = row.get("host_memory_remote_numa_ratio")
+    if remote is not None:  # a target on this host whose GPUs' NUMA nodes are known (issue 45)
+        table.add_row(
+            "host memory off the GPUs' NUMA node",
+            Text(numbers.pct(remote), style="bold red" if remote > 0.5 else ""),
+        )
     for label, name in (("promotion alloc. failures /s", "promotion_allocation_failures_per_second"),
                         ("stores dropped, pool full", "pool_full_drop_ratio")):  # fmt: skip
         value = row.get(name)

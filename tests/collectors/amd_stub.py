@@ -117,6 +117,17 @@ class StubAmdGpu:
     procs: dict[int, int] = field(default_factory=dict)  # pid -> VRAM bytes
     pci: tuple[int, int, int] | None = None  # (sent, received, max_pkt_sz) of pci_throughput
     fail: dict[str, int] = field(default_factory=dict)  # amdsmi function -> status
+    # issue 45: the metrics table's combined PCIe bandwidth (MI300-class firmware; None: "N/A"),
+    # its header version, the PCIe health counters of amdsmi_get_pcie_info, the NUMA affinity
+    pcie_bandwidth_acc: int | None = None
+    pcie_bandwidth_inst: int | None = None
+    metrics_version: tuple[int, int] = (1, 5)  # common_header format, content revision
+    l0_to_recovery: int | None = None
+    nak_sent: int | None = None
+    nak_received: int | None = None
+    numa_node: int | None = None
+    # amdsmi_get_link_metrics: (peer bdf "dddd:bb:dd.f", link type, read KB, write KB) per link
+    links: list[tuple[str, int, int, int]] | None = None
 
     def lines(self, i: int, amdsmi: ModuleType) -> list[str]:
         w = amdsmi.amdsmi_wrapper
@@ -139,9 +150,12 @@ class StubAmdGpu:
             ("pcie_link_speed", self.pcie_speed),
             ("pcie_replay_count_acc", self.replay),
             ("average_gfx_activity", self.gfx_activity),
+            ("pcie_bandwidth_acc", self.pcie_bandwidth_acc),
+            ("pcie_bandwidth_inst", self.pcie_bandwidth_inst),
         ):
             if value is not None:
                 setattr(m, name, value)
+        m.common_header.format_revision, m.common_header.content_revision = self.metrics_version
         for link, (r, wr) in enumerate(zip(self.xgmi_read_kb, self.xgmi_write_kb, strict=True)):
             if r is not None:
                 m.xgmi_read_data_acc[link] = r
@@ -154,6 +168,26 @@ class StubAmdGpu:
             p.pcie_static.max_pcie_width = self.pcie_max_width
         if self.pcie_max_speed is not None:
             p.pcie_static.max_pcie_speed = self.pcie_max_speed
+        for name, value in (
+            ("pcie_l0_to_recovery_count", self.l0_to_recovery),
+            ("pcie_nak_sent_count", self.nak_sent),
+            ("pcie_nak_received_count", self.nak_received),
+        ):
+            if value is not None:
+                setattr(p.pcie_metric, name, value)
+        if self.numa_node is not None:
+            out["numa"] = self.numa_node
+        if self.links is not None:
+            lm = w.amdsmi_link_metrics_t()
+            lm.num_links = len(self.links)
+            for k, (peer, kind, read_kb, write_kb) in enumerate(self.links):
+                domain, bus, rest = peer.split(":")
+                device, function = rest.split(".")
+                b = lm.links[k].bdf.struct_amdsmi_bdf_t
+                b.domain_number, b.bus_number = int(domain, 16), int(bus, 16)
+                b.device_number, b.function_number = int(device, 16), int(function, 16)
+                lm.links[k].link_type, lm.links[k].read, lm.links[k].write = kind, read_kb, write_kb
+            out["blob.amdsmi_get_link_metrics"] = _blob(lm)
         out["blob.amdsmi_get_pcie_info"] = _blob(p)
 
         if self.procs:

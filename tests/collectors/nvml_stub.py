@@ -30,6 +30,14 @@ FI_NVLINK_THROUGHPUT_DATA_TX = 138  # KiB, per link (scopeId = link)
 FI_NVLINK_THROUGHPUT_DATA_RX = 139
 FI_PCIE_COUNT_TX_BYTES = 197
 FI_PCIE_COUNT_RX_BYTES = 198
+# host link (issue 45)
+FI_C2C_LINK_COUNT = 170
+FI_C2C_LINK_GET_STATUS = 171
+FI_C2C_LINK_GET_MAX_BW = 172  # MB/s per active link
+GPM_PCIE_TX_PER_SEC = 20  # MiB/s
+GPM_PCIE_RX_PER_SEC = 21
+GPM_C2C_DATA_TX_PER_SEC = 102
+GPM_C2C_DATA_RX_PER_SEC = 103
 VALUE_TYPE_UNSIGNED_INT = 1
 VALUE_TYPE_UNSIGNED_LONG_LONG = 3
 
@@ -93,6 +101,13 @@ class StubGpu:
     fail: dict[str, int] = field(default_factory=dict)  # NVML function -> return code
     field_ret: dict[int, int] = field(default_factory=dict)  # field id -> its own nvmlReturn
     extra: dict[str, str] = field(default_factory=dict)  # raw "key value" lines, key without "<i>."
+    # host link (issue 45)
+    c2c_links: int | None = None  # field 170 (None: NOT_SUPPORTED, a PCIe-only GPU)
+    c2c_max_mbps: int | None = None  # field 172
+    gpm_supported: bool = False  # nvmlGpmQueryDeviceSupport
+    gpm_mib_per_s: dict[int, float] = field(default_factory=dict)  # GPM metric id -> MiB/s
+    fields: dict[int, int] = field(default_factory=dict)  # any other field id (scope 0) -> value
+    numa_node: int | None = None  # nvmlDeviceGetNumaNodeId
 
     def lines(self, i: int) -> list[str]:
         out: dict[str, object] = {"name": self.name, "uuid": self.uuid, "busid": self.busid}
@@ -115,6 +130,22 @@ class StubGpu:
             for link, (tx, rx) in self.nvlink_kib.items():
                 out[f"field.{FI_NVLINK_THROUGHPUT_DATA_TX}.{link}"] = tx
                 out[f"field.{FI_NVLINK_THROUGHPUT_DATA_RX}.{link}"] = rx
+        for fid, value in (
+            (FI_C2C_LINK_COUNT, self.c2c_links),
+            (FI_C2C_LINK_GET_STATUS, 1 if self.c2c_links else None),
+            (FI_C2C_LINK_GET_MAX_BW, self.c2c_max_mbps),
+            *self.fields.items(),
+        ):
+            if value is not None:
+                out[f"field.{fid}"] = value
+                out[f"field.{fid}.type"] = (
+                    VALUE_TYPE_UNSIGNED_INT if fid < 173 else VALUE_TYPE_UNSIGNED_LONG_LONG
+                )
+        if self.gpm_supported:
+            out["gpm.supported"] = 1
+        out |= {f"gpm.{metric}": rate for metric, rate in self.gpm_mib_per_s.items()}
+        if self.numa_node is not None:
+            out["numa"] = self.numa_node
         for fid, code in self.field_ret.items():
             out[f"field.{fid}.ret"] = code
         simple = {
@@ -149,6 +180,23 @@ def gpus(n: int) -> list[StubGpu]:
         )
         for i in range(n)
     ]
+
+
+def gh200(uuid: str = "GPU-6b7a1c2d-0000-0000-0000-0000000000c2", gpm: bool = True) -> StubGpu:
+    """A GH200-like GPU: one NVLink-C2C link to the Grace CPU (450 GB/s a direction, hardware.md
+    §5), GPM that measures it, PCIe byte counters that stay near zero (host copies ride C2C)."""
+    return StubGpu(
+        uuid=uuid,
+        name="NVIDIA GH200 480GB",
+        busid="00000009:01:00.0",
+        memory_total=102_005_473_280,
+        pcie_tx_bytes=4096,
+        pcie_rx_bytes=8192,
+        c2c_links=1,
+        c2c_max_mbps=450_000,
+        gpm_supported=gpm,
+        gpm_mib_per_s={GPM_C2C_DATA_TX_PER_SEC: 1024.0, GPM_C2C_DATA_RX_PER_SEC: 8192.0} if gpm else {},
+    )
 
 
 def write_config(path: str | os.PathLike[str], devices: list[StubGpu], init_ret: int = 0) -> Path:

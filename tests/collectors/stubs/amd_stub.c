@@ -169,6 +169,7 @@ static long copy_blob(int dev, const char *fn, void *out, size_t max) {
 BLOB_FN(amdsmi_get_gpu_asic_info)
 BLOB_FN(amdsmi_get_gpu_metrics_info)
 BLOB_FN(amdsmi_get_pcie_info)
+BLOB_FN(amdsmi_get_link_metrics)
 BLOB_FN(amdsmi_get_gpu_activity)
 
 int amdsmi_get_gpu_process_list(void *h, uint32_t *max_processes, void *list) {
@@ -204,4 +205,13 @@ int amdsmi_get_gpu_pci_throughput(void *h, uint64_t *sent, uint64_t *received, u
     *received = r;
     *max_pkt_sz = m;
     return AMDSMI_STATUS_SUCCESS;
+}
+
+/* issue 45: 0.numa <node> answers amdsmi_get_gpu_topo_numa_affinity (absent: NOT_SUPPORTED) */
+int amdsmi_get_gpu_topo_numa_affinity(void *h, int32_t *node) {
+    DEVICE_CALL("amdsmi_get_gpu_topo_numa_affinity", h);
+    unsigned long long v;
+    if (!dget_u64(dev, "numa", &v)) RETURN(AMDSMI_STATUS_NOT_SUPPORTED);
+    *node = (int32_t)v;
+    RETURN(AMDSMI_STATUS_SUCCESS);
 }

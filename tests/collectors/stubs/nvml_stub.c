@@ -391,3 +391,98 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
     *count = n;
     RETURN(NVML_SUCCESS);
 }
+
+/* ---- host link (issue 45): GPM, NUMA ----------------------------------------------------
+ *   0.gpm.supported 1            nvmlGpmQueryDeviceSupport's isSupportedDevice (absent: 0)
+ *   0.gpm.<metricId> <MiB/s>     what nvmlGpmMetricsGet answers for that metric between two
+ *                                samples of device 0 (absent: the entry's NOT_SUPPORTED)
+ *   0.numa <node>                nvmlDeviceGetNumaNodeId (absent: NOT_SUPPORTED, as on PCIe hosts)
+ * C2C and PCIe-health field values are plain `0.field.<id>` lines. */
+typedef struct {
+    int dev;
+    int taken;
+    long long t_us;
+} stub_gpm_sample;
+typedef stub_gpm_sample *nvmlGpmSample_t;
+typedef struct {
+    char *shortName, *longName, *unit;
+} nvmlGpmMetricInfo_t;
+typedef struct {
+    unsigned int metricId;
+    nvmlReturn_t nvmlReturn;
+    double value;
+    nvmlGpmMetricInfo_t metricInfo;
+} nvmlGpmMetric_t;
+typedef struct {
+    unsigned int version, numMetrics;
+    nvmlGpmSample_t sample1, sample2;
+    nvmlGpmMetric_t metrics[1]; /* NVML_GPM_METRIC_MAX entries in nvml.h; numMetrics are read */
+} nvmlGpmMetricsGet_t;
+typedef struct {
+    unsigned int version, isSupportedDevice;
+} nvmlGpmSupport_t;
+
+static int gpm_supported(int dev) {
+    const char *v = dget(dev, "gpm.supported");
+    return v && atoi(v);
+}
+
+nvmlReturn_t nvmlGpmQueryDeviceSupport(nvmlDevice_t device, nvmlGpmSupport_t *support) {
+    DEVICE_CALL("nvmlGpmQueryDeviceSupport", device);
+    if (!support) RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    if (support->version != 1) RETURN(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    support->isSupportedDevice = (unsigned int)gpm_supported(dev);
+    RETURN(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmSampleAlloc(nvmlGpmSample_t *sample) {
+    pthread_mutex_lock(&mu);
+    record("nvmlGpmSampleAlloc");
+    if (!sample) RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    *sample = calloc(1, sizeof **sample);
+    RETURN(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmSampleFree(nvmlGpmSample_t sample) {
+    pthread_mutex_lock(&mu);
+    record("nvmlGpmSampleFree");
+    free(sample);
+    RETURN(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmSampleGet(nvmlDevice_t device, nvmlGpmSample_t sample) {
+    DEVICE_CALL("nvmlGpmSampleGet", device);
+    if (!sample) RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    if (!gpm_supported(dev)) RETURN(NVML_ERROR_NOT_SUPPORTED);
+    sample->dev = dev;
+    sample->taken = 1;
+    sample->t_us = now_us();
+    RETURN(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlGpmMetricsGet(nvmlGpmMetricsGet_t *get) {
+    pthread_mutex_lock(&mu);
+    reload();
+    record("nvmlGpmMetricsGet");
+    if (!initialized) RETURN(NVML_ERROR_UNINITIALIZED);
+    if (!get) RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    if (get->version != 1) RETURN(NVML_ERROR_ARGUMENT_VERSION_MISMATCH);
+    nvmlGpmSample_t a = get->sample1, b = get->sample2;
+    /* nvml.h: two samples of one device, the second taken after the first */
+    if (!a || !b || !a->taken || !b->taken || a->dev != b->dev || b->t_us <= a->t_us)
+        RETURN(NVML_ERROR_INVALID_ARGUMENT);
+    for (unsigned int i = 0; i < get->numMetrics; i++) {
+        nvmlGpmMetric_t *m = &get->metrics[i];
+        char key[64];
+        snprintf(key, sizeof key, "gpm.%u", m->metricId);
+        const char *v = dget(a->dev, key);
+        m->metricInfo.shortName = m->metricInfo.longName = m->metricInfo.unit = NULL;
+        m->nvmlReturn = v ? NVML_SUCCESS : NVML_ERROR_NOT_SUPPORTED;
+        m->value = v ? strtod(v, NULL) : 0.0;
+    }
+    RETURN(NVML_SUCCESS);
+}
+
+nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int *node) {
+    return get_uint("nvmlDeviceGetNumaNodeId", device, "numa", node);
+}
