@@ -258,60 +258,31 @@ def tiers_table(row: Row) -> Table | Text:
     backpressure = any(f.backpressure_stores_dropped is not None for f in tiers.values())
     if backpressure:  # vLLM multi-tier offloading: stores its back-pressure dropped
         table.add_column("Dropped (bp)", justify="right")
-    engine_gauge = False
-    for tier in [*(t for t in TIERS if t in tiers), *sorted(t for t in tiers if t not in TIERS)]:
-        figures: TierInterval = tiers[tier]
-        rate = figures.hit_rate
-        if rate is not None:
-            hit = numbers.marked(numbers.pct(rate), numbers.hit_rate_style(rate))
-        elif figures.engine_hit_rate is not None:
-            engine_gauge = True
-            hit = Text(numbers.pct(figures.engine_hit_rate) + "*")
-        else:
-            hit = Text(numbers.UNKNOWN)
-        table.add_row(
-            Text(visible(tier)),
-            hit,
-            numbers.count(figures.tokens_saved),
-            numbers.pct(figures.prompt_share),
-            _moved_cell(figures.store_bytes, figures.store_blocks, figures.store_failed_blocks),
-            _moved_cell(figures.load_bytes, figures.load_blocks, figures.load_failed_blocks),
-            numbers.gbps(figures.store_bandwidth_bytes_per_second).removesuffix(" GB/s"),
-            numbers.gbps(figures.load_bandwidth_bytes_per_second).removesuffix(" GB/s"),
-            _use(figures),
-            *([_jobs(figures)] if jobs else []),
-            *([_dropped(figures)] if backpressure else []),
-        )
+    shown = [*(t for t in TIERS if t in tiers), *sorted(t for t in tiers if t not in TIERS)]
+    for tier in shown:
+        _tier_row(table, Text(visible(tier)), tiers[tier], jobs, backpressure)
         members = [n for n, f in sorted(configured.items()) if f.kind == tier]
         if len(members) > 1:  # tiers of one kind keep their identity: a row each under the kind
             for member in members:
-                _member_row(table, member, configured[member], jobs, backpressure)
-    if engine_gauge:
+                label = Text(f" └ {visible(member)}", style="dim")
+                _tier_row(table, label, configured[member], jobs, backpressure)
+    if any(tiers[t].hit_rate is None and tiers[t].engine_hit_rate is not None for t in shown):
         table.caption = "* the engine's own hit-rate gauge, over its own window"
         table.caption_justify = "left"
     return table
 
 
-def _dropped(figures: TierInterval) -> Text:
-    """Stores (and their blocks) vLLM's back-pressure detector dropped in the interval."""
-    stores, blocks = figures.backpressure_stores_dropped, figures.backpressure_blocks_dropped
-    if stores is None:
-        return Text(
-            numbers.UNKNOWN if figures.backpressure_store_latency_ema_seconds_per_mib is None else "0"
-        )
-    return Text(f"{stores:.0f} ({numbers.count(blocks)} blk)", style="bold red" if stores else "")
-
-
-def _member_row(table: Table, name: str, figures: TierInterval, jobs: bool, backpressure: bool) -> None:
-    """One configured tier (vLLM's `1:fs`) under its kind's row."""
+def _tier_row(table: Table, label: Text, figures: TierInterval, jobs: bool, backpressure: bool) -> None:
+    """One tier's row: a kind's, or one configured tier (vLLM's `1:fs`) under it."""
     rate = figures.hit_rate
-    hit = (
-        numbers.marked(numbers.pct(rate), numbers.hit_rate_style(rate))
-        if rate is not None
-        else Text(numbers.UNKNOWN)
-    )
+    if rate is not None:
+        hit = numbers.marked(numbers.pct(rate), numbers.hit_rate_style(rate))
+    elif figures.engine_hit_rate is not None:  # the caption explains the mark
+        hit = Text(numbers.pct(figures.engine_hit_rate) + "*")
+    else:
+        hit = Text(numbers.UNKNOWN)
     table.add_row(
-        Text(f" └ {visible(name)}", style="dim"),
+        label,
         hit,
         numbers.count(figures.tokens_saved),
         numbers.pct(figures.prompt_share),
@@ -323,3 +294,13 @@ def _member_row(table: Table, name: str, figures: TierInterval, jobs: bool, back
         *([_jobs(figures)] if jobs else []),
         *([_dropped(figures)] if backpressure else []),
     )
+
+
+def _dropped(figures: TierInterval) -> Text:
+    """Stores (and their blocks) vLLM's back-pressure detector dropped in the interval."""
+    stores, blocks = figures.backpressure_stores_dropped, figures.backpressure_blocks_dropped
+    if stores is None:
+        return Text(
+            numbers.UNKNOWN if figures.backpressure_store_latency_ema_seconds_per_mib is None else "0"
+        )
+    return Text(f"{stores:.0f} ({numbers.count(blocks)} blk)", style="bold red" if stores else "")
