@@ -1,0 +1,252 @@
+"""Where a fatal message is raised: the error-site table (error_sites.json.gz, recorded from the
+releases' own source by kvops/doctor/gen_error_sites.py) looked up by the message's text.
+
+Loaded once, and only when a log has a fatal line to locate. A message is matched against each
+template (placeholders are wildcards) whole, else as a prefix (a line cut short, or the first
+line of a message that goes on over several); a message that wraps another (`Worker failed with
+error 'X'`, `RuntimeError: ValueError: X`) is looked up at each level, the innermost first.
+
+A location says where a release's code raises (or logs) that text: not that this run went
+through that line, nor which caller reached it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+TABLE = Path(__file__).with_name("error_sites.json.gz")
+WILD = "\x00"  # a template's placeholder (the table's header says so too)
+FORMAT = 1
+MAX_LOCATIONS = 3
+MAX_MESSAGE = 2000
+MIN_LITERAL = 12  # literal characters a match must cover: "Error: *" locates nothing
+PREFIX_KEY = 10  # a template's head, for finding the templates a cut-short line starts
+
+
+@dataclass(frozen=True)
+class Site:
+    template: str  # WILD for each placeholder
+    type: str  # the exception class, AssertionError, or logger.error / .exception / ...
+    package: str
+    path: str
+    cls: str
+    function: str
+    releases: tuple[str, ...]  # ranges of the package's release list ("0.10.0..0.14.1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "package": self.package,
+            "path": self.path,
+            "class": self.cls or None,
+            "function": self.function or None,
+            "releases": list(self.releases),
+        }
+
+    def shown(self) -> str:
+        where = ".".join(p for p in (self.cls, self.function) if p)
+        return f"{self.path}{' (' + where + ')' if where else ''}, {self.package} {', '.join(self.releases)}"
+
+
+@dataclass(frozen=True)
+class Located:
+    site: Site
+    message: str  # the level of the log's message that matched
+    whole: bool  # the whole message matched (False: its text is a prefix of the template's)
+    literal: int  # literal characters of the template the message covers
+
+
+class Table:
+    def __init__(self, rows: list[list[Any]], releases: dict[str, list[str]], wild: str) -> None:
+        self.rows = rows
+        self.releases = releases
+        self.wild = wild
+        self.anchors: dict[str, list[int]] = {}  # a template's longest literal piece -> rows
+        self.heads: dict[str, list[int]] = {}  # the first PREFIX_KEY characters -> rows
+        for i, row in enumerate(rows):
+            pieces = row[0].split(wild)
+            anchor = max(pieces, key=len)
+            if len(anchor.strip()) >= 4:
+                self.anchors.setdefault(anchor, []).append(i)
+            if len(pieces[0]) >= PREFIX_KEY:
+                self.heads.setdefault(pieces[0][:PREFIX_KEY], []).append(i)
+
+    def site(self, i: int) -> Site:
+        r = self.rows[i]
+        return Site(r[0], r[1], r[2], r[3], r[4], r[5], tuple(r[6]))
+
+    def _match(self, i: int, message: str) -> Located | None:
+        pieces = self.rows[i][0].split(self.wild)
+        literal = sum(len(p) for p in pieces)
+        whole = _whole(pieces, message)
+        if whole:
+            return Located(self.site(i), message, True, literal) if literal >= MIN_LITERAL else None
+        covered = _prefix(pieces, message)
+        if covered >= MIN_LITERAL and covered >= min(literal, 20):
+            return Located(self.site(i), message, False, covered)
+        return None
+
+    def lookup(self, message: str, kind: str | None = None) -> list[Located]:
+        """The sites whose template the message is, best first: whole matches, the exception's
+        own type, the most literal text."""
+        message = " ".join(message[:MAX_MESSAGE].split())
+        if not message:
+            return []
+        rows = {i for anchor, where in self.anchors.items() if anchor in message for i in where}
+        rows.update(self.heads.get(message[:PREFIX_KEY], ()))
+        found = [m for i in sorted(rows) if (m := self._match(i, message)) is not None]
+        found.sort(key=lambda m: (not m.whole, m.site.type != kind, -m.literal, m.site.path))
+        return found
+
+
+def _whole(pieces: list[str], message: str) -> bool:
+    if len(pieces) == 1:
+        return pieces[0] == message
+    if not (message.startswith(pieces[0]) and message.endswith(pieces[-1])):
+        return False
+    if len(message) < len(pieces[0]) + len(pieces[-1]):
+        return False
+    pos, end = len(pieces[0]), len(message) - len(pieces[-1])
+    for piece in pieces[1:-1]:
+        at = message.find(piece, pos, end)
+        if at < 0:
+            return False
+        pos = at + len(piece)
+    return True
+
+
+def _prefix(pieces: list[str], message: str) -> int:
+    """Literal characters of the template the message covers when it is the template's head (the
+    line was cut short or goes on); 0 when it is not."""
+    first = pieces[0]
+    if not message.startswith(first):
+        return len(message) if first.startswith(message) and len(pieces) >= 1 else 0
+    covered, pos = len(first), len(first)
+    for piece in pieces[1:]:
+        if not piece:
+            continue
+        at = message.find(piece, pos)
+        if at < 0:
+            tail = message[pos:]
+            # the cut fell inside this piece: its head ends the message
+            k = next((k for k in range(min(len(piece), len(tail)), 0, -1) if tail.endswith(piece[:k])), 0)
+            return covered + k
+        covered, pos = covered + len(piece), at + len(piece)
+    return covered
+
+
+@lru_cache(maxsize=1)
+def load(path: Path = TABLE) -> Table | None:
+    """The table, or None when it is missing or of another format (locating is then skipped)."""
+    try:
+        text = gzip.decompress(path.read_bytes()).decode("utf-8")
+    except (OSError, EOFError, UnicodeDecodeError):
+        return None
+    head, _, body = text.partition("\n")
+    try:
+        header = json.loads(head)
+        rows = json.loads("[" + body.rstrip("\n").replace("\n", ",") + "]")
+    except ValueError:
+        return None
+    if header.get("format") != FORMAT or header.get("wildcard") != WILD:
+        return None
+    return Table(rows, header["releases"], header["wildcard"])
+
+
+# ---- the levels of a log's message ------------------------------------------------------------------
+EXCEPTION_HEAD = re.compile(
+    r"^(?:[A-Za-z_]\w*\.){0,4}(?P<type>[A-Z]\w{0,60}(?:Error|Exception|Exit|Fault))(?::\s?|$)"
+)
+# `failed with error 'X'`, `error: "X"`: a message quoted inside another
+QUOTED = re.compile(r"""(?:error|exception|failed|reason)\W{0,3}\s*(?P<q>['"])(?P<inner>.{8,})(?P=q)""", re.I)
+
+
+def levels(text: str) -> list[tuple[str | None, str]]:
+    """(type, message) of each level of an exception line, the innermost first: `RuntimeError:
+    Worker failed with error 'X: y'` -> [(X, y), (RuntimeError, Worker failed with error 'X: y')]."""
+    out: list[tuple[str | None, str]] = []
+    rest, kind = text.strip(), None
+    for _ in range(6):
+        m = EXCEPTION_HEAD.match(rest)
+        if m:
+            kind, rest = m.group("type"), rest[m.end() :].strip()
+        out.append((kind, rest))
+        inner = QUOTED.search(rest)
+        nested = re.search(r"\b(?:[A-Za-z_]\w*\.){0,4}[A-Z]\w{0,60}(?:Error|Exception): ", rest[1:])
+        if inner is not None:
+            rest, kind = inner.group("inner"), None
+        elif nested is not None:
+            rest, kind = rest[nested.start() + 1 :], None
+        else:
+            break
+    return list(reversed(out))
+
+
+def locate(exception_text: str) -> list[Located]:
+    """Up to MAX_LOCATIONS sites of the message, the innermost level's first; [] when the table
+    does not know it (or is not shipped)."""
+    table = load()
+    if table is None:
+        return []
+    out: list[Located] = []
+    seen: set[tuple[str, str, str, str]] = set()
+    for kind, message in levels(exception_text):
+        for m in table.lookup(message, kind):
+            key = (m.site.package, m.site.path, m.site.cls, m.site.function)
+            if key in seen:
+                continue
+            seen.add(key)
+            out.append(m)
+            if len(out) >= MAX_LOCATIONS:
+                return out
+        if out:
+            return out  # the innermost level that is known: outer levels only wrap it
+    return out
+
+
+# ---- releases ------------------------------------------------------------------------------------
+def _expand(ranges: tuple[str, ...], order: list[str]) -> list[str]:
+    out: list[str] = []
+    for r in ranges:
+        first, _, last = r.partition("..")
+        if first not in order:
+            continue
+        a = order.index(first)
+        b = order.index(last) if last in order else a
+        out += order[a : b + 1]
+    return out
+
+
+def release_notes(found: list[Located], package: str, release: str | None) -> list[str]:
+    """Hypotheses the table's releases support: the user's release lacks the message; the message
+    is gone from a later release on. Never a confirmed fix: a reworded message may still fail."""
+    table = load()
+    if table is None or not found:
+        return []
+    order = table.releases.get(package) or []
+    mine = [m for m in found if m.site.package == package]
+    if not mine or not order:
+        return []
+    having = sorted({v for m in mine for v in _expand(m.site.releases, order)}, key=order.index)
+    if not having:
+        return []
+    notes = []
+    shown = mine[0].site.releases
+    if release is not None and release in order and release not in having:
+        notes.append(
+            f"hypothesis: {package} {release}'s source has no such message (the table records it in"
+            f" {', '.join(shown)}): the log may come from another release or a patched build"
+        )
+    last = order.index(having[-1])
+    if last + 1 < len(order) and (release is None or release in having):
+        gone = order[last + 1]
+        notes.append(
+            f"hypothesis: the message is not in {package}'s source from {gone} on (last in {having[-1]});"
+            " a newer release may have changed this path, or only reworded it: not a confirmed fix"
+        )
+    return notes
