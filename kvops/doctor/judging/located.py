@@ -12,7 +12,8 @@ The table is read only here, and only when the log has a fatal line.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from kvops.doctor.judging.logs import LogScan, clip
 from kvops.doctor.reading import error_sites
@@ -20,7 +21,8 @@ from kvops.termsafe import visible
 
 if TYPE_CHECKING:
     from kvops.doctor.judging.catalog import Catalog, Playbook
-    from kvops.doctor.judging.diagnose import Finding
+
+Finding = Any  # diagnose.Finding (diagnose imports this module: no import back)
 
 UNKNOWN_FAILURE = "unknown-failure"
 
@@ -34,6 +36,7 @@ def annotate(
     log: LogScan | None,
     releases: dict[str, str | None],
     catalog: Catalog,
+    make: Callable[..., Finding],
     only: frozenset[str] | None = None,
 ) -> None:
     """Add the exception line, `raised_at` and the release hypotheses to the log's findings; a
@@ -50,7 +53,7 @@ def annotate(
     if located:
         package = located[0].site.package
         hypotheses = error_sites.release_notes(located, package, releases.get(package))
-    _by_family(findings, located, catalog, only)
+    _by_family(findings, located, catalog, make, only)
     native = fatal.native
     for f in findings:
         if f.source != "log":
@@ -77,15 +80,17 @@ def annotate(
 
 
 def _by_family(
-    findings: list[Finding], located: list[error_sites.Located], catalog: Catalog, only: frozenset[str] | None
+    findings: list[Finding],
+    located: list[error_sites.Located],
+    catalog: Catalog,
+    make: Callable[..., Finding],
+    only: frozenset[str] | None,
 ) -> None:
     """An exception raised under a playbook's `raised_from` paths that none of its signatures
     matched: reported under that playbook at `info` (a reworded message is not lost), in place
     of the catch-all quote."""
     if not located:
         return
-    from kvops.doctor.judging.diagnose import Finding
-
     have = {f.id for f in findings}
     site = located[0].site
     best: tuple[int, Playbook, list[str]] | None = None  # the playbook naming the longest path
@@ -107,7 +112,7 @@ def _by_family(
         "no signature of this playbook matches the message: its family is known from where it is raised,"
         " its cause is not; no fix proposed"
     ]
-    findings.append(Finding(pb, "info", "log", evidence, notes=notes, unconfirmed=True))
+    findings.append(make(pb, "info", "log", evidence, notes=notes, unconfirmed=True))
     if quote is not None:
         findings.remove(quote)
 
