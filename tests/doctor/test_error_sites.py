@@ -233,6 +233,36 @@ def test_the_recorder_reads_each_kind_of_site(tmp_path: Path) -> None:
     ast.parse(SOURCE)  # the source itself is valid Python: nothing was imported or run
 
 
+def test_a_recording_gives_the_same_bytes_whatever_the_hash_seed(tmp_path: Path) -> None:
+    """Sets of sites iterate in a per-process order (string hashing): the bytes must not."""
+    import os
+    import subprocess
+    import sys
+
+    for version, text in (("0.5.1", SOURCE), ("0.5.1.post1", SOURCE.replace("Tier", "Layer"))):
+        root = tmp_path / "sglang" / version
+        (root / "sglang").mkdir(parents=True)
+        (root / "sglang" / "mod.py").write_text(text)
+        (root / "RECORD").write_text("")
+    outputs = []
+    for seed in ("1", "2"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "kvops.doctor.gen_error_sites", "--sources", str(tmp_path)]
+            + ["--releases", "sglang==0.5.1", "sglang==0.5.1.post1"],
+            capture_output=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            check=True,
+        )
+        outputs.append(proc.stdout)
+    assert outputs[0] == outputs[1] and len(outputs[0]) > 100
+    table = tmp_path / "t.gz"
+    table.write_bytes(outputs[0])
+    rows = gen_error_sites.read(table)[1]
+    w = gen_error_sites.WILD
+    assert ["0.5.1"] in [r[6] for r in rows if r[0] == f"Tier {w} failed"]
+    assert [["0.5.1..0.5.1.post1"]] == [r[6] for r in rows if r[0].startswith("Unsupported spec type")]
+
+
 def test_the_table_bytes_are_deterministic(tmp_path: Path) -> None:
     package = tmp_path / "vllm"
     package.mkdir()
