@@ -46,7 +46,7 @@ from typing import Any
 from kvops.doctor.gen_cli_schema import RELEASES as VLLM_RELEASES
 
 WILD = "\x00"  # a placeholder of the message: any text
-FORMAT = 1  # the table's layout; doctor refuses another (kvops/doctor/reading/error_sites.py)
+FORMAT = 2  # the table's layout; doctor refuses another (kvops/doctor/reading/error_sites.py)
 
 # SGLang: the last release of the 0.4 line, every release of the current 0.5 line (PyPI's list).
 _SGLANG_LIST = (
@@ -438,17 +438,27 @@ def merge(per_release: dict[str, dict[str, set[Site]]]) -> bytes:
 
 
 def write(rows: list[list[Any]], packages: list[str]) -> bytes:
-    """The table's bytes: a header line, then one row per line in a fixed order."""
+    """The table's bytes: a header line, the places line (package, path, class, function of every
+    site, sorted), then one row per line, `[template, type, place, "ranges"]`, in a fixed order.
+    Few objects per row: doctor parses the whole table when it locates a message."""
     header: dict[str, Any] = {
         "format": FORMAT,
         "generated_by": "python -m kvops.doctor.gen_error_sites (see its docstring)",
         "wildcard": WILD,
-        "fields": ["template", "type", "package", "path", "class", "function", "releases"],
+        "fields": ["template", "type", "place", "releases"],
+        "place_fields": ["package", "path", "class", "function"],
         "releases": {pkg: list(PACKAGES[pkg]) for pkg in PACKAGES if pkg in packages},
     }
     rows = sorted(rows, key=lambda r: (r[2], r[3], r[4], r[5], r[0], r[1]))
+    places = sorted({tuple(r[2:6]) for r in rows})
+    index = {place: i for i, place in enumerate(places)}
+
+    def line(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
     lines = [json.dumps(header, ensure_ascii=False, separators=(",", ":"), sort_keys=True)]
-    lines += [json.dumps(r, ensure_ascii=False, separators=(",", ":")) for r in rows]
+    lines.append(line([list(p) for p in places]))
+    lines += [line([r[0], r[1], index[tuple(r[2:6])], ",".join(r[6])]) for r in rows]
     raw = ("\n".join(lines) + "\n").encode("utf-8")
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
@@ -457,9 +467,15 @@ def write(rows: list[list[Any]], packages: list[str]) -> bytes:
 
 
 def read(path: Path) -> tuple[dict[str, Any], list[list[Any]]]:
-    """A table's header and rows."""
+    """A table's header and its rows as the recorder makes them: [template, type, package, path,
+    class, function, [ranges]]. (Format 1, one whole row per line, is read too.)"""
     head, _, body = gzip.decompress(path.read_bytes()).decode("utf-8").partition("\n")
-    return json.loads(head), [json.loads(line) for line in body.splitlines() if line]
+    header = json.loads(head)
+    lines = [json.loads(line) for line in body.splitlines() if line]
+    if header.get("format") == 1:
+        return header, lines
+    places, rows = lines[0], lines[1:]
+    return header, [[r[0], r[1], *places[r[2]], r[3].split(",")] for r in rows]
 
 
 def join(paths: list[Path]) -> bytes:

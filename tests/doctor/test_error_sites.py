@@ -116,7 +116,9 @@ def test_the_table_shows_the_helper_raises_for_several_callers() -> None:
     table = error_sites.load()
     assert table is not None
     callers = {
-        r[3] for r in table.rows if r[0].startswith("Insufficient space in ") and "MiB required" in r[0]
+        table.site(i).path
+        for i, r in enumerate(table.rows)
+        if r[0].startswith("Insufficient space in ") and "MiB required" in r[0]
     }
     assert "vllm/distributed/device_communicators/shm_broadcast.py" in callers
     assert "vllm/v1/kv_offload/cpu/shared_offload_region.py" in callers
@@ -245,10 +247,10 @@ def test_a_recording_gives_the_same_bytes_whatever_the_hash_seed(tmp_path: Path)
         (root / "sglang" / "mod.py").write_text(text)
         (root / "RECORD").write_text("")
     outputs = []
+    GEN = [sys.executable, "-m", "kvops.doctor.gen_error_sites"]
     for seed in ("1", "2"):
         proc = subprocess.run(
-            [sys.executable, "-m", "kvops.doctor.gen_error_sites", "--sources", str(tmp_path)]
-            + ["--releases", "sglang==0.5.1", "sglang==0.5.1.post1"],
+            [*GEN, "--sources", str(tmp_path), "--releases", "sglang==0.5.1", "sglang==0.5.1.post1"],
             capture_output=True,
             env={**os.environ, "PYTHONHASHSEED": seed},
             check=True,
@@ -260,7 +262,8 @@ def test_a_recording_gives_the_same_bytes_whatever_the_hash_seed(tmp_path: Path)
     rows = gen_error_sites.read(table)[1]
     w = gen_error_sites.WILD
     assert ["0.5.1"] in [r[6] for r in rows if r[0] == f"Tier {w} failed"]
-    assert [["0.5.1..0.5.1.post1"]] == [r[6] for r in rows if r[0].startswith("Unsupported spec type")]
+    spec = [r[6] for r in rows if r[0].startswith("Unsupported spec type")]
+    assert spec == [["0.5.1..0.5.1.post1"]]
 
 
 def test_the_table_bytes_are_deterministic(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 TABLE = Path(__file__).with_name("error_sites.json.gz")
 WILD = "\x00"  # a template's placeholder (the table's header says so too)
-FORMAT = 1
+FORMAT = 2
 MAX_LOCATIONS = 3
 MAX_MESSAGE = 2000
 MIN_LITERAL = 12  # literal characters a match must cover: "Error: *" locates nothing
@@ -62,8 +62,13 @@ class Located:
 
 
 class Table:
-    def __init__(self, rows: list[list[Any]], releases: dict[str, list[str]], wild: str) -> None:
+    """Rows `[template, type, place, "ranges"]`; places `[package, path, class, function]`."""
+
+    def __init__(
+        self, rows: list[list[Any]], places: list[list[str]], releases: dict[str, list[str]], wild: str
+    ) -> None:
         self.rows = rows
+        self.places = places
         self.releases = releases
         self.wild = wild
         self.anchors: dict[str, list[int]] = {}  # a template's longest literal piece -> rows
@@ -77,8 +82,9 @@ class Table:
                 self.heads.setdefault(pieces[0][:PREFIX_KEY], []).append(i)
 
     def site(self, i: int) -> Site:
-        r = self.rows[i]
-        return Site(r[0], r[1], r[2], r[3], r[4], r[5], tuple(r[6]))
+        template, kind, place, ranges = self.rows[i]
+        package, path, cls, function = self.places[place]
+        return Site(template, kind, package, path, cls, function, tuple(ranges.split(",")))
 
     def _match(self, i: int, message: str) -> Located | None:
         pieces = self.rows[i][0].split(self.wild)
@@ -91,16 +97,27 @@ class Table:
             return Located(self.site(i), message, False, covered)
         return None
 
-    def lookup(self, message: str, kind: str | None = None) -> list[Located]:
+    def lookup(
+        self, message: str, kind: str | None = None, releases: dict[str, str | None] | None = None
+    ) -> list[Located]:
         """The sites whose template the message is, best first: whole matches, the exception's
-        own type, the most literal text."""
+        own type, the user's release in the site's, the most literal text, the newest releases."""
         message = " ".join(message[:MAX_MESSAGE].split())
         if not message:
             return []
         rows = {i for anchor, where in self.anchors.items() if anchor in message for i in where}
         rows.update(self.heads.get(message[:PREFIX_KEY], ()))
         found = [m for i in sorted(rows) if (m := self._match(i, message)) is not None]
-        found.sort(key=lambda m: (not m.whole, m.site.type != kind, -m.literal, m.site.path))
+        releases = releases or {}
+
+        def rank(m: Located) -> tuple[Any, ...]:
+            order = self.releases.get(m.site.package) or []
+            having = _expand(m.site.releases, order)
+            mine = releases.get(m.site.package)
+            newest = order.index(having[-1]) if having else -1
+            return (not m.whole, m.site.type != kind, mine not in having, -m.literal, -newest, m.site.path)
+
+        found.sort(key=rank)
         return found
 
 
@@ -148,14 +165,16 @@ def load(path: Path = TABLE) -> Table | None:
     except (OSError, EOFError, UnicodeDecodeError):
         return None
     head, _, body = text.partition("\n")
+    places_line, _, body = body.partition("\n")
     try:
         header = json.loads(head)
-        rows = json.loads("[" + body.rstrip("\n").replace("\n", ",") + "]")
+        if header.get("format") != FORMAT or header.get("wildcard") != WILD:
+            return None
+        places = json.loads(places_line)
+        rows = json.loads("[" + body.rstrip("\n").replace("\n", ",") + "]")  # one parse: fast
     except ValueError:
         return None
-    if header.get("format") != FORMAT or header.get("wildcard") != WILD:
-        return None
-    return Table(rows, header["releases"], header["wildcard"])
+    return Table(rows, places, header["releases"], header["wildcard"])
 
 
 # ---- the levels of a log's message ------------------------------------------------------------------
@@ -187,16 +206,16 @@ def levels(text: str) -> list[tuple[str | None, str]]:
     return list(reversed(out))
 
 
-def locate(exception_text: str) -> list[Located]:
+def locate(exception_text: str, releases: dict[str, str | None] | None = None) -> list[Located]:
     """Up to MAX_LOCATIONS sites of the message, the innermost level's first; [] when the table
-    does not know it (or is not shipped)."""
+    does not know it (or is not shipped). `releases`: the user's release of each package, if known."""
     table = load()
     if table is None:
         return []
     out: list[Located] = []
     seen: set[tuple[str, str, str, str]] = set()
     for kind, message in levels(exception_text):
-        for m in table.lookup(message, kind):
+        for m in table.lookup(message, kind, releases):
             key = (m.site.package, m.site.path, m.site.cls, m.site.function)
             if key in seen:
                 continue
