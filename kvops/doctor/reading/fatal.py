@@ -58,9 +58,11 @@ HINTS: tuple[str, ...] = (
     "terminate",
     "Abort",
 )
-HINTS += ('File "', "ERROR", "CRITICAL", "Fault", "Exit", "Interrupt", "fault", "atchdog")
-HINTS += ("\nE0", "\nE1", "\nF0", "\nF1")  # glog's `E1128 12:00:00.000 ...` in a block's text
-LINE_HINTS = (*HINTS[:-4], "E0", "E1", "F0", "F1")  # ...and on one line
+HINTS += ('File "', "ERROR", "CRITICAL", "Fault", "Exit", "Interrupt", "access fault", "atchdog")
+# glog's `E1128 12:00:00.000 ...`: looked for on the lines of a block read line by line (a block
+# with another hint, the first block); a block-wide search for so short a needle would cost every
+# block of a long log more than all the other hints together
+LINE_HINTS = (*HINTS, "E0", "E1", "F0", "F1")
 MAX_TEXT = 300
 WINDOW = 80  # a traceback's frames and its exception are at most this many lines apart
 
