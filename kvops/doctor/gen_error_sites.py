@@ -46,7 +46,7 @@ from typing import Any
 from kvops.doctor.gen_cli_schema import RELEASES as VLLM_RELEASES
 
 WILD = "\x00"  # a placeholder of the message: any text
-FORMAT = 2  # the table's layout; doctor refuses another (kvops/doctor/reading/error_sites.py)
+FORMAT = 3  # the table's layout; doctor refuses another (kvops/doctor/reading/error_sites.py)
 
 # SGLang: the last release of the 0.4 line, every release of the current 0.5 line (PyPI's list).
 _SGLANG_LIST = (
@@ -439,7 +439,7 @@ def merge(per_release: dict[str, dict[str, set[Site]]]) -> bytes:
 
 def write(rows: list[list[Any]], packages: list[str]) -> bytes:
     """The table's bytes: a header line, the places line (package, path, class, function of every
-    site, sorted), then one row per line, `[template, type, place, "ranges"]`, in a fixed order.
+    site, sorted), then one row per line, `[template, type, place, "ranges"]`, sorted as text.
     Few objects per row: doctor parses the whole table when it locates a message."""
     header: dict[str, Any] = {
         "format": FORMAT,
@@ -458,7 +458,9 @@ def write(rows: list[list[Any]], packages: list[str]) -> bytes:
 
     lines = [json.dumps(header, ensure_ascii=False, separators=(",", ":"), sort_keys=True)]
     lines.append(line([list(p) for p in places]))
-    lines += [line([r[0], r[1], index[tuple(r[2:6])], ",".join(r[6])]) for r in rows]
+    # rows in the order of their text: the rows whose template starts with a message's head are one
+    # run of lines, found by bisection without parsing the others (kvops/doctor/reading/error_sites.py)
+    lines += sorted(line([r[0], r[1], index[tuple(r[2:6])], ",".join(r[6])]) for r in rows)
     raw = ("\n".join(lines) + "\n").encode("utf-8")
     buf = io.BytesIO()
     with gzip.GzipFile(filename="", mode="wb", fileobj=buf, mtime=0, compresslevel=9) as gz:
@@ -472,7 +474,7 @@ def read(path: Path) -> tuple[dict[str, Any], list[list[Any]]]:
     head, _, body = gzip.decompress(path.read_bytes()).decode("utf-8").partition("\n")
     header = json.loads(head)
     lines = [json.loads(line) for line in body.splitlines() if line]
-    if header.get("format") == 1:
+    if header.get("format") == 1:  # what a recorder before this one wrote: joined as rows
         return header, lines
     places, rows = lines[0], lines[1:]
     return header, [[r[0], r[1], *places[r[2]], r[3].split(",")] for r in rows]

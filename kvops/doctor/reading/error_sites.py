@@ -12,6 +12,7 @@ through that line, nor which caller reached it.
 
 from __future__ import annotations
 
+import bisect
 import gzip
 import json
 import re
@@ -22,11 +23,11 @@ from typing import Any
 
 TABLE = Path(__file__).with_name("error_sites.json.gz")
 WILD = "\x00"  # a template's placeholder (the table's header says so too)
-FORMAT = 2
+FORMAT = 3
 MAX_LOCATIONS = 3
 MAX_MESSAGE = 2000
 MIN_LITERAL = 12  # literal characters a match must cover: "Error: *" locates nothing
-PREFIX_KEY = 10  # a template's head, for finding the templates a cut-short line starts
+PREFIX_KEY = 4  # characters of a message's head that pick the templates it may be
 
 
 @dataclass(frozen=True)
@@ -62,32 +63,61 @@ class Located:
 
 
 class Table:
-    """Rows `[template, type, place, "ranges"]`; places `[package, path, class, function]`."""
+    """The table's row lines, sorted as text (`["<template>","<type>",<place>,"<ranges>"]`): the rows
+    whose template starts with a given text are one run of lines, found by bisection. Loading is a
+    gunzip and a split; only the lines a message may match are parsed."""
 
-    def __init__(
-        self, rows: list[list[Any]], places: list[list[str]], releases: dict[str, list[str]], wild: str
-    ) -> None:
-        self.rows = rows
-        self.places = places
+    def __init__(self, lines: list[str], places_line: str, releases: dict[str, list[str]], wild: str) -> None:
+        self.lines = lines
+        self._places_line = places_line
+        self._places: list[list[str]] | None = None
         self.releases = releases
         self.wild = wild
-        self.anchors: dict[str, list[int]] = {}  # a template's longest literal piece -> rows
-        self.heads: dict[str, list[int]] = {}  # the first PREFIX_KEY characters -> rows
-        for i, row in enumerate(rows):
-            pieces = row[0].split(wild)
-            anchor = max(pieces, key=len)
-            if len(anchor.strip()) >= 4:
-                self.anchors.setdefault(anchor, []).append(i)
-            if len(pieces[0]) >= PREFIX_KEY:
-                self.heads.setdefault(pieces[0][:PREFIX_KEY], []).append(i)
+        self._open: dict[str, list[int]] | None = None  # rows whose template starts with a wildcard
+
+    @property
+    def places(self) -> list[list[str]]:
+        if self._places is None:
+            self._places = json.loads(self._places_line)
+        return self._places
+
+    def row(self, i: int) -> list[Any]:
+        parsed: list[Any] = json.loads(self.lines[i])
+        return parsed
 
     def site(self, i: int) -> Site:
-        template, kind, place, ranges = self.rows[i]
+        template, kind, place, ranges = self.row(i)
         package, path, cls, function = self.places[place]
         return Site(template, kind, package, path, cls, function, tuple(ranges.split(",")))
 
+    def starting(self, head: str) -> range:
+        """The rows whose template starts with `head`."""
+        key = '["' + json.dumps(head, ensure_ascii=False)[1:-1]
+        lo = bisect.bisect_left(self.lines, key)
+        return range(lo, bisect.bisect_left(self.lines, key + "\U0010ffff", lo))
+
+    def _open_rows(self) -> dict[str, list[int]]:
+        """Rows whose template starts with a wildcard, by their longest literal piece (built once)."""
+        if self._open is None:
+            self._open = {}
+            for i in self.starting(self.wild):
+                pieces = self.row(i)[0].split(self.wild)
+                anchor = max(pieces, key=len)
+                if len(anchor.strip()) >= 4:
+                    self._open.setdefault(anchor, []).append(i)
+        return self._open
+
+    def candidates(self, message: str) -> set[int]:
+        """Rows the message can match: a template starting with its first four characters, or with
+        one to three of them and then a wildcard, or with a wildcard and a piece the message holds."""
+        rows: set[int] = set(self.starting(message[:PREFIX_KEY]))
+        for k in range(1, PREFIX_KEY):
+            rows.update(self.starting(message[:k] + self.wild))
+        rows.update(i for anchor, where in self._open_rows().items() if anchor in message for i in where)
+        return rows
+
     def _match(self, i: int, message: str) -> Located | None:
-        pieces = self.rows[i][0].split(self.wild)
+        pieces = self.row(i)[0].split(self.wild)
         literal = sum(len(p) for p in pieces)
         whole = _whole(pieces, message)
         if whole:
@@ -103,11 +133,9 @@ class Table:
         """The sites whose template the message is, best first: whole matches, the exception's
         own type, the user's release in the site's, the most literal text, the newest releases."""
         message = " ".join(message[:MAX_MESSAGE].split())
-        if not message:
+        if len(message) < PREFIX_KEY:
             return []
-        rows = {i for anchor, where in self.anchors.items() if anchor in message for i in where}
-        rows.update(self.heads.get(message[:PREFIX_KEY], ()))
-        found = [m for i in sorted(rows) if (m := self._match(i, message)) is not None]
+        found = [m for i in sorted(self.candidates(message)) if (m := self._match(i, message)) is not None]
         releases = releases or {}
 
         def rank(m: Located) -> tuple[Any, ...]:
@@ -168,13 +196,11 @@ def load(path: Path = TABLE) -> Table | None:
     places_line, _, body = body.partition("\n")
     try:
         header = json.loads(head)
-        if header.get("format") != FORMAT or header.get("wildcard") != WILD:
-            return None
-        places = json.loads(places_line)
-        rows = json.loads("[" + body.rstrip("\n").replace("\n", ",") + "]")  # one parse: fast
     except ValueError:
         return None
-    return Table(rows, places, header["releases"], header["wildcard"])
+    if header.get("format") != FORMAT or header.get("wildcard") != WILD:
+        return None
+    return Table(body.splitlines(), places_line, header["releases"], header["wildcard"])
 
 
 # ---- the levels of a log's message ------------------------------------------------------------------
