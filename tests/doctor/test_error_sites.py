@@ -276,3 +276,13 @@ def test_the_table_bytes_are_deterministic(tmp_path: Path) -> None:
     assert gen_error_sites.join([table]) == first
     rows = gen_error_sites.read(table)[1]
     assert any(r[6] == ["0.10.0..0.10.1"] for r in rows)
+
+
+def test_the_logs_engine_comes_first_and_test_code_never(kvops: Run) -> None:
+    real = Path(__file__).parent / "real"
+    _, out, _ = kvops("doctor", "--log", str(real / "vllm-9515.txt"), "--json")
+    [finding] = [f for f in json.loads(out)["findings"] if f.get("raised_at")]
+    assert finding["raised_at"][0]["package"] == "vllm"  # SGLang carries a copy of the same raise
+    _, out, _ = kvops("doctor", "--log", str(real / "genesis-vllm-patches-1.txt"), "--json")
+    for f in json.loads(out)["findings"]:  # torch's OOM; only SGLang's unit tests mimic it
+        assert not any("/test/" in r["path"] for r in f.get("raised_at", []))

@@ -45,7 +45,7 @@ def annotate(
         return
     fatal, exc = log.fatal, log.fatal.exception
     exception_line = f"log line {exc[0]} (exception): {visible(clip(exc[1]))}"
-    located = error_sites.locate(fatal.exception_text, releases)
+    located = error_sites.locate(fatal.exception_text, releases, log.engine or "vllm")
     raised_at = [m.site.to_dict() for m in located]
     head = " (the line's text is its head)"
     where = [f"raised at: {_shown(m.site)}{'' if m.whole else head}" for m in located]

@@ -26,6 +26,7 @@ WILD = "\x00"  # a template's placeholder (the table's header says so too)
 FORMAT = 3
 MAX_LOCATIONS = 3
 MAX_MESSAGE = 2000
+_IN_TESTS = re.compile(r"/tests?/|/test_[^/]*\.py$")
 MIN_LITERAL = 12  # literal characters a match must cover: "Error: *" locates nothing
 PREFIX_KEY = 4  # characters of a message's head that pick the templates it may be
 
@@ -117,7 +118,10 @@ class Table:
         return rows
 
     def _match(self, i: int, message: str) -> Located | None:
-        pieces = self.row(i)[0].split(self.wild)
+        row = self.row(i)
+        if _IN_TESTS.search(self.places[row[2]][1]):
+            return None  # a release's own tests (sglang/test/...) mimic errors it never raises in service
+        pieces = row[0].split(self.wild)
         literal = sum(len(p) for p in pieces)
         whole = _whole(pieces, message)
         if whole:
@@ -128,7 +132,11 @@ class Table:
         return None
 
     def lookup(
-        self, message: str, kind: str | None = None, releases: dict[str, str | None] | None = None
+        self,
+        message: str,
+        kind: str | None = None,
+        releases: dict[str, str | None] | None = None,
+        engine: str | None = None,
     ) -> list[Located]:
         """The sites whose template the message is, best first: whole matches, the exception's
         own type, the user's release in the site's, the most literal text, the newest releases."""
@@ -143,7 +151,16 @@ class Table:
             having = _expand(m.site.releases, order)
             mine = releases.get(m.site.package)
             newest = order.index(having[-1]) if having else -1
-            return (not m.whole, m.site.type != kind, mine not in having, -m.literal, -newest, m.site.path)
+            other = engine is not None and m.site.package != engine  # vLLM's log: vLLM's copy first
+            return (
+                not m.whole,
+                other,
+                m.site.type != kind,
+                mine not in having,
+                -m.literal,
+                -newest,
+                m.site.path,
+            )
 
         found.sort(key=rank)
         return found
@@ -232,16 +249,19 @@ def levels(text: str) -> list[tuple[str | None, str]]:
     return list(reversed(out))
 
 
-def locate(exception_text: str, releases: dict[str, str | None] | None = None) -> list[Located]:
+def locate(
+    exception_text: str, releases: dict[str, str | None] | None = None, engine: str | None = None
+) -> list[Located]:
     """Up to MAX_LOCATIONS sites of the message, the innermost level's first; [] when the table
-    does not know it (or is not shipped). `releases`: the user's release of each package, if known."""
+    does not know it (or is not shipped). `releases`: the user's release of each package, if known;
+    `engine`: the package the log comes from (its sites come first)."""
     table = load()
     if table is None:
         return []
     out: list[Located] = []
     seen: set[tuple[str, str, str, str]] = set()
     for kind, message in levels(exception_text):
-        for m in table.lookup(message, kind, releases):
+        for m in table.lookup(message, kind, releases, engine):
             key = (m.site.package, m.site.path, m.site.cls, m.site.function)
             if key in seen:
                 continue
