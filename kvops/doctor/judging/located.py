@@ -92,6 +92,8 @@ def _by_family(
     if not located:
         return
     have = {f.id for f in findings}
+    if any(f.source == "log" and f.id != UNKNOWN_FAILURE for f in findings):
+        return  # a signature already explains the log: the location adds no family
     site = located[0].site
     best: tuple[int, Playbook, list[str]] | None = None  # the playbook naming the longest path
     for pb in catalog.failures:
