@@ -32,6 +32,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="vLLM version to judge against (default: the log's, else the installed one)",
     )
     parser.add_argument(
+        "--engine-version",
+        action="append",
+        metavar="PKG==X",
+        help="SGLang's or LMCache's release (sglang==0.5.3, lmcache==0.3.15): dates a located message",
+    )
+    parser.add_argument(
         "--here", action="store_true", help="also judge this machine (GPU, RAM, /dev/shm, ...)"
     )
     parser.add_argument(
@@ -118,6 +124,7 @@ def _run(args: argparse.Namespace) -> int:
         from kvops.doctor.reading.vllm_release import release_number
 
         args.vllm_version = release_number(args.vllm_version)
+    args.engine_versions = _engine_versions(args.engine_version or [])  # issue 43: checked up front too
     catalog = catalog_mod.load()
     if args.list_checks:
         print(report.list_checks(catalog, args.json))
@@ -300,6 +307,7 @@ def _diagnose(
         host_ram_bytes=host_ram,
         shm_bytes=shm,
         partial_command=from_log is not None and cmd is not None and not found.text,
+        engine_versions=_with_logged(getattr(args, "engine_versions", {}), scan),
     )
     result = diagnose(catalog, inputs)
     if cmd_note:
@@ -319,3 +327,33 @@ def _diagnose(
     if args.strict and any(f.severity == "warning" for f in result.findings):
         return 1
     return result.exit_code
+
+
+# ---- issue 43: --engine-version (SGLang's, LMCache's release) ------------------------------------
+ENGINE_PACKAGES = ("sglang", "lmcache")
+
+
+def _engine_versions(values: list[str]) -> dict[str, str | None]:
+    """`sglang==0.5.3` / `lmcache==0.3.15` -> {package: release}; UsageError (one line) otherwise."""
+    from kvops.doctor.reading.vllm_release import release_number
+    from kvops.errors import UsageError
+    from kvops.termsafe import visible
+
+    out: dict[str, str | None] = {}
+    for value in values:
+        package, sep, release = value.partition("==")
+        if not sep or package.strip().lower() not in ENGINE_PACKAGES:
+            raise UsageError(
+                f"--engine-version '{visible(value[:60])}': expected sglang==X or lmcache==X"
+                " (vLLM's: --vllm-version)"
+            )
+        out[package.strip().lower()] = release_number(release.strip(), "--engine-version")
+    return out
+
+
+def _with_logged(given: dict[str, str | None], scan: LogScan | None) -> dict[str, str | None]:
+    """--engine-version, else the release the log names for its engine."""
+    out = dict(given)
+    if scan is not None and scan.engine in ENGINE_PACKAGES and scan.engine_version and scan.engine not in out:
+        out[scan.engine] = scan.engine_version
+    return out

@@ -45,6 +45,8 @@ class Finding:
     alternative_needs: list[str | None] = field(default_factory=list)
     # the commands behind fixed_command / alternative_commands, judged before they are printed
     fixed_cmds: dict[int, ServeCommand] = field(default_factory=dict, repr=False)  # -1: the fix
+    # where the quoted fatal message is raised (error_sites.Site.to_dict), most specific first
+    raised_at: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.unconfirmed:
@@ -93,7 +95,7 @@ class Finding:
             "fixed_command": self.fixed_command,
             "fixed_command_needs": self.fixed_needs,
             "playbook": f"playbooks/{pb.path.name}",
-        }
+        } | ({"raised_at": self.raised_at} if self.raised_at else {})
 
 
 @dataclass
@@ -273,9 +275,14 @@ def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagn
         and unknown_book is not None
         and (not only or UNKNOWN_FAILURE in only)
     )
-    if quote and not any(f.source == "log" for f in findings):  # a fatal error no playbook knows
+    # a fatal error no playbook knows; a fatal line that is not a Python exception is quoted anyway
+    if quote and (not any(f.source == "log" for f in findings) or log.fatal.native is not None):  # type: ignore[union-attr]
         assert log is not None and unknown_book is not None
         findings.append(_unknown_failure(unknown_book, log, engine, version, version_source, secrets))
+    # ---- issue 43: where the fatal message is raised (judging/located.py) ----
+    from kvops.doctor.judging import located
+
+    located.annotate(findings, log, {"vllm": version, **inputs.engine_versions}, catalog, Finding, only)
     if self_check and cmd is not None:
         for finding in findings:
             _judge_fixes(finding, cmd, catalog, ctx)

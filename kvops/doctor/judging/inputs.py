@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvops.doctor.judging.logs import LogScan
@@ -25,3 +25,5 @@ class Inputs:
     host_ram_bytes: int | None = None  # --host-ram
     shm_bytes: int | None = None  # --shm
     partial_command: bool = False  # rebuilt from a log: it may lack what vLLM did not print
+    # SGLang's / LMCache's release (--engine-version, the log): dates a located message
+    engine_versions: dict[str, str | None] = field(default_factory=dict)

@@ -33,6 +33,7 @@ from kvops.doctor.judging.catalog import Playbook
 from kvops.doctor.reading import engines
 from kvops.doctor.reading.facts import FACTS
 from kvops.doctor.reading.fatal import HINTS as FATAL_HINTS
+from kvops.doctor.reading.fatal import LINE_HINTS as FATAL_LINE_HINTS
 from kvops.doctor.reading.fatal import Fatal
 from kvops.errors import UsageError
 from kvops.termsafe import visible
@@ -333,6 +334,7 @@ class _Scanner:
         self.needles = needles_for(self.literals) if self.literals is not None else None
 
     def result(self) -> LogScan:
+        self.fatal.settle()
         engine_version = self.engine_versions.get(self.engine) if self.engine else None
         return LogScan(
             self.hits,
@@ -426,7 +428,7 @@ class _Scanner:
         elif len(self.launches) < MAX_LAUNCHES and any(h in line for h in LAUNCH_HINTS):
             self.launches.append((n, [line[:MAX_LINE]]))
             self.launch_open = line.rstrip().endswith("\\")
-        if not self.fatal.found and any(h in line for h in FATAL_HINTS):
+        if not self.fatal.found and any(h in line for h in FATAL_LINE_HINTS):
             m = PREFIX.match(line)
             self.fatal.feed(n, line[m.end() :] if m else line, m.group("level") if m else None, line)
 

@@ -24,6 +24,21 @@ CRASH = re.compile(
     r"|Segmentation fault(?: \(core dumped\))?"
     r"|terminate called after throwing .{1,200}|\bAborted \(core dumped\)"
 )
+# Fatal lines that are not Python exceptions and do not stop the search for one: a GPU memory fault
+# (HIP / CUDA runtime), a native library's glog `E`/`F` line, a watchdog or timeout abort, an
+# engine's ERROR line saying it stops.
+NATIVE = re.compile(  # no leading wildcard: searched on lines of any length
+    r"Memory access fault by GPU node-\d+|an illegal memory access was encountered"
+    r"|^[EF]\d{4} \d\d:\d\d:\d\d\.\d+\s+\d+\s+[\w./-]+:\d+\] \S"
+    r"|[Ww]atchdog (?:caught|timeout|timed out|hang)"
+    r"|(?:NCCL|[Ww]atchdog)\b[^\n]{0,40}?(?:timed out|timeout)"
+)
+# An ERROR/CRITICAL line that says the engine stops (quoted when no exception follows it).
+STOPS = re.compile(
+    r"failed to start|initiali[sz]ation failed|died unexpectedly|is dead|exited unexpectedly"
+    r"|shutting down|[Ff]atal|Received sigquit|hit an exception|terminat",
+    re.I,
+)
 FRAME = re.compile(r'^\s*File "(?P<path>[^"]{1,400})", line \d+')
 TRACEBACK = "Traceback (most recent call last)"
 # The package a frame's path belongs to: the directory after site-packages/dist-packages, else a
@@ -43,7 +58,11 @@ HINTS: tuple[str, ...] = (
     "terminate",
     "Abort",
 )
-HINTS += ('File "', "ERROR", "CRITICAL", "Fault", "Exit", "Interrupt")
+HINTS += ('File "', "ERROR", "CRITICAL", "Fault", "Exit", "Interrupt", "access fault", "atchdog")
+# glog's `E1128 12:00:00.000 ...`: looked for on the lines of a block read line by line (a block
+# with another hint, the first block); a block-wide search for so short a needle would cost every
+# block of a long log more than all the other hints together
+LINE_HINTS = (*HINTS, "E0", "E1", "F0", "F1")
 MAX_TEXT = 300
 WINDOW = 80  # a traceback's frames and its exception are at most this many lines apart
 
@@ -62,6 +81,22 @@ class Fatal:
     component: str | None = None  # package/path.py of the deepest frame before the exception
     frame_at: int = 0
     exception_text: str = ""  # the exception line without the log's prefix
+    # a fatal line that is not a Python exception (GPU fault, glog E/F, watchdog), kept beside it
+    native: tuple[int, str] | None = None
+    # an exception line with no traceback before it (a one-line paste): quoted when no traceback is
+    bare: tuple[int, str, str] | None = None
+    stop_line: tuple[int, str, str] | None = None  # an ERROR line saying the engine stops
+
+    def settle(self) -> None:
+        """At the end of the log: a bare exception line, else an engine's stop line, else a native
+        fatal line, stands for the failure when no traceback ended in an exception."""
+        if self.exception is not None:
+            return
+        kept = self.bare or self.stop_line
+        if kept is not None:
+            self.exception, self.exception_text = (kept[0], kept[1]), kept[2]
+        elif self.native is not None:
+            self.exception, self.exception_text = self.native, self.native[1]
 
     def feed(self, line_no: int, msg: str, level: str | None = None, raw: str | None = None) -> None:
         """One log line, its prefix stripped (`level`: the prefix's ERROR, CRITICAL...; `raw`: the
@@ -72,6 +107,11 @@ class Fatal:
         if not text:
             return
         shown = (raw if raw is not None else msg).strip()[:MAX_TEXT]
+        if self.native is None and NATIVE.search(text):
+            self.native = (line_no, shown)
+            if self.first_line is None:
+                self.first_line, self.frame_at = (line_no, shown), line_no
+            return
         if level in ("ERROR", "CRITICAL") and (self.first_line is None or line_no - self.frame_at > WINDOW):
             self.first_line = (line_no, shown)  # "EngineCore failed to start." before its traceback
             self.frame_at = line_no
@@ -97,6 +137,10 @@ class Fatal:
         if exc and self.first_line is not None and line_no - self.frame_at <= WINDOW:
             self.exception = (line_no, shown)
             self.exception_text = text[:MAX_TEXT]
+        elif exc and exc.group("msg") and self.bare is None and level not in ("INFO", "DEBUG", "WARNING"):
+            self.bare = (line_no, shown, text[:MAX_TEXT])
+        elif level in ("ERROR", "CRITICAL") and self.stop_line is None and STOPS.search(text):
+            self.stop_line = (line_no, shown, text[:MAX_TEXT])
 
     @property
     def found(self) -> bool:

@@ -233,6 +233,26 @@ CASES: dict[str, list[str]] = {
         CORE + SHM,
         "RuntimeError: Insufficient space in /dev/shm: 4095 MiB required, 1405 MiB free. Increase /dev/shm (e.g. --shm-size or --ipc=host).",
     ),
+    # the shared helper's other callers (0.32.0's wording names the allocation): issue 43
+    "VLLM-SHM-INSUFFICIENT": traceback(
+        [
+            *CORE,
+            (
+                f"{V}/distributed/device_communicators/shm_tensor_arena.py",
+                118,
+                "__init__",
+                'check_shm_free_space(self.total_bytes, allocation_name="ShmTensorArena")',
+            ),
+            (
+                f"{V}/distributed/device_communicators/shm_broadcast.py",
+                253,
+                "check_shm_free_space",
+                "raise RuntimeError(",
+            ),
+        ],
+        "RuntimeError: Insufficient space in /dev/shm for ShmTensorArena: 4096 MiB required, 64 MiB free."
+        " Increase /dev/shm (e.g. --shm-size or --ipc=host).",
+    ),
     "VLLM-OFFLOAD-MADV-POPULATE-EINVAL": [
         info(
             WRK,
