@@ -231,20 +231,14 @@ def _two_frames(source: Any, interval: float) -> tuple[Any, Any]:
     """(before, after): from a store, one frame of its history; else two samples."""
     import time
 
-    if hasattr(source, "frame"):  # the Prometheus fleet view: the store has the interval
-        from kvops.errors import UsageError
-        from kvops.frames.prometheus import BadAnswer
+    if hasattr(source, "once"):  # the Prometheus fleet view: the store has the interval
         from kvops.termsafe import visible
         from kvops.transport.http import FetchError
 
         try:
-            pair = source.frame(time.monotonic() + source.timeout)
-        except BadAnswer as exc:
-            raise UsageError(f"--prometheus {source.base}: {exc}") from None
-        except FetchError as exc:  # unreachable, refused, timed out: exit 1, one line
+            return source.once()
+        except FetchError as exc:  # unreachable, refused, timed out, a wrong answer: exit 1
             raise TimeoutError(f"--prometheus {source.base}: {visible(exc)}") from None
-        assert pair is not None  # the first frame is always new
-        return pair
     first = _frame(source, interval)
     if source.live:
         time.sleep(interval)

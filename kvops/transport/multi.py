@@ -32,8 +32,12 @@ class MultiFetcher:
     """One round at a time: kvops.scrape.runner runs rounds in single flight, so a second
     caller never waits here in practice; the lock only keeps the handle safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = 0) -> None:
+        """`max_connections`: at most this many transfers at once (libcurl queues the rest);
+        0, no bound (the scrape rounds: one connection per target)."""
         self._multi = pycurl.CurlMulti()
+        if max_connections:
+            self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, max_connections)
         self._lock = threading.Lock()
         self._closing = False  # close() during a round: the round stops and closes the handle
 

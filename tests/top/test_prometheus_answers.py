@@ -54,12 +54,20 @@ def store(
                 "status": "success",
                 "data": {"resultType": "vector", "result": [{"metric": labels, "value": [100, "30"]}]},
             }
-        elif query.startswith("(label_replace"):
-            series = [
-                {"metric": labels | {"kvops_name": "vllm:prefix_cache_queries_total"}, "value": [100, "200"]},
-                {"metric": labels | {"kvops_name": "vllm:prefix_cache_hits_total"}, "value": [100, "50"]},
-            ]
+        elif query.startswith("count by (__name__)"):  # the names it holds
+            held = (
+                "vllm:prefix_cache_queries_total",
+                "vllm:prefix_cache_hits_total",
+                "vllm:num_requests_running",
+            )
+            series = [{"metric": {"__name__": name}, "value": [100, "1"]} for name in held]
             doc = {"status": "success", "data": {"resultType": "vector", "result": series}}
+        elif query.startswith("(vllm:prefix_cache_"):  # a counter's difference over the window
+            value = "200" if query.startswith("(vllm:prefix_cache_queries_total") else "50"
+            doc = {
+                "status": "success",
+                "data": {"resultType": "vector", "result": [{"metric": labels, "value": [100, value]}]},
+            }
         else:  # the gauges
             series = [{"metric": labels | {"__name__": "vllm:num_requests_running"}, "value": [100, "3"]}]
             doc = {"status": "success", "data": {"resultType": "vector", "result": series}}
@@ -89,11 +97,13 @@ WRONG_SHAPES = [
 
 @pytest.mark.parametrize("answer", WRONG_SHAPES, ids=range(len(WRONG_SHAPES)))
 @pytest.mark.parametrize("as_json", [False, True])
-def test_an_answer_of_the_wrong_shape_is_one_line_and_exit_2(upstream, capsys, answer, as_json):
+def test_an_answer_of_the_wrong_shape_is_one_line_and_exit_1(upstream, capsys, answer, as_json):
+    """A store whose answers kvops cannot use: exit 1, as for one that cannot be reached (2 is
+    for the user's own bad flags and files)."""
     upstream.routes["/api/v1/query"] = body(answer)
     code = main(["top", "--once", "--prometheus", upstream.base, *(["--json"] if as_json else [])])
     captured = capsys.readouterr()
-    assert code == 2, captured
+    assert code == 1, captured
     assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
     assert captured.err.startswith("kvops") and upstream.base in captured.err and captured.out == ""
 
@@ -160,8 +170,8 @@ def test_access_options_without_prometheus_are_refused(capsys):
     assert "go with --prometheus" in capsys.readouterr().err
 
 
-def test_stored_samples_with_timestamps_that_are_not_numbers_are_one_line_and_exit_2(upstream, capsys):
+def test_stored_samples_with_timestamps_that_are_not_numbers_are_one_line_and_exit_1(upstream, capsys):
     upstream.routes["/api/v1/query"] = store(bad_times=True)
-    assert main(["top", "--once", "--prometheus", upstream.base]) == 2
+    assert main(["top", "--once", "--prometheus", upstream.base]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "timestamps are not numbers" in err
