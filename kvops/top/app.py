@@ -31,6 +31,7 @@ from kvops.termsafe import visible
 from kvops.top import fleet, numbers
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
+from kvops.top.hints import first_run_hint, short_reason
 from kvops.top.history import Ring
 from kvops.top.table import Cell, TargetTable
 from kvops.top.tiers_view import signals_table, tiers_table
@@ -274,7 +275,7 @@ class DetailScreen(Screen[None]):
         table.add_row("engine kind", Text(visible(row.kind or numbers.UNKNOWN)))
         table.add_row(
             "state",
-            Text("up", style="green") if row.up else Text(f"down: {visible(row.error)}", "bold red"),
+            Text("up", style="green") if row.up else Text(f"down: {visible(row.error)}", numbers.alarm()),
         )
         for label, name, fmt in _DETAIL_FIELDS:
             table.add_row(label, fmt(row.get(name)))
@@ -321,12 +322,14 @@ _UNKNOWN_CELL = Cell(numbers.UNKNOWN)
 
 
 def _row_cells(row: Row) -> dict[str, Cell]:
-    if not row.up:
+    if not row.up:  # its reason in the Model column, a few words (Enter: the whole of it)
+        alarm = numbers.alarm()
         cells = {key: _UNKNOWN_CELL for key, _ in COLUMNS}
         cells.update({key: _UNKNOWN_CELL for _, key, _ in TIER_COLUMNS})
         cells.update(
-            target=Cell(_short_target(row.target), "red"), model=_model_cell(row),
-            engine=Cell(visible(row.engine)), kv=Cell("down", "bold red"), kind=Cell(visible(row.kind)),
+            target=Cell(_short_target(row.target), alarm),
+            model=Cell(short_reason(row.error, MODEL_WIDTH), alarm),
+            engine=Cell(visible(row.engine)), kv=Cell("down", alarm), kind=Cell(visible(row.kind)),
             store_trend=_trend_cell(row.store_history, ""), load_trend=_trend_cell(row.load_history, ""),
         )  # fmt: skip
         return cells
@@ -372,7 +375,7 @@ def _group_cells(group: fleet.Group) -> dict[str, Cell]:
     return {
         "group": Cell(visible(group.group) or numbers.UNKNOWN),
         "engines": Cell(str(group.engines)),
-        "down": Cell(str(group.engines_down), "bold red" if group.engines_down else ""),
+        "down": Cell(str(group.engines_down), numbers.alarm() if group.engines_down else ""),
         "local": rate(group.local_hit_rate),
         "external": rate(group.external_hit_rate),
         "store": num(group.store_bandwidth_bytes_per_second, numbers.GB, 2),
@@ -504,6 +507,8 @@ class TopApp(App[int]):
     ]
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
+    #hint { height: auto; padding: 0 1; display: none; }
+    #hint.shown { display: block; }
     #targets { height: auto; max-height: 60%; }
     #panels { height: auto; max-height: 12; padding: 0 1; }
     #filter { dock: bottom; display: none; }
@@ -533,6 +538,7 @@ class TopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
+        yield Static(id="hint")
         yield TargetTable(COLUMNS, right=NUMERIC_COLUMNS, drop_order=DROP_ORDER, id="targets")
         yield ChartPanel(id="charts")
         with Vertical(id="panels"):
@@ -611,6 +617,9 @@ class TopApp(App[int]):
         gpus = self.board.interval.gpus if self.board.interval is not None else []
         width = max(20, self.size.width - 2)  # #panels' padding
         self._update("#gpus", repr((gpus, width)), lambda: gpu_table(self.board, simulated, width))
+        hint = "\n".join(first_run_hint(self.board, self.source))
+        self.query_one("#hint", Static).set_class(bool(hint), "shown")
+        self._update("#hint", hint, lambda: Text(hint, style="bold"))
         host = host_line(self.board, simulated, width)
         self._update("#host", repr(host), lambda: host)
         failing = [c for c in self.board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
@@ -652,9 +661,11 @@ class TopApp(App[int]):
             parts[-1] = (f"{len(self.board.rows)} of {self.board.fleet_engines} engine(s), {more} more: "
                          "filter (/) or sort (s) to see them", "")  # fmt: skip
         if down:
-            parts.append((f"{down} down", "bold red"))
+            parts.append((f"{down} down", numbers.alarm()))
         if self.board.rows_cut:
-            parts.append((f"{self.board.rows_cut} more engine(s) not kept (row cap)", "bold yellow"))
+            parts.append(
+                (f"{self.board.rows_cut} more engine(s) not kept (row cap)", numbers.alarm("yellow"))
+            )
         if self.group_by:
             parts.append((f"grouped by {self.group_by}", "bold"))
         parts.append((f"sort: {SORTS[self.sort_index][0]}", ""))
@@ -671,7 +682,7 @@ class TopApp(App[int]):
         elif self.board.frames == 1 and not self.board.has_interval:
             parts.append(("rates from the next frame on", ""))
         if self.scrape_error:  # second, where a one-line status cannot cut it off
-            parts.insert(1, (f"scrape error: {visible(self.scrape_error)}", "bold red"))
+            parts.insert(1, (f"scrape error: {visible(self.scrape_error)}", numbers.alarm()))
         status = fit_status(parts, max(20, self.size.width - 2))  # #status's padding
         self._update("#status", repr(status), lambda: status)
 

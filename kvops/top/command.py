@@ -197,11 +197,27 @@ def print_once(source: Any, interval: float, as_json: bool, view: View | None = 
     board.update(second, before=first)
     if as_json:
         sys.stdout.write(json.dumps(_finite(once_json(board, view)), allow_nan=False) + "\n")
-        return 0
-    from kvops.top.text import render
+    else:
+        from kvops.top.text import render
 
-    sys.stdout.write(render(board, bool(getattr(source, "simulated_hardware", False)), view) + "\n")
-    return 0
+        sys.stdout.write(render(board, bool(getattr(source, "simulated_hardware", False)), view) + "\n")
+    return once_status(board, source)
+
+
+def once_status(board: Board, source: Any) -> int:
+    """`--once`'s exit status (docs/DESIGN.md): 0 when at least one target is up, 1 when every
+    one is down (with the first-run hint on stderr for live URLs). A frame of no target at all
+    (an exporter that watches GPUs only) is 0: nothing is down."""
+    import sys
+
+    from kvops.top.hints import first_run_hint
+
+    targets = board.interval.targets if board.interval is not None else []
+    if not targets or any(t.up for t in targets):
+        return 0
+    hint = "; ".join(first_run_hint(board, source))
+    print(f"kvops top: every target is down{': ' + hint if hint else ''}", file=sys.stderr)
+    return 1
 
 
 def once_json(board: Board, view: View) -> dict[str, Any]:

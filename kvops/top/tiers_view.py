@@ -22,8 +22,8 @@ def _ms(seconds: float | None) -> str:
 # pcie_cross_check's verdicts (kvops.rates), said as a person would.
 CROSS_CHECK_TEXT = {
     "consistent": ("consistent with the GPUs' PCIe receive", ""),
-    "counted_not_moved": ("loads counted exceed PCIe receive", "bold red"),
-    "moved_not_counted": ("PCIe moved GBs the engine did not count", "bold yellow"),
+    "counted_not_moved": ("loads counted exceed PCIe receive", numbers.alarm()),
+    "moved_not_counted": ("PCIe moved GBs the engine did not count", numbers.alarm("yellow")),
 }
 
 
@@ -37,7 +37,7 @@ def signals_table(row: Row) -> Table:
     table.add_row(
         "write-only tier",
         Text(numbers.UNKNOWN) if write_only is None
-        else Text("yes: stored, never loaded back", "bold red") if write_only else Text("no"),
+        else Text("yes: stored, never loaded back", numbers.alarm()) if write_only else Text("no"),
     )  # fmt: skip
     saved_per_gb = row.get("offload_tokens_saved_per_gb_moved")
     table.add_row("offload tokens saved per GB moved", numbers.count(saved_per_gb))
@@ -45,7 +45,8 @@ def signals_table(row: Row) -> Table:
     table.add_row(
         "allocation failures /s",
         Text(
-            numbers.UNKNOWN if failures is None else f"{failures:.2f}", style="bold red" if failures else ""
+            numbers.UNKNOWN if failures is None else f"{failures:.2f}",
+            style=numbers.alarm() if failures else "",
         ),
     )
     for label, name in (("stores skipped /s", "stores_skipped_per_second"),
@@ -64,7 +65,7 @@ def signals_table(row: Row) -> Table:
         value = row.get(name)
         if value is not None:  # vLLM multi-tier offloading / SimpleCPUOffloadConnector only
             shown = numbers.pct(value) if name.endswith("ratio") else f"{value:.2f}"
-            table.add_row(label, Text(shown, style="bold red" if value else ""))
+            table.add_row(label, Text(shown, style=numbers.alarm() if value else ""))
     if row.get("evicted_tokens_per_second") is not None:  # SGLang: device eviction, L3 storage
         table.add_row("tokens evicted /s", numbers.count(row.get("evicted_tokens_per_second")))
         table.add_row("eviction pass (mean)", _ms(row.get("eviction_mean_seconds")))
@@ -74,7 +75,7 @@ def signals_table(row: Row) -> Table:
         table.add_row("evictions /s", numbers.ratio(row.get("evictions_per_second")))
         for name, chunks in sorted((row.get("lmcache_failures") or {}).items()):
             label = "failed " + visible(name).replace("/", " · ")
-            table.add_row(label, Text(f"{chunks:.0f} chunks", style="bold red" if chunks else ""))
+            table.add_row(label, Text(f"{chunks:.0f} chunks", style=numbers.alarm() if chunks else ""))
     # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
     # (the left column of the detail view).
     table.add_row("offload share of prompt", numbers.pct(offload_share(row.get("tiers") or {})))
@@ -99,7 +100,7 @@ def _moved_cell(moved: float | None, blocks: float | None, failed: float | None)
     """What moved one way, and the blocks whose transfer failed (KVBM object storage) in red."""
     text = Text(_moved(moved, blocks))
     if failed is not None:
-        text.append(f" ({failed:.0f} failed)", style="bold red" if failed else "")
+        text.append(f" ({failed:.0f} failed)", style=numbers.alarm() if failed else "")
     return text
 
 
@@ -124,7 +125,7 @@ def _jobs(figures: TierInterval) -> Text:
     if all(v is None for v in (*failed, *active)):
         return Text(numbers.UNKNOWN)
     count = sum(v or 0.0 for v in failed)
-    text = Text(f"{count:.0f} failed", style="bold red" if count else "")
+    text = Text(f"{count:.0f} failed", style=numbers.alarm() if count else "")
     text.append(f" · {numbers.count(active[0])}/{numbers.count(active[1])} in flight")
     return text
 

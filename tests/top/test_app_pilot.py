@@ -159,6 +159,7 @@ async def test_a_target_that_goes_down_shows_down_keeps_history_and_comes_back()
             [row] = cells(app).values()
             assert plain(row["kv"]) == "down" and "red" in str(row["kv"].style)
             assert "HTTP 503" in (app.board.rows[key].error or "")
+            assert plain(row["model"]) == "HTTP 503 Service Unavailable"  # the reason, in the table
             assert "1 down" in screen_text(app)
             assert len(app.board.rows[key].store_history) > history  # history kept, gaps added
             upstream.routes["/vllm/metrics"] = body(T2.read_bytes())
@@ -340,3 +341,29 @@ async def test_payoff_chart_and_detail_show_ttft_p90_beside_the_offload_share(ca
         assert re.search(rf"TTFT p90 +{p90 * 1000:.0f} ms", detail)
         share = hits["external_prefix_cache_hits"] / prompt * 100
         assert re.search(rf"offload share of prompt +{share:.1f} %", detail)
+
+
+@drive
+async def test_nothing_answering_shows_the_first_run_hint_and_each_reason():
+    """`kvops top` with nothing on its URL: the row says why in a few words, and the screen how
+    to get something to look at; the hint goes once a target answers."""
+    upstream = Upstream()
+    try:
+        url = upstream.route("vllm", body("maintenance\n", status=503))
+        app = TopApp(LiveSource([url, "http://127.0.0.1:1"], timeout=2.0, hardware=False), interval=0.05)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: app.board.frames >= 1)
+            await pilot.pause()
+            reasons = {key.split(" ")[0]: plain(row["model"]) for key, row in cells(app).items()}
+            assert reasons == {
+                "http://127.0.0.1:1": "connection refused",
+                url: "HTTP 503 Service Unavailable",
+            }
+            text = screen_text(app)
+            assert "kvops sim --listen 127.0.0.1:8000 &" in text and "nothing answers at" in text, text
+            upstream.routes["/vllm/metrics"] = body(T1.read_bytes())
+            await wait_until(pilot, lambda: any(r.up for r in app.board.rows.values()))
+            await pilot.pause()
+            assert "kvops sim --listen" not in screen_text(app)
+    finally:
+        upstream.stop()
