@@ -443,11 +443,15 @@ def _gpu_cells(g: GpuInterval, bars: bool, short: bool) -> list[Text]:
     ]
 
 
-def host_line(board: Board, simulated: bool = False, width: int = 200) -> Text:
+def host_line(
+    board: Board, simulated: bool = False, width: int = 200, simulated_targets: frozenset[str] = frozenset()
+) -> Text:
     """The host's RAM and /dev/shm against the offload tier. `simulated`: the demo's host,
-    said so, since comparing a simulated tier with this machine's RAM would be a false alarm."""
+    said so. `simulated_targets`: kvops sim's targets, whose tiers are not judged against this
+    real host (a simulated 64 GiB tier on a 16 GiB laptop was a red false alarm)."""
     host = board.interval.host if board.interval is not None else {}
-    tier = board.offload_tier_bytes()
+    tier = board.offload_tier_bytes(simulated_targets)
+    sim_tier = board.offload_tier_bytes() if tier is None and simulated_targets else None
     if not host:
         tier_text = f" · offload tier configured {numbers.gib(tier)}" if tier else ""
         return Text(f"Host: not reported by this source{tier_text}", style="dim")
@@ -462,7 +466,12 @@ def host_line(board: Board, simulated: bool = False, width: int = 200) -> Text:
         line.append_text(numbers.marked(ram_text, numbers.room_style(available, tier)))
         shm_text = numbers.marked(numbers.gib(shm_free), numbers.room_style(shm_free, tier))
         line.append(shm).append_text(shm_text)
-        line.append(f" · {tier_label} {numbers.gib(tier)}" if tier else f" · {tier_label} not reported")
+        if tier:
+            line.append(f" · {tier_label} {numbers.gib(tier)}")
+        elif sim_tier:
+            line.append(f" · {tier_label} {numbers.gib(sim_tier)} simulated, not judged against this host")
+        else:
+            line.append(f" · {tier_label} not reported")
         return line
 
     line = build("Host (simulated): " if simulated else "Host: ", "RAM available ", " of ",
@@ -620,7 +629,8 @@ class TopApp(App[int]):
         hint = "\n".join(first_run_hint(self.board, self.source))
         self.query_one("#hint", Static).set_class(bool(hint), "shown")
         self._update("#hint", hint, lambda: Text(hint, style="bold"))
-        host = host_line(self.board, simulated, width)
+        sim_targets: frozenset[str] = getattr(self.source, "simulated_targets", frozenset())
+        host = host_line(self.board, simulated, width, sim_targets)
         self._update("#host", repr(host), lambda: host)
         failing = [c for c in self.board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
         note = visible(" · ".join(f"{c.name}: {c.error}" for c in failing))

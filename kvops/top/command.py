@@ -200,7 +200,9 @@ def print_once(source: Any, interval: float, as_json: bool, view: View | None = 
     else:
         from kvops.top.text import render
 
-        sys.stdout.write(render(board, bool(getattr(source, "simulated_hardware", False)), view) + "\n")
+        simulated = bool(getattr(source, "simulated_hardware", False))
+        sim_targets: frozenset[str] = getattr(source, "simulated_targets", frozenset())
+        sys.stdout.write(render(board, simulated, view, sim_targets) + "\n")
     return once_status(board, source)
 
 

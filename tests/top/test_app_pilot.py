@@ -367,3 +367,26 @@ async def test_nothing_answering_shows_the_first_run_hint_and_each_reason():
             assert "kvops sim --listen" not in screen_text(app)
     finally:
         upstream.stop()
+
+
+@drive
+async def test_a_simulators_tier_is_not_judged_against_this_host(capsys):
+    """`kvops top` on `kvops sim` with this machine's own host collector: a simulated 100,000
+    GiB tier raised red RAM and /dev/shm alarms; the simulator's page says it is one."""
+    from kvops.sim import server
+    from kvops.top.command import print_once
+
+    with server.start(kv_offloading_size_gib=100_000) as sim:
+        app = TopApp(LiveSource([sim.url], timeout=2.0, hardware=True), interval=0.2)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await wait_until(pilot, lambda: app.board.has_interval)
+            await pilot.pause()
+            [host] = [line for line in screen_text(app).splitlines() if "RAM" in line]
+            assert "!" not in host and "100000.0 GiB simulated, not judged against this host" in host
+        source = LiveSource([sim.url], timeout=2.0, hardware=True, one_shot=True)
+        try:
+            assert print_once(source, 0.2, as_json=False) == 0
+        finally:
+            source.close()
+    [host] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Host:")]
+    assert "!" not in host and "simulated, not judged" in host
