@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -152,43 +153,96 @@ class FrameSource(Protocol):
     def close(self) -> None: ...
 
 
-HELP_TEXT = """\
-[b]kvops top[/b] — KV-cache offloading at a glance
+# What each column holds, for `?`: generated from here with the table's own headers, so a
+# column the table gains without a line here fails help_text() (tests/top/test_help_text.py).
+COLUMN_HELP: dict[str, str] = {
+    "target": "the URL scraped; a target down says why in the Model column",
+    "model": "the served model (else the engine kind)",
+    "engine": "the engine's index (vLLM's data-parallel rank)",
+    "kind": "the engine kind, when the page mixes kinds",
+    "kv": "GPU KV cache in use now",
+    "local": "prefix-cache hits in GPU memory / tokens looked up",
+    "external": "hits in the offload tier (KV connector) / tokens looked up there",
+    "hit_host": "hits in the host (CPU) tier / its lookups",
+    "hit_disk": "hits in the disk tier / its lookups",
+    "hit_storage": "hits in the remote storage tier / its lookups",
+    "hit_peer": "hits served by a peer / its lookups",
+    "hit_external": "hits the connector reported / its lookups",
+    "store": "while storing (GPU -> offload tier): bytes / transfer time",
+    "load": "while loading back to the GPU: bytes / transfer time",
+    "ratio": "bytes loaded per byte stored",
+    "running": "requests running now",
+    "waiting": "requests waiting now",
+    "preempt": "preemptions in the interval",
+    "ttft": "time to first token, 90th percentile over the interval",
+    "store_trend": "sparkline of bytes stored per wall-clock second",
+    "load_trend": "sparkline of bytes loaded per wall-clock second",
+}
+KEYS_HELP: tuple[tuple[str, str], ...] = (
+    ("q, Ctrl-C", "quit (from any screen)"),
+    ("?", "this help (Esc closes it)"),
+    ("/", "filter by URL, model or engine kind (Enter keeps, Esc clears)"),
+    ("s", "next sort: " + ", ".join(name for name, _, _ in SORTS)),
+    ("w", "charts' smoothing window: 1 s, 10 s, 1 min"),
+    ("c", "charts for the whole fleet, or for the row under the cursor"),
+    ("p", "pause / resume scraping"),
+    ("↑ ↓", "pick a target (PgUp PgDn Home End)"),
+    ("← →", "scroll sideways when the terminal is narrower than the table"),
+    ("Enter", "detail view: every figure, each tier, the derived signals"),
+)
+_LINE_HELP = {
+    "GPU cache": "prefix-cache hits in GPU memory / lookups",
+    "offload tier": "hits in the offload tier / its lookups",
+    "stored": "bytes stored to the offload tier per wall-clock second",
+    "loaded": "bytes loaded back per wall-clock second",
+    "TTFT p90": "time to first token, 90th percentile (ms, left scale)",
+    "offload share": "share of prompt tokens the tiers below the GPU served (% right)",
+}
+_ALARMS = (
+    '[b]Alarms[/b]  marked "!" (and [bold red]red[/bold red]): hit rate under 50 %, PCIe link over 90 %'
+    ' busy,\n/dev/shm or RAM smaller than the offload tier; a target down says "down" and why.\n'
+    '"!" in [bold yellow]yellow[/bold yellow]: GPU KV cache 95 % full or more.\n'
+    'NO_COLOR=1 turns colour off: alarms are then in reverse video, with the "!".'
+)
 
-[b]Keys[/b]
-  q          quit (from any screen)
-  ?          this help (Esc closes it)
-  /          filter targets by URL, model or engine kind (Enter keeps it, Esc clears)
-  q, Ctrl-C  quit (from any screen)
-  s          sort: target, local hit, external hit, store, load, KV usage,
-             requests (running + waiting), preemptions
-  w          charts' smoothing window: 1 s, 10 s, 1 min
-  c          charts for the whole fleet, or for the row under the cursor
-  p          pause / resume scraping
-  ↑ ↓        pick a target (PgUp PgDn Home End)
-  ← →        scroll sideways when the terminal is narrower than the table
-  Enter      detail view of the target: every figure, each tier, the derived
-             signals (Esc goes back)
 
-[b]Columns[/b] (over the last interval)
-  KV %         GPU KV cache in use now
-  Local hit %  prefix-cache hits in GPU memory / tokens looked up
-  Ext hit %    hits in the offload tier (KV connector) / tokens looked up there
-  Storing, Loading  GB/s while moving: bytes moved / summed transfer time
-               (store = GPU → offload tier, load = back to GPU). The chart
-               below draws GB/s per wall-clock second: bytes / elapsed time
-  Load:Store   bytes loaded per byte stored
-  Stored/s, Loaded/s  sparklines of bytes moved per wall-clock second
-  Kind         the engine kind, when the page mixes kinds
-  Host, Disk, Stor., Peer, Conn. hit %  further tiers' hit rates (where wide enough)
+def _help_rows(rows: list[tuple[str, str]], width: int = 14) -> list[str]:
+    return [f"  {escape(name):<{width}}{escape(text)}" for name, text in rows]
 
-[b]Units[/b]  GB/s = 10⁹ bytes per second · memory in GiB = 2³⁰ bytes · ratios in %.
-"-" means unknown: the target does not expose it, or nothing moved.
 
-[b]Alarms[/b]  marked "!" (and [bold red]red[/bold red]): hit rate under 50 %, PCIe link over 90 % busy,
-/dev/shm or RAM smaller than the offload tier; a target down says "down".
-"!" in [bold yellow]yellow[/bold yellow]: GPU KV cache 95 % full or more. NO_COLOR=1 turns colour off.
-"""
+def _one_line(header: str) -> str:
+    """A two-line column header on one line: "Pre-" "empt" is "Pre-empt", "Load:" "Store"
+    "Load:Store"."""
+    return header.replace("-\n", "-").replace(":\n", ":").replace("\n", " ")
+
+
+def help_text() -> str:
+    """The `?` screen, from the keys above, the table's columns (COLUMNS, KIND_COLUMN,
+    TIER_COLUMNS: every one the table can show) and the charts' legends (CHARTS, the tiers
+    of the saved chart, the link maximum)."""
+    from kvops.top.charts import CHARTS, LINK_MAX_MARKER, SHARE_LINE, TIER_LABELS, TIER_MARKERS
+
+    columns = [*COLUMNS[:3], KIND_COLUMN, *COLUMNS[3:], *((key, label) for _, key, label in TIER_COLUMNS)]
+    column_rows = [(_one_line(label), COLUMN_HELP[key]) for key, label in columns]
+    chart_lines: list[str] = []
+    for chart in CHARTS:
+        chart_lines.append(f"  {escape(chart.title)} ({escape(chart.unit)})")
+        legend = [(f"{line.marker}━ {line.label}", _LINE_HELP[line.label]) for line in chart.lines]
+        if chart.key == "saved":
+            legend = [(f"{TIER_MARKERS[t]}━ {label}", f"prompt tokens the {label} tier served, per second")
+                      for t, label in TIER_LABELS.items()]  # fmt: skip
+        if chart.key == "bandwidth":
+            legend.append((f"{LINK_MAX_MARKER}━ link max", "the GPUs' PCIe link maximum, when near"))
+        chart_lines += _help_rows(legend, 18)
+    share = f"{SHARE_LINE} is drawn on its own scale, 0-100 %, labelled on the right edge"
+    return "\n".join([
+        "[b]kvops top[/b] — KV-cache offloading at a glance", "",
+        "[b]Keys[/b]", *_help_rows(list(KEYS_HELP)), "",
+        "[b]Columns[/b] (over the last interval)", *_help_rows(column_rows), "",
+        "[b]Charts[/b] (the fleet summed, or the row under the cursor: c)", *chart_lines, f"  {share}", "",
+        "[b]Units[/b]  GB/s = 10⁹ bytes per second · memory in GiB = 2³⁰ bytes · ratios in %.",
+        '"-" means unknown: the target does not expose it, or nothing moved.', "", _ALARMS,
+    ])  # fmt: skip
 
 
 class HelpScreen(ModalScreen[None]):
@@ -205,7 +259,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         # Scrolls (arrow keys, PgDn) where the terminal is shorter than the help.
         with VerticalScroll():
-            yield Static(HELP_TEXT, id="help")
+            yield Static(help_text(), id="help")
 
 
 _DETAIL_FIELDS: tuple[tuple[str, str, Any], ...] = (
