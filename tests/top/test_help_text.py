@@ -34,6 +34,6 @@ async def test_help_lists_every_column_and_chart_line_and_each_key_once():
     for label in TIER_LABELS.values():
         assert f"━ {label} " in shown, label
     section = shown.split("Keys")[1].split("Columns")[0]
-    keys = [m.group(1) for m in re.finditer(r"│\s+(\S+(?:[ ,]+\S+)?)\s{2,}\S", section)]
+    keys = [m.group(1) for m in re.finditer(r"│\s+(\S+(?:,? \S+)?)\s{2,}\S", section)]
     assert keys.count("q, Ctrl-C") == 1 and not any(k == "q" for k in keys), keys
     assert "on the right edge" in shown  # the fourth chart's second scale
