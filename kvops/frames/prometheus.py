@@ -25,6 +25,7 @@ not a Prometheus query result is an error with one line (`--once`: exit 2).
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 import math
@@ -45,7 +46,7 @@ from kvops.transport.http import FetchError, FetchOptions, HttpClient, normalise
 from kvops.transport.multi import MultiFetcher
 
 # Labels the store adds or the delta query carries; not part of what the target exposed.
-_NAME_LABEL = "kvops_name"  # the series name, kept through the subtraction by label_replace
+_NAME_LABEL = "kvops_name"  # a series name carried as a label (a store or a recording rule may)
 _SCRAPE_LABELS = ("__name__", _NAME_LABEL)
 STEP_LOOKBACK = "10m"  # how far back the scrape interval is read from
 MAX_STEP_SECONDS = 600.0  # so no gap between samples read over it is longer
@@ -166,6 +167,7 @@ def to_parse_result(series: list[dict[str, Any]]) -> ParseResult:
     return result
 
 
+@functools.lru_cache(maxsize=16384)  # a fleet's instances, the same every frame
 def _instance_target(instance: str) -> str:
     try:
         return normalise_target(instance)

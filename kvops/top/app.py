@@ -196,7 +196,7 @@ _LINE_HELP = {
     "stored": "bytes stored to the offload tier per wall-clock second",
     "loaded": "bytes loaded back per wall-clock second",
     "TTFT p90": "time to first token, 90th percentile (ms, left scale)",
-    "offload share": "share of prompt tokens the tiers below the GPU served (% right)",
+    "offload share": "share of prompt tokens served below the GPU (%, right scale)",
 }
 _ALARMS = (
     '[b]Alarms[/b]  marked "!" (and [bold red]red[/bold red]): hit rate under 50 %, PCIe link over 90 %'
@@ -228,9 +228,9 @@ def help_text() -> str:
     for chart in CHARTS:
         chart_lines.append(f"  {escape(chart.title)} ({escape(chart.unit)})")
         legend = [(f"{line.marker}━ {line.label}", _LINE_HELP[line.label]) for line in chart.lines]
-        if chart.key == "saved":
-            legend = [(f"{TIER_MARKERS[t]}━ {label}", f"prompt tokens the {label} tier served, per second")
-                      for t, label in TIER_LABELS.items()]  # fmt: skip
+        if chart.key == "saved":  # a line per tier that served a token: one row for them all
+            tiers = "  ".join(f"{TIER_MARKERS[t]}━ {label}" for t, label in TIER_LABELS.items())
+            legend = [(tiers, ""), ("", "prompt tokens each tier served, per second")]
         if chart.key == "bandwidth":
             legend.append((f"{LINK_MAX_MARKER}━ link max", "the GPUs' PCIe link maximum, when near"))
         chart_lines += _help_rows(legend, 18)

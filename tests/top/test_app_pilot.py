@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from textual.containers import VerticalScroll
 from textual.widgets import Input
 
 from kvops.frames.replay import ReplaySource
@@ -90,6 +91,8 @@ async def test_help_opens_and_q_quits_from_it():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+        app.screen.query_one(VerticalScroll).scroll_end(animate=False)  # longer than 40 rows
+        await pilot.pause()
         text = screen_text(app)
         assert "GB/s = 10⁹ bytes per second" in text and "GiB = 2³⁰ bytes" in text
         await pilot.press("escape")
