@@ -16,8 +16,8 @@ frame (process start to figures ready: imports, connection, the scrape-interval 
 p50/p99 of the following frames, CPU per frame (this process only; the store's CPU is the
 store's), RSS (the highest seen after a frame), and bytes fetched per frame.
 
-`--before DIR` adds a row per store: the live view with kvops imported from another checkout
-(`git archive <commit> | tar -x -C DIR`), same stores, same run.
+`--before DIR` adds two rows per store: the live view and every engine with kvops imported
+from another checkout (`git archive <commit> | tar -x -C DIR`), same stores, same run.
 
     python benchmarks/top_fleet.py [--engines 2000] [--frames 20] [--json] [--before DIR]
 """
@@ -127,6 +127,7 @@ def main() -> int:
             modes = [("kvops live", "page", []), ("kvops all", "all", []), ("baseline", "raw", [])]
             if args.before:
                 modes.insert(1, ("live before", "page", ["--code", args.before]))
+                modes.insert(3, ("all before", "all", ["--code", args.before]))
             for mode, flag, code in modes:
                 command = [
                     sys.executable,

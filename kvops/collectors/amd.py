@@ -69,6 +69,10 @@ def _import_amdsmi() -> Any:
         with contextlib.redirect_stdout(captured):
             import amdsmi
     except ImportError:
+        from kvops.collectors.gpu_presence import amd_present
+
+        if not amd_present():  # nothing to install for: no AMD device on this host
+            raise AmdSmiUnavailable("no AMD GPU on this host (no /dev/kfd, no 0x1002 DRM device)") from None
         from kvops.install_hint import install_command
 
         raise AmdSmiUnavailable(f"amdsmi is not installed ({install_command('amd')})") from None

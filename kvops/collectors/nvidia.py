@@ -401,6 +401,11 @@ def _load_nvml() -> Any:
     try:
         import pynvml
     except ImportError:
+        from kvops.collectors.gpu_presence import nvidia_present
+
+        if not nvidia_present():  # nothing to install for: no NVIDIA device on this host
+            no_gpu = "no NVIDIA GPU on this host (no /dev/nvidia*, no 0x10de DRM device)"
+            raise NvmlUnavailable(no_gpu) from None
         from kvops.install_hint import install_command
 
         raise NvmlUnavailable(f"nvidia-ml-py is not installed ({install_command('nvidia')})") from None

@@ -324,7 +324,8 @@ ENGINE = Engine(
     pass_through_fields=PASS_THROUGH_FIELDS,
     pass_through_names=PASS_THROUGH_HISTOGRAMS,
     # The fleet's charts: lookups and hits of both tiers, bytes stored and loaded, by every
-    # name vLLM has used for them.
+    # name vLLM has used for them (not the transfer times: the charts draw bytes per
+    # wall-clock second, and each name is a query over the whole fleet in the store's view).
     chart_counters=frozenset(
         [
             *(
@@ -332,9 +333,8 @@ ENGINE = Engine(
                 for f in ("local_queries", "local_hits", "external_queries", "external_hits")
                 for n in _SCALARS[f]
             ),
-            *(n for pair in _FLAT_TRANSFER.values() for n in pair),
+            *(bytes_name for bytes_name, _ in _FLAT_TRANSFER.values()),
             _TYPED_BYTES,
-            _TYPED_TIME,
         ]
     ),
 )

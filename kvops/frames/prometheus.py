@@ -25,6 +25,7 @@ not a Prometheus query result is an error with one line (`--once`: exit 2).
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 import math
@@ -42,11 +43,21 @@ from kvops.frames import kvops_exposition
 from kvops.rates import EngineInterval, interval
 from kvops.snapshot import GpuSample, Snapshot, TargetSample
 from kvops.transport.http import FetchError, FetchOptions, HttpClient, normalise_target
+from kvops.transport.multi import MultiFetcher
 
 # Labels the store adds or the delta query carries; not part of what the target exposed.
-_NAME_LABEL = "kvops_name"  # the series name, kept through the subtraction by label_replace
+_NAME_LABEL = "kvops_name"  # a series name carried as a label (a store or a recording rule may)
 _SCRAPE_LABELS = ("__name__", _NAME_LABEL)
 STEP_LOOKBACK = "10m"  # how far back the scrape interval is read from
+MAX_STEP_SECONDS = 600.0  # so no gap between samples read over it is longer
+MAX_TIME = 2.0**33  # the latest sample time taken from a store (year 2242)
+# A store's answer is capped, and decoded with its objects counted, so a
+# hostile or runaway answer costs bounded memory (a 16 MB answer decoded plainly cost 460 MB;
+# 8 MiB of 93,000 engines now peaks at 181 MB, the process included).
+MAX_ANSWER_BYTES = 8 * 2**20
+MAX_ANSWER_SERIES = 100_000  # a name's series in one answer: 5,000 engines x 20 buckets
+ONE_SHOT_SECONDS = 30.0  # `--once`: a store's queries over every engine may take seconds
+PARALLEL_QUERIES = 4  # a frame's queries in flight at once, on connections kept alive
 ENGINE_LIST_SECONDS = 30.0  # the live view's list of engines (labels only) is read this often
 
 
@@ -80,33 +91,30 @@ def _selector(names: tuple[str, ...], offset: str = "", matcher: str = "") -> st
     return '{__name__=~"' + regex + '"' + extra + "}" + (f" offset {offset}" if offset else "")
 
 
-def _named(selector: str) -> str:
-    return f'label_replace({selector}, "{_NAME_LABEL}", "$1", "__name__", "(.+)")'
+def names_query(flavour: Flavour) -> str:
+    """Which of the flavour's names the store holds at the instant: each frame then asks for
+    those alone (kvops reads 200 names across engine kinds and releases; a fleet serves a few
+    dozen of them)."""
+    return f"count by (__name__) ({_selector(flavour.counters + flavour.gauges)})"
 
 
-def delta_query(flavour: Flavour, offset: str, matcher: str = "") -> str:
-    """Every counter's stored difference over the window, negative ones (resets) dropped."""
-    now = _named(_selector(flavour.counters, matcher=matcher))
-    before = _named(_selector(flavour.counters, offset, matcher))
-    return f"({now} - {before}) >= 0"
+def delta_query(name: str, offset: str, matcher: str = "") -> str:
+    """One counter's stored difference over the window per series, negative ones (resets)
+    dropped. One query per name: the name is known without label_replace on every series (that
+    and matching every counter series at once cost 2-3x as much on 2,000 engines)."""
+    series = f"{name}{{{matcher}}}"
+    return f"({series} - {series} offset {offset}) >= 0"
 
 
 # What the fleet's charts draw (kvops.top.history.deltas_of), each engine's names for it.
 FLEET_COUNTERS: tuple[str, ...] = tuple(sorted(registry.CHART_COUNTERS))
 
 
-def fleet_sums_query(names: tuple[str, ...], offset: str) -> str:
-    """Each counter's stored difference over the window summed over the fleet (per
+def fleet_sum_query(name: str, offset: str) -> str:
+    """One counter's stored difference over the window summed over the fleet (per
     transfer_type, which the 0.16-0.23 names need), resets dropped per series as in
-    delta_query. One name at a time: the differences of one name need no label_replace to
-    keep series apart, and the all-names form (label_replace on every series, then matching
-    them) cost 2-3x as much on 2,000 engines (benchmarks/top_fleet.py)."""
-
-    def one(name: str) -> str:
-        total = f"sum by (transfer_type) (({name} - {name} offset {offset}) >= 0)"
-        return f'label_replace({total}, "{_NAME_LABEL}", "{name}", "", "")'
-
-    return " or ".join(one(n) for n in names)
+    delta_query."""
+    return f"sum by (transfer_type) (({name} - {name} offset {offset}) >= 0)"
 
 
 def _offset(seconds: float) -> str:
@@ -118,9 +126,20 @@ def _value(raw: Any) -> float | None:
     "-Inf" (the API's spellings, which a store holds): unknown."""
     try:
         value = float(raw[1])
-    except (TypeError, ValueError, IndexError, KeyError):
+    except (TypeError, ValueError, OverflowError, IndexError, KeyError):
         return None
     return value + 0.0 if math.isfinite(value) else None  # + 0.0: -0 is 0
+
+
+def _time(raw: Any) -> float | None:
+    """A sample time (Unix seconds) a store gave; None for one that is no number or outside
+    1970 to 2^33 s (year 2242): a 400-digit time or 1e308 would make every window and
+    offset computed from it overflow."""
+    try:
+        value = float(raw)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return value if 0 < value < MAX_TIME else None
 
 
 def _check_series(result: Any, kind: str) -> list[dict[str, Any]]:
@@ -148,6 +167,7 @@ def to_parse_result(series: list[dict[str, Any]]) -> ParseResult:
     return result
 
 
+@functools.lru_cache(maxsize=16384)  # a fleet's instances, the same every frame
 def _instance_target(instance: str) -> str:
     try:
         return normalise_target(instance)
@@ -236,17 +256,75 @@ def auth_options(
 Frame = tuple[Snapshot, Snapshot]
 
 
+class _AnswerDecoder:
+    """json.loads hooks for a query answer: integers and constants read as floats (a 400-digit
+    integer is inf, so unknown, never an OverflowError), and decoding stopped past
+    MAX_ANSWER_SERIES objects of each kind, so a runaway answer stops before its objects fill
+    memory (a hook that only counts: sharing the strings too cost three times the decoding)."""
+
+    def __init__(self) -> None:
+        self.objects = 0
+
+    def counted(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.objects += 1
+        if self.objects > 2 * MAX_ANSWER_SERIES + 2:  # a series is two objects (itself, its metric)
+            raise BadAnswer(f"the answer holds more than {MAX_ANSWER_SERIES:,} series")
+        return obj
+
+    def load(self, text: str) -> Any:
+        return json.loads(text, object_hook=self.counted, parse_int=float, parse_constant=float)
+
+
+def _answer_series(text: str) -> list[dict[str, Any]]:
+    """The result series of one instant query's answer; FetchError (BadAnswer for a wrong
+    shape)."""
+    try:
+        doc = _AnswerDecoder().load(text)
+    except (json.JSONDecodeError, RecursionError):
+        raise BadAnswer("the answer is not JSON") from None
+    if not isinstance(doc, dict):
+        raise BadAnswer("the answer is not a JSON object")
+    if doc.get("status") != "success":
+        error = doc.get("error", "unknown error")
+        raise FetchError(f"query failed: {str(error)[:200]}")
+    data = doc.get("data")
+    if not isinstance(data, dict) or data.get("resultType") not in ("vector", "matrix", "scalar"):
+        raise BadAnswer("the answer has no data.resultType of vector, matrix or scalar")
+    if data["resultType"] == "scalar":
+        return [{"metric": {}, "value": data.get("result")}]
+    return _check_series(data.get("result"), str(data["resultType"]))
+
+
+def _named(series: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    """A one-name query's series with that name (a difference or a sum drops it)."""
+    for item in series:
+        metric = item.get("metric")
+        if isinstance(metric, dict):  # this answer's own dict: named in place
+            metric["__name__"] = name
+        else:
+            item["metric"] = {"__name__": name}
+    return series
+
+
+def _capped(exc: FetchError) -> FetchError:
+    if "over the limit" in str(exc):  # kvops.transport.http's words for a body over the cap
+        return FetchError(f"an answer over kvops's cap of {MAX_ANSWER_BYTES // 2**20} MiB a query")
+    return exc
+
+
 class PrometheusSource:
     live = True
 
     def __init__(self, url: str, timeout: float, options: FetchOptions | None = None) -> None:
         self.base = normalise_target(url)
         self.timeout = timeout
-        self.options = options or FetchOptions()
+        self.options = replace(options or FetchOptions(), max_body_bytes=MAX_ANSWER_BYTES)
         self.description = f"fleet view from {self.base}"
         self._client = HttpClient(self.options)
+        self._clients: list[HttpClient] = []  # one per query of a concurrent round
+        self._multi = MultiFetcher(max_connections=PARALLEL_QUERIES)
         self._last_stamp: float | None = None
-        self._step: dict[str, float | None] = {}  # flavour -> scrape interval, read once
+        self._step: dict[str, float] = {}  # flavour -> scrape interval, read once it is sane
         self.bytes_fetched = 0  # answer bytes, for benchmarks/top_fleet.py
         # The live view's page: the first `page` engines in target order (less what
         # `page_filter` leaves out) are fetched whole, the fleet only as sums, so a frame costs
@@ -256,34 +334,69 @@ class PrometheusSource:
         self.last_fleet: tuple[EngineInterval | None, int] | None = None  # (fleet figures, engines)
         self._engines: list[tuple[str, str, str]] = []  # (instance, model, engine), sorted
         self._engines_read = -math.inf
+        self._names: dict[str, frozenset[str]] = {}  # flavour -> the names the store holds
+        self._names_read = -math.inf
+
+    def _url(self, expr: str, at: float | None) -> str:
+        params = {"query": expr} if at is None else {"query": expr, "time": repr(at)}
+        return f"{self.base}/api/v1/query?{urlencode(params)}"
 
     def query(self, expr: str, deadline: float, at: float | None = None) -> list[dict[str, Any]]:
         """The result series of one instant query; FetchError (BadAnswer for a wrong shape)."""
-        params = {"query": expr} if at is None else {"query": expr, "time": repr(at)}
-        text = self._client.fetch_text(f"{self.base}/api/v1/query?{urlencode(params)}", deadline)
-        self.bytes_fetched += len(text)
         try:
-            doc = json.loads(text)
-        except (json.JSONDecodeError, RecursionError):
-            raise BadAnswer("the answer is not JSON") from None
-        if not isinstance(doc, dict):
-            raise BadAnswer("the answer is not a JSON object")
-        if doc.get("status") != "success":
-            error = doc.get("error", "unknown error")
-            raise FetchError(f"query failed: {str(error)[:200]}")
-        data = doc.get("data")
-        if not isinstance(data, dict) or data.get("resultType") not in ("vector", "matrix", "scalar"):
-            raise BadAnswer("the answer has no data.resultType of vector, matrix or scalar")
-        if data["resultType"] == "scalar":
-            return [{"metric": {}, "value": data.get("result")}]
-        return _check_series(data.get("result"), str(data["resultType"]))
+            text = self._client.fetch_text(self._url(expr, at), deadline)
+        except FetchError as exc:
+            raise _capped(exc) from None
+        self.bytes_fetched += len(text)
+        return _answer_series(text)
 
-    def _stamp(self, flavour: Flavour, deadline: float) -> float | None:
-        series = self.query(f"max(timestamp({flavour.stamp}))", deadline)
-        return _value(series[0].get("value")) if series else None
+    def queries(
+        self, exprs: list[str], deadline: float, at: float | None = None
+    ) -> list[list[dict[str, Any]]]:
+        """Several instant queries at `at`, PARALLEL_QUERIES at a time: the store answers one
+        while kvops decodes another. The first failure (in `exprs`' order) is raised."""
+        while len(self._clients) < len(exprs):
+            self._clients.append(HttpClient(self.options))
+        answers: list[list[dict[str, Any]] | FetchError] = [FetchError("not fetched")] * len(exprs)
+
+        def done(index: int, outcome: str | FetchError, _seconds: float) -> None:
+            if isinstance(outcome, FetchError):
+                answers[index] = _capped(outcome)
+                return
+            self.bytes_fetched += len(outcome)
+            try:
+                answers[index] = _answer_series(outcome)
+            except FetchError as exc:
+                answers[index] = exc
+
+        jobs = [(self._clients[i], self._url(e, at)) for i, e in enumerate(exprs)]
+        self._multi.fetch(jobs, deadline, done)
+        for answer in answers:
+            if isinstance(answer, FetchError):
+                raise answer
+        return answers  # type: ignore[return-value]  # every one a list now
+
+    def _newest(self, deadline: float) -> tuple[Flavour, float, float | None]:
+        """The flavour the store holds (kvops exporters' first), its newest sample's time and,
+        for a page, how many engines it holds now (asked in the same round)."""
+        exprs = [f"max(timestamp({f.stamp}))" for f in (KVOPS, VLLM)]
+        if self.page is not None:
+            exprs.append(f"count({VLLM.stamp})")
+        answers = self.queries(exprs, deadline)
+        count = answers[2] if len(answers) > 2 else []
+        engines = _value(count[0].get("value")) if count else 0.0
+        for flavour, series in zip((KVOPS, VLLM), answers, strict=False):
+            if series:
+                stamp = _time(_value(series[0].get("value")))
+                if stamp is None:
+                    raise BadAnswer(f"the newest {flavour.stamp} sample's time is not a time")
+                return flavour, stamp, engines
+        raise FetchError("no kvops_* or vllm:* series in this store")
 
     def _scrape_step(self, flavour: Flavour, stamp: float, deadline: float) -> float | None:
-        """The store's scrape interval: the median gap between one series' stored samples."""
+        """The store's scrape interval: the median gap between one series' stored samples.
+        Kept once known; a gap outside (0, MAX_STEP_SECONDS] is no interval (a hostile store's
+        sample times 0 and 1e308), and a frame that fails forgets it (next())."""
         if flavour.name in self._step:
             return self._step[flavour.name]
         one = self.query(f"topk(1, timestamp({flavour.stamp}))", deadline, stamp)
@@ -293,46 +406,84 @@ class PrometheusSource:
         matchers = ",".join(f'{k}="{_escape(str(v))}"' for k, v in sorted(labels.items()) if k != "__name__")
         rows = self.query(f"{flavour.stamp}{{{matchers}}}[{STEP_LOOKBACK}]", deadline, stamp)
         values = (rows[0].get("values") or []) if rows else []
+        if not isinstance(values, list):
+            raise BadAnswer("the stored samples are not a list")
         try:
-            times = sorted(float(v[0]) for v in values if isinstance(v, list) and v)
+            raw = [float(v[0]) for v in values if isinstance(v, list) and v]
         except (TypeError, ValueError):
             raise BadAnswer("the stored samples' timestamps are not numbers") from None
-        times = [t for t in times if math.isfinite(t)]
-        gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
-        step = statistics.median(gaps) if gaps else None
-        self._step[flavour.name] = step
+        times = sorted(t for t in (_time(r) for r in raw) if t is not None)
+        gaps = [b - a for a, b in itertools.pairwise(times) if 0 < b - a <= MAX_STEP_SECONDS]
+        if not gaps:
+            return None
+        step = self._step[flavour.name] = statistics.median(gaps)
         return step
+
+    def _present(self, flavour: Flavour, stamp: float, deadline: float) -> frozenset[str]:
+        """The flavour's names the store holds (names_query); read again with the engine list."""
+        fresh = time.monotonic() - self._names_read <= ENGINE_LIST_SECONDS
+        if flavour.name in self._names and (fresh or self.page is None):
+            return self._names[flavour.name]
+        wanted = frozenset(flavour.counters + flavour.gauges)
+        held = self.query(names_query(flavour), deadline, stamp)
+        names = frozenset(n for n in ((s.get("metric") or {}).get("__name__") for s in held) if n in wanted)
+        self._names[flavour.name] = names  # type: ignore[assignment]  # str by the `in`
+        self._names_read = time.monotonic()
+        return self._names[flavour.name]
 
     def frame(self, deadline: float) -> Frame | None:
         """(before, after) for the store's newest sample, None when there is none newer than
-        the last frame's. Raises FetchError."""
-        flavour, stamp = KVOPS, self._stamp(KVOPS, deadline)
-        if stamp is None:
-            flavour, stamp = VLLM, self._stamp(VLLM, deadline)
-        if stamp is None:
-            raise FetchError("no kvops_* or vllm:* series in this store")
+        the last frame's. Raises FetchError.
+
+        Asked: the names the store holds (once, then with the engine list), then, in one
+        concurrent round, each held gauge and counter by name (for the page's engines in the
+        live view), the time the window spans, and for a page the fleet's sums of the counters
+        the charts draw."""
+        flavour, stamp, engines = self._newest(deadline)
         if stamp == self._last_stamp:
             return None
         step = self._scrape_step(flavour, stamp, deadline)
         paged = self.page is not None and flavour is VLLM
-        matcher = self._page_matcher(stamp, deadline) if paged else ""
-        self.last_fleet = None
-        gauges = self.query(_selector(flavour.gauges, matcher=matcher), deadline, stamp)
-        deltas: list[dict[str, Any]] = []
-        span: float | None = None
+        matcher = self._page_matcher(stamp, engines, deadline) if paged else ""
+        held = self._present(flavour, stamp, deadline)
+        gauges = [g for g in flavour.gauges if g in held]
+        exprs = [f"{g}{{{matcher}}}" for g in gauges]
+        counters: list[str] = []
+        sums: list[str] = []
+        window = _offset(1.5 * step) if step is not None else ""
         if step is not None:  # two samples stored: an interval to show
-            window = _offset(1.5 * step)
-            deltas = self.query(delta_query(flavour, window, matcher), deadline, stamp)
+            counters = [c for c in flavour.counters if c in held]
+            exprs += [delta_query(c, window, matcher) for c in counters]
             s = f"{flavour.stamp}{{{matcher}}}"
-            spans = self.query(f"timestamp({s}) - timestamp({s} offset {window})", deadline, stamp)
+            exprs.append(f"timestamp({s}) - timestamp({s} offset {window})")
+            if paged:
+                sums = [c for c in FLEET_COUNTERS if c in held]
+                exprs += [fleet_sum_query(c, window) for c in sums]
+        answers = iter(self.queries(exprs, deadline, stamp)) if exprs else iter([])
+        series = [item for name in gauges for item in _named(next(answers), name)]
+        for name in counters:
+            series += _named(next(answers), name)
+        self.last_fleet = None
+        span: float | None = None
+        if step is not None:
+            spans = next(answers)
             known = [v for v in (_value(item.get("value")) for item in spans) if v is not None and v > 0]
             span = statistics.median(known) if known else None
+            if span is not None and not span <= MAX_STEP_SECONDS * 2:
+                span = None  # not a window over stored samples: no interval rather than a wrong one
             if paged and span:
-                sums = self.query(fleet_sums_query(FLEET_COUNTERS, window), deadline, stamp)
-                self.last_fleet = (self._fleet_sums(sums, stamp, span), len(self._engines))
-        after = self._decode(flavour, gauges + deltas, stamp)
+                summed = [item for name in sums for item in _named(next(answers), name)]
+                self.last_fleet = (self._fleet_sums(summed, stamp, span), len(self._engines))
+        after = self._decode(flavour, series, stamp)
         self._last_stamp = stamp
         return (before_of(after, span) if span else Snapshot(time=stamp)), after
+
+    def once(self) -> Frame:
+        """The one frame of `--once`: every engine, within ONE_SHOT_SECONDS (a store's deadline,
+        not a 1 Hz frame's). Raises FetchError."""
+        pair = self.frame(time.monotonic() + max(self.timeout, ONE_SHOT_SECONDS))
+        assert pair is not None  # the first frame is always new
+        return pair
 
     def set_page(self, page: int | None, text_filter: str = "") -> None:
         """Which engines the live view shows whole (see `page`); a change is fetched at the
@@ -341,11 +492,9 @@ class PrometheusSource:
             self.page, self.page_filter = page, text_filter
             self._last_stamp = None
 
-    def _page_matcher(self, stamp: float, deadline: float) -> str:
+    def _page_matcher(self, stamp: float, total: float | None, deadline: float) -> str:
         """An `instance=~"..."` matcher for the engines of the page. The list of engines (labels
-        only) is read again when their count changed or after ENGINE_LIST_SECONDS."""
-        count = self.query(f"count({VLLM.stamp})", deadline, stamp)
-        total = _value(count[0].get("value")) if count else 0.0
+        only) is read again when their count (`total`) changed or after ENGINE_LIST_SECONDS."""
         if total != len(self._engines) or time.monotonic() - self._engines_read > ENGINE_LIST_SECONDS:
             listed = self.query(f"group by (instance, model_name, engine) ({VLLM.stamp})", deadline, stamp)
             self._engines = sorted(
@@ -390,12 +539,18 @@ class PrometheusSource:
         try:
             return self.frame(start + self.timeout)
         except FetchError as exc:
+            # Nothing read from a store that failed is kept: its interval and names are read
+            # again once it answers (a hostile answer's interval would fail every later frame).
             self._last_stamp = None
+            self._step.clear()
+            self._names.clear()
             down = TargetSample(self.base, up=False, error=f"Prometheus: {exc}")
             return Snapshot(time=start), Snapshot(time=start, targets=[down])
 
     def close(self) -> None:
-        self._client.close()
+        self._multi.close()
+        for client in (self._client, *self._clients):
+            client.close()
 
 
 def _escape(value: str) -> str:

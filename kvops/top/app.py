@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar, Protocol
 
 from rich.console import Group
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 from textual import on
@@ -31,6 +32,7 @@ from kvops.termsafe import visible
 from kvops.top import fleet, numbers
 from kvops.top.board import SORTS, Board, Row, RowKey
 from kvops.top.charts import ChartPanel
+from kvops.top.hints import first_run_hint, short_reason
 from kvops.top.history import Ring
 from kvops.top.store_view import store_table
 from kvops.top.table import Cell, TargetTable
@@ -152,43 +154,96 @@ class FrameSource(Protocol):
     def close(self) -> None: ...
 
 
-HELP_TEXT = """\
-[b]kvops top[/b] — KV-cache offloading at a glance
+# What each column holds, for `?`: generated from here with the table's own headers, so a
+# column the table gains without a line here fails help_text() (tests/top/test_help_text.py).
+COLUMN_HELP: dict[str, str] = {
+    "target": "the URL scraped; a target down says why in the Model column",
+    "model": "the served model (else the engine kind)",
+    "engine": "the engine's index (vLLM's data-parallel rank)",
+    "kind": "the engine kind, when the page mixes kinds",
+    "kv": "GPU KV cache in use now",
+    "local": "prefix-cache hits in GPU memory / tokens looked up",
+    "external": "hits in the offload tier (KV connector) / tokens looked up there",
+    "hit_host": "hits in the host (CPU) tier / its lookups",
+    "hit_disk": "hits in the disk tier / its lookups",
+    "hit_storage": "hits in the remote storage tier / its lookups",
+    "hit_peer": "hits served by a peer / its lookups",
+    "hit_external": "hits the connector reported / its lookups",
+    "store": "while storing (GPU -> offload tier): bytes / transfer time",
+    "load": "while loading back to the GPU: bytes / transfer time",
+    "ratio": "bytes loaded per byte stored",
+    "running": "requests running now",
+    "waiting": "requests waiting now",
+    "preempt": "preemptions in the interval",
+    "ttft": "time to first token, 90th percentile over the interval",
+    "store_trend": "sparkline of bytes stored per wall-clock second",
+    "load_trend": "sparkline of bytes loaded per wall-clock second",
+}
+KEYS_HELP: tuple[tuple[str, str], ...] = (
+    ("q, Ctrl-C", "quit (from any screen)"),
+    ("?", "this help (Esc closes it)"),
+    ("/", "filter by URL, model or engine kind (Enter keeps, Esc clears)"),
+    ("s", "next sort: " + ", ".join(name for name, _, _ in SORTS)),
+    ("w", "charts' smoothing window: 1 s, 10 s, 1 min"),
+    ("c", "charts for the whole fleet, or for the row under the cursor"),
+    ("p", "pause / resume scraping"),
+    ("↑ ↓", "pick a target (PgUp PgDn Home End)"),
+    ("← →", "scroll sideways when the terminal is narrower than the table"),
+    ("Enter", "detail view: every figure, each tier, the derived signals"),
+)
+_LINE_HELP = {
+    "GPU cache": "prefix-cache hits in GPU memory / lookups",
+    "offload tier": "hits in the offload tier / its lookups",
+    "stored": "bytes stored to the offload tier per wall-clock second",
+    "loaded": "bytes loaded back per wall-clock second",
+    "TTFT p90": "time to first token, 90th percentile (ms, left scale)",
+    "offload share": "share of prompt tokens served below the GPU (%, right scale)",
+}
+_ALARMS = (
+    '[b]Alarms[/b]  marked "!" (and [bold red]red[/bold red]): hit rate under 50 %, PCIe link over 90 %'
+    ' busy,\n/dev/shm or RAM smaller than the offload tier; a target down says "down" and why.\n'
+    '"!" in [bold yellow]yellow[/bold yellow]: GPU KV cache 95 % full or more.\n'
+    'NO_COLOR=1 turns colour off: alarms are then in reverse video, with the "!".'
+)
 
-[b]Keys[/b]
-  q          quit (from any screen)
-  ?          this help (Esc closes it)
-  /          filter targets by URL, model or engine kind (Enter keeps it, Esc clears)
-  q, Ctrl-C  quit (from any screen)
-  s          sort: target, local hit, external hit, store, load, KV usage,
-             requests (running + waiting), preemptions
-  w          charts' smoothing window: 1 s, 10 s, 1 min
-  c          charts for the whole fleet, or for the row under the cursor
-  p          pause / resume scraping
-  ↑ ↓        pick a target (PgUp PgDn Home End)
-  ← →        scroll sideways when the terminal is narrower than the table
-  Enter      detail view of the target: every figure, each tier, the derived
-             signals (Esc goes back)
 
-[b]Columns[/b] (over the last interval)
-  KV %         GPU KV cache in use now
-  Local hit %  prefix-cache hits in GPU memory / tokens looked up
-  Ext hit %    hits in the offload tier (KV connector) / tokens looked up there
-  Storing, Loading  GB/s while moving: bytes moved / summed transfer time
-               (store = GPU → offload tier, load = back to GPU). The chart
-               below draws GB/s per wall-clock second: bytes / elapsed time
-  Load:Store   bytes loaded per byte stored
-  Stored/s, Loaded/s  sparklines of bytes moved per wall-clock second
-  Kind         the engine kind, when the page mixes kinds
-  Host, Disk, Stor., Peer, Conn. hit %  further tiers' hit rates (where wide enough)
+def _help_rows(rows: list[tuple[str, str]], width: int = 14) -> list[str]:
+    return [f"  {escape(name):<{width}}{escape(text)}" for name, text in rows]
 
-[b]Units[/b]  GB/s = 10⁹ bytes per second · memory in GiB = 2³⁰ bytes · ratios in %.
-"-" means unknown: the target does not expose it, or nothing moved.
 
-[b]Alarms[/b]  marked "!" (and [bold red]red[/bold red]): hit rate under 50 %, PCIe link over 90 % busy,
-/dev/shm or RAM smaller than the offload tier; a target down says "down".
-"!" in [bold yellow]yellow[/bold yellow]: GPU KV cache 95 % full or more. NO_COLOR=1 turns colour off.
-"""
+def _one_line(header: str) -> str:
+    """A two-line column header on one line: "Pre-" "empt" is "Pre-empt", "Load:" "Store"
+    "Load:Store"."""
+    return header.replace("-\n", "-").replace(":\n", ":").replace("\n", " ")
+
+
+def help_text() -> str:
+    """The `?` screen, from the keys above, the table's columns (COLUMNS, KIND_COLUMN,
+    TIER_COLUMNS: every one the table can show) and the charts' legends (CHARTS, the tiers
+    of the saved chart, the link maximum)."""
+    from kvops.top.charts import CHARTS, LINK_MAX_MARKER, SHARE_LINE, TIER_LABELS, TIER_MARKERS
+
+    columns = [*COLUMNS[:3], KIND_COLUMN, *COLUMNS[3:], *((key, label) for _, key, label in TIER_COLUMNS)]
+    column_rows = [(_one_line(label), COLUMN_HELP[key]) for key, label in columns]
+    chart_lines: list[str] = []
+    for chart in CHARTS:
+        chart_lines.append(f"  {escape(chart.title)} ({escape(chart.unit)})")
+        legend = [(f"{line.marker}━ {line.label}", _LINE_HELP[line.label]) for line in chart.lines]
+        if chart.key == "saved":  # a line per tier that served a token: one row for them all
+            tiers = "  ".join(f"{TIER_MARKERS[t]}━ {label}" for t, label in TIER_LABELS.items())
+            legend = [(tiers, ""), ("", "prompt tokens each tier served, per second")]
+        if chart.key == "bandwidth":
+            legend.append((f"{LINK_MAX_MARKER}━ link max", "the GPUs' PCIe link maximum, when near"))
+        chart_lines += _help_rows(legend, 18)
+    share = f"{SHARE_LINE} is drawn on its own scale, 0-100 %, labelled on the right edge"
+    return "\n".join([
+        "[b]kvops top[/b] — KV-cache offloading at a glance", "",
+        "[b]Keys[/b]", *_help_rows(list(KEYS_HELP)), "",
+        "[b]Columns[/b] (over the last interval)", *_help_rows(column_rows), "",
+        "[b]Charts[/b] (the fleet summed, or the row under the cursor: c)", *chart_lines, f"  {share}", "",
+        "[b]Units[/b]  GB/s = 10⁹ bytes per second · memory in GiB = 2³⁰ bytes · ratios in %.",
+        '"-" means unknown: the target does not expose it, or nothing moved.', "", _ALARMS,
+    ])  # fmt: skip
 
 
 class HelpScreen(ModalScreen[None]):
@@ -205,7 +260,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         # Scrolls (arrow keys, PgDn) where the terminal is shorter than the help.
         with VerticalScroll():
-            yield Static(HELP_TEXT, id="help")
+            yield Static(help_text(), id="help")
 
 
 _DETAIL_FIELDS: tuple[tuple[str, str, Any], ...] = (
@@ -275,7 +330,7 @@ class DetailScreen(Screen[None]):
         table.add_row("engine kind", Text(visible(row.kind or numbers.UNKNOWN)))
         table.add_row(
             "state",
-            Text("up", style="green") if row.up else Text(f"down: {visible(row.error)}", "bold red"),
+            Text("up", style="green") if row.up else Text(f"down: {visible(row.error)}", numbers.alarm()),
         )
         for label, name, fmt in _DETAIL_FIELDS:
             table.add_row(label, fmt(row.get(name)))
@@ -325,12 +380,14 @@ _UNKNOWN_CELL = Cell(numbers.UNKNOWN)
 
 
 def _row_cells(row: Row) -> dict[str, Cell]:
-    if not row.up:
+    if not row.up:  # its reason in the Model column, a few words (Enter: the whole of it)
+        alarm = numbers.alarm()
         cells = {key: _UNKNOWN_CELL for key, _ in COLUMNS}
         cells.update({key: _UNKNOWN_CELL for _, key, _ in TIER_COLUMNS})
         cells.update(
-            target=Cell(_short_target(row.target), "red"), model=_model_cell(row),
-            engine=Cell(visible(row.engine)), kv=Cell("down", "bold red"), kind=Cell(visible(row.kind)),
+            target=Cell(_short_target(row.target), alarm),
+            model=Cell(short_reason(row.error, MODEL_WIDTH), alarm),
+            engine=Cell(visible(row.engine)), kv=Cell("down", alarm), kind=Cell(visible(row.kind)),
             store_trend=_trend_cell(row.store_history, ""), load_trend=_trend_cell(row.load_history, ""),
         )  # fmt: skip
         return cells
@@ -376,7 +433,7 @@ def _group_cells(group: fleet.Group) -> dict[str, Cell]:
     return {
         "group": Cell(visible(group.group) or numbers.UNKNOWN),
         "engines": Cell(str(group.engines)),
-        "down": Cell(str(group.engines_down), "bold red" if group.engines_down else ""),
+        "down": Cell(str(group.engines_down), numbers.alarm() if group.engines_down else ""),
         "local": rate(group.local_hit_rate),
         "external": rate(group.external_hit_rate),
         "store": num(group.store_bandwidth_bytes_per_second, numbers.GB, 2),
@@ -454,11 +511,15 @@ def _gpu_cells(g: GpuInterval, bars: bool, short: bool, link_column: bool = Fals
     ]
 
 
-def host_line(board: Board, simulated: bool = False, width: int = 200) -> Text:
+def host_line(
+    board: Board, simulated: bool = False, width: int = 200, simulated_targets: frozenset[str] = frozenset()
+) -> Text:
     """The host's RAM and /dev/shm against the offload tier. `simulated`: the demo's host,
-    said so, since comparing a simulated tier with this machine's RAM would be a false alarm."""
+    said so. `simulated_targets`: kvops sim's targets, whose tiers are not judged against this
+    real host (a simulated 64 GiB tier on a 16 GiB laptop was a red false alarm)."""
     host = board.interval.host if board.interval is not None else {}
-    tier = board.offload_tier_bytes()
+    tier = board.offload_tier_bytes(simulated_targets)
+    sim_tier = board.offload_tier_bytes() if tier is None and simulated_targets else None
     if not host:
         tier_text = f" · offload tier configured {numbers.gib(tier)}" if tier else ""
         return Text(f"Host: not reported by this source{tier_text}", style="dim")
@@ -473,7 +534,12 @@ def host_line(board: Board, simulated: bool = False, width: int = 200) -> Text:
         line.append_text(numbers.marked(ram_text, numbers.room_style(available, tier)))
         shm_text = numbers.marked(numbers.gib(shm_free), numbers.room_style(shm_free, tier))
         line.append(shm).append_text(shm_text)
-        line.append(f" · {tier_label} {numbers.gib(tier)}" if tier else f" · {tier_label} not reported")
+        if tier:
+            line.append(f" · {tier_label} {numbers.gib(tier)}")
+        elif sim_tier:
+            line.append(f" · {tier_label} {numbers.gib(sim_tier)} simulated, not judged against this host")
+        else:
+            line.append(f" · {tier_label} not reported")
         return line
 
     line = build("Host (simulated): " if simulated else "Host: ", "RAM available ", " of ",
@@ -518,6 +584,8 @@ class TopApp(App[int]):
     ]
     CSS = """
     #status { height: 1; background: $boost; padding: 0 1; }
+    #hint { height: auto; padding: 0 1; display: none; }
+    #hint.shown { display: block; }
     #targets { height: auto; max-height: 60%; }
     #panels { height: auto; max-height: 12; padding: 0 1; }
     #filter { dock: bottom; display: none; }
@@ -547,6 +615,7 @@ class TopApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield Static(id="status")
+        yield Static(id="hint")
         yield TargetTable(COLUMNS, right=NUMERIC_COLUMNS, drop_order=DROP_ORDER, id="targets")
         yield ChartPanel(id="charts")
         with Vertical(id="panels"):
@@ -625,7 +694,11 @@ class TopApp(App[int]):
         gpus = self.board.interval.gpus if self.board.interval is not None else []
         width = max(20, self.size.width - 2)  # #panels' padding
         self._update("#gpus", repr((gpus, width)), lambda: gpu_table(self.board, simulated, width))
-        host = host_line(self.board, simulated, width)
+        hint = "\n".join(first_run_hint(self.board, self.source))
+        self.query_one("#hint", Static).set_class(bool(hint), "shown")
+        self._update("#hint", hint, lambda: Text(hint, style="bold"))
+        sim_targets: frozenset[str] = getattr(self.source, "simulated_targets", frozenset())
+        host = host_line(self.board, simulated, width, sim_targets)
         self._update("#host", repr(host), lambda: host)
         failing = [c for c in self.board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
         note = visible(" · ".join(f"{c.name}: {c.error}" for c in failing))
@@ -666,9 +739,11 @@ class TopApp(App[int]):
             parts[-1] = (f"{len(self.board.rows)} of {self.board.fleet_engines} engine(s), {more} more: "
                          "filter (/) or sort (s) to see them", "")  # fmt: skip
         if down:
-            parts.append((f"{down} down", "bold red"))
+            parts.append((f"{down} down", numbers.alarm()))
         if self.board.rows_cut:
-            parts.append((f"{self.board.rows_cut} more engine(s) not kept (row cap)", "bold yellow"))
+            parts.append(
+                (f"{self.board.rows_cut} more engine(s) not kept (row cap)", numbers.alarm("yellow"))
+            )
         if self.group_by:
             parts.append((f"grouped by {self.group_by}", "bold"))
         parts.append((f"sort: {SORTS[self.sort_index][0]}", ""))
@@ -685,7 +760,7 @@ class TopApp(App[int]):
         elif self.board.frames == 1 and not self.board.has_interval:
             parts.append(("rates from the next frame on", ""))
         if self.scrape_error:  # second, where a one-line status cannot cut it off
-            parts.insert(1, (f"scrape error: {visible(self.scrape_error)}", "bold red"))
+            parts.insert(1, (f"scrape error: {visible(self.scrape_error)}", numbers.alarm()))
         status = fit_status(parts, max(20, self.size.width - 2))  # #status's padding
         self._update("#status", repr(status), lambda: status)
 

@@ -248,8 +248,13 @@ class Board:
         """The engine kinds of the rows up (more than one: the table names each row's kind)."""
         return {r.kind for r in self.rows.values() if r.up and r.kind}
 
-    def offload_tier_bytes(self) -> float | None:
+    def offload_tier_bytes(self, leaving_out: frozenset[str] = frozenset()) -> float | None:
         """The largest configured offload tier among the engines up: what /dev/shm must hold
-        for the next engine that starts (vLLM maps its CPU tier there)."""
-        sizes = [r.get("cpu_tier_bytes") for r in self.rows.values() if r.get("cpu_tier_bytes")]
+        for the next engine that starts (vLLM maps its CPU tier there). `leaving_out`: targets
+        whose tiers are not this host's to hold (a simulator's)."""
+        sizes = [
+            r.get("cpu_tier_bytes")
+            for r in self.rows.values()
+            if r.get("cpu_tier_bytes") and r.target not in leaving_out
+        ]
         return max(sizes) if sizes else None

@@ -142,7 +142,7 @@ class ChartPanel(Horizontal):
         title = Text(f"{chart.title} ({chart.unit}) · {_window_text(window)} window\n", style="bold")
         lines = saved_lines(trend) if chart.key == "saved" else chart.lines
         for line in lines:
-            label = f"{line.label} (100 % = top)" if line.label == SHARE_LINE else line.label
+            label = f"{line.label} (% right)" if line.label == SHARE_LINE else line.label
             title.append(f"{line.marker}━ ", style=line.style).append(f"{label}  ")
         span = span_for(window)
         drawn: dict[str, Points] = {}
@@ -173,7 +173,8 @@ class ChartPanel(Horizontal):
         y_max = 100.0 if chart.percent or (share is not None and top <= 0) else nice_ceiling(top * 1.05)
         ends = trend.ends.tail(1)  # x = 0: the last frame, on the clock the frames end on
         now = (ends[0] or 0.0) if ends else 0.0
-        widget.set_data(title, plotted, y_max, span, now)
+        # The share's own scale, 0-100 %, labelled on the right edge.
+        widget.set_data(title, plotted, y_max, span, now, (100.0, "%") if share is not None else None)
 
 
 def _window_text(window: float) -> str:

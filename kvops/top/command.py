@@ -200,11 +200,29 @@ def print_once(source: Any, interval: float, as_json: bool, view: View | None = 
     board.update(second, before=first)
     if as_json:
         sys.stdout.write(json.dumps(_finite(once_json(board, view)), allow_nan=False) + "\n")
-        return 0
-    from kvops.top.text import render
+    else:
+        from kvops.top.text import render
 
-    sys.stdout.write(render(board, bool(getattr(source, "simulated_hardware", False)), view) + "\n")
-    return 0
+        simulated = bool(getattr(source, "simulated_hardware", False))
+        sim_targets: frozenset[str] = getattr(source, "simulated_targets", frozenset())
+        sys.stdout.write(render(board, simulated, view, sim_targets) + "\n")
+    return once_status(board, source)
+
+
+def once_status(board: Board, source: Any) -> int:
+    """`--once`'s exit status (docs/DESIGN.md): 0 when at least one target is up, 1 when every
+    one is down (with the first-run hint on stderr for live URLs). A frame of no target at all
+    (an exporter that watches GPUs only) is 0: nothing is down."""
+    import sys
+
+    from kvops.top.hints import first_run_hint
+
+    targets = board.interval.targets if board.interval is not None else []
+    if not targets or any(t.up for t in targets):
+        return 0
+    hint = "; ".join(first_run_hint(board, source))
+    print(f"kvops top: every target is down{': ' + hint if hint else ''}", file=sys.stderr)
+    return 1
 
 
 def once_json(board: Board, view: View) -> dict[str, Any]:
@@ -234,20 +252,14 @@ def _two_frames(source: Any, interval: float) -> tuple[Any, Any]:
     """(before, after): from a store, one frame of its history; else two samples."""
     import time
 
-    if hasattr(source, "frame"):  # the Prometheus fleet view: the store has the interval
-        from kvops.errors import UsageError
-        from kvops.frames.prometheus import BadAnswer
+    if hasattr(source, "once"):  # the Prometheus fleet view: the store has the interval
         from kvops.termsafe import visible
         from kvops.transport.http import FetchError
 
         try:
-            pair = source.frame(time.monotonic() + source.timeout)
-        except BadAnswer as exc:
-            raise UsageError(f"--prometheus {source.base}: {exc}") from None
-        except FetchError as exc:  # unreachable, refused, timed out: exit 1, one line
+            return source.once()
+        except FetchError as exc:  # unreachable, refused, timed out, a wrong answer: exit 1
             raise TimeoutError(f"--prometheus {source.base}: {visible(exc)}") from None
-        assert pair is not None  # the first frame is always new
-        return pair
     first = _frame(source, interval)
     if source.live:
         time.sleep(interval)

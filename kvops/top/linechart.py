@@ -52,11 +52,13 @@ class Picture(NamedTuple):
     y_max: float
     x_span: float
     plan: Plan
+    right: tuple[float, str] | None = None  # a second scale on the right: (its top, its unit)
 
 
 # Braille dot bits by (column, row) inside a cell: U+2800 + the sum of the dots set.
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 AXIS_WIDTH = 6  # "  100┤": five for the tick label, one for the axis
+RIGHT_AXIS_WIDTH = 5  # "├100%": a second scale's axis, then its four-cell tick label
 _BRAILLE = [" "] + [chr(0x2800 + dots) for dots in range(1, 256)]  # no dot: a blank
 _AXIS = Style(dim=True)
 MARK_EVERY = 8  # cells between two markers of one line; lines' markers are staggered
@@ -109,6 +111,7 @@ class LineChart(Widget):
         self.y_max = 1.0
         self.x_span = 60.0  # x runs from -x_span (oldest) to 0 (now)
         self.now = 0.0  # the time x = 0 stands for: dot columns are fixed steps of its clock
+        self.right: tuple[float, str] | None = None  # a second scale: (its top, its unit)
         self._strips: list[Strip] = []
         self._built_for: tuple[int, int] | None = None
         self._drawn: Picture | None = None  # what _strips show
@@ -125,11 +128,14 @@ class LineChart(Widget):
         y_max: float,
         x_span: float,
         now: float = 0.0,
+        right: tuple[float, str] | None = None,
     ) -> None:
         """`now`: the time x = 0 stands for, on the clock of the points' times (x is seconds
         before it). A dot column holds a fixed step of that clock, so a point keeps its column
-        from frame to frame and the chart moves a whole column at a time."""
-        self.title, self.lines = title, lines
+        from frame to frame and the chart moves a whole column at a time. `right`: a second
+        scale, labelled on the right edge, (its value at the top, its unit): a line drawn on
+        it is given already scaled to the left axis."""
+        self.title, self.lines, self.right = title, lines, right
         self.y_max, self.x_span = (y_max if y_max > 0 else 1.0), max(x_span, 1.0)
         self.now = now
         built_for = self._built_for
@@ -167,26 +173,34 @@ class LineChart(Widget):
 
     def _picture(self, width: int, height: int) -> Picture:
         title = self.title
-        plot_h, plot_w = height - 4, width - AXIS_WIDTH  # title 2, x axis 1, time marks 1
+        plot_h, plot_w = height - 4, self._plot_width(width)  # title 2, x axis 1, time marks 1
         plan = self._dots(plot_w, plot_h) if plot_h >= 2 and plot_w >= 8 else ()
         title_key = (title.plain, tuple(title.spans), title.style)
-        return Picture(width, height, title_key, self.y_max, self.x_span, plan)
+        return Picture(width, height, title_key, self.y_max, self.x_span, plan, self.right)
+
+    def _plot_width(self, width: int) -> int:
+        return width - AXIS_WIDTH - (RIGHT_AXIS_WIDTH if self.right else 0)
 
     def _build(self, picture: Picture) -> list[Strip]:
         self._drawn = picture
         width, height = picture.width, picture.height
         strips = list(self._title_lines(width))
-        plot_h, plot_w = height - 4, width - AXIS_WIDTH
+        plot_h, plot_w = height - 4, self._plot_width(width)
         if plot_h < 2 or plot_w < 8:
             return strips + [Strip.blank(width, NULL_STYLE)] * max(0, height - 2)
         cells, styles, marks = self._raster(plot_w, plot_h, picture.plan)
         axis = _AXIS
-        ticks = {0: self.y_max, plot_h // 2: self.y_max / 2} if plot_h >= 4 else {0: self.y_max}
+        ticks = {0: 1.0, plot_h // 2: 0.5} if plot_h >= 4 else {0: 1.0}  # of the top
+        right = picture.right
         for row in range(plot_h):
-            label = f"{tick_label(ticks[row]):>5}┤" if row in ticks else "     │"
+            label = f"{tick_label(ticks[row] * self.y_max):>5}┤" if row in ticks else "     │"
+            right_label = ""
+            if right is not None:
+                right_label = f"├{tick_label(ticks[row] * right[0])}{right[1]}" if row in ticks else "│"
+                right_label = right_label[:RIGHT_AXIS_WIDTH].ljust(RIGHT_AXIS_WIDTH)
             row_marks = marks.get(row)
             if not row_marks and not any(cells[row]):  # most rows: the axis and a blank
-                strips.append(self._blank_row(label, plot_w))
+                strips.append(self._blank_row(label, plot_w, right_label))
                 continue
             segments = [Segment(label, axis)]
             # Runs of one style: a line's cells are few, the blank runs between them long.
@@ -200,7 +214,9 @@ class LineChart(Widget):
                     run = "".join(chars[start:col])
                     segments.append(Segment(run, row_styles[start] or NULL_STYLE))
                     start = col
-            strips.append(Strip(segments, AXIS_WIDTH + plot_w))
+            if right_label:
+                segments.append(Segment(right_label, axis))
+            strips.append(Strip(segments, AXIS_WIDTH + plot_w + len(right_label)))
         strips.append(self._kept(("x axis", plot_w), lambda: Strip(
             [Segment("    0└" + "─" * plot_w, axis)], AXIS_WIDTH + plot_w
         )))  # fmt: skip
@@ -213,12 +229,14 @@ class LineChart(Widget):
             for s in strips
         ]
 
-    def _blank_row(self, label: str, plot_w: int) -> Strip:
+    def _blank_row(self, label: str, plot_w: int, right_label: str = "") -> Strip:
         def make() -> Strip:
             segments = [Segment(label, _AXIS), Segment(" " * plot_w, NULL_STYLE)]
-            return Strip(segments, AXIS_WIDTH + plot_w)
+            if right_label:
+                segments.append(Segment(right_label, _AXIS))
+            return Strip(segments, AXIS_WIDTH + plot_w + len(right_label))
 
-        return self._kept(("blank", label, plot_w), make)
+        return self._kept(("blank", label, plot_w, right_label), make)
 
     def _title_lines(self, width: int) -> list[Strip]:
         """The title's two lines cut to the width, kept by what the title holds."""

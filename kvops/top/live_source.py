@@ -37,7 +37,10 @@ _PASS_THROUGH = registry.PASS_THROUGH_HISTOGRAMS | {
     if spec.type == "histogram" and {spec.field, *(f for _, f in spec.split)} & registry.PASS_THROUGH_FIELDS
     for name in sample_names(spec.name)
 }
-_WANTED = (registry.WANTED | kvops_exposition.EXPORTED) - _PASS_THROUGH
+# The simulator says so on its page: its offload tier is then not judged against this host's
+# RAM and /dev/shm (`kvops top` on `kvops sim` raised red alarms for a tier nobody allocated).
+SIM_INFO = "kvops_sim_info"
+_WANTED = (registry.WANTED | kvops_exposition.EXPORTED | {SIM_INFO}) - _PASS_THROUGH
 
 
 class UrlScraper(TargetScraper):
@@ -49,6 +52,7 @@ class UrlScraper(TargetScraper):
     def __init__(self, url: str, options: FetchOptions | None = None, probe: bool = True) -> None:
         super().__init__(url, options, probe)
         self.exporter: Snapshot | None = None
+        self.simulated = False  # the last page read was kvops sim's
 
     # _trim() bounds what follows the parse: a fraction of it, not the exporter's encoding.
     work_after_parse = 1.0
@@ -61,6 +65,7 @@ class UrlScraper(TargetScraper):
 
     def interpret(self, result: ParseResult, started: float) -> TargetSample:
         _trim(result)
+        self.simulated = bool(result.samples.get(SIM_INFO))
         if kvops_exposition.has_kvops_samples(result):
             self.exporter = kvops_exposition.decode(result, started)
             return TargetSample(self.target, up=True)
@@ -108,6 +113,11 @@ class LiveSource:
             process_tracker=tracker,
         )
         self.description = f"{len(urls)} URL(s), every scrape live"
+
+    @property
+    def simulated_targets(self) -> frozenset[str]:
+        """Targets whose page is kvops sim's: their tiers are simulated, this host is not."""
+        return frozenset(s.target for s in self.scrapers if s.simulated)
 
     def next(self) -> Snapshot:
         snap = self.runner.snapshot()

@@ -7,6 +7,7 @@ free -g and nvidia-smi); ratios are percent. An unknown value is "-", never 0.
 from __future__ import annotations
 
 import math
+import os
 
 from rich.text import Text
 
@@ -105,22 +106,29 @@ def marked(text: str, style: str) -> Text:
     return Text(flagged(text, style), style=style)
 
 
+def alarm(colour: str = "red") -> str:
+    """An alarm's style: bold in `colour`; with NO_COLOR (no-color.org: set and not empty)
+    bold reverse video, since Textual then turns colours into greys by their brightness, and a
+    red figure became dark grey on grey."""
+    return "bold reverse" if os.environ.get("NO_COLOR") else f"bold {colour}"
+
+
 def hit_rate_style(value: float | None) -> str:
     value = known(value)
-    return "bold red" if value is not None and value < LOW_HIT_RATE else ""
+    return alarm() if value is not None and value < LOW_HIT_RATE else ""
 
 
 def link_style(fraction: float | None) -> str:
     fraction = known(fraction)
-    return "bold red" if fraction is not None and fraction > BUSY_LINK else ""
+    return alarm() if fraction is not None and fraction > BUSY_LINK else ""
 
 
 def usage_style(fraction: float | None) -> str:
     fraction = known(fraction)
-    return "bold yellow" if fraction is not None and fraction >= FULL_KV else ""
+    return alarm("yellow") if fraction is not None and fraction >= FULL_KV else ""
 
 
 def room_style(free: float | None, tier: float | None) -> str:
     """Host RAM or /dev/shm smaller than the offload tier it must hold (vLLM maps it there)."""
     free, tier = known(free), known(tier)
-    return "bold red" if tier is not None and free is not None and free < tier else ""
+    return alarm() if tier is not None and free is not None and free < tier else ""

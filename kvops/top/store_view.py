@@ -31,7 +31,7 @@ def size(value: float | None) -> str:
 def _red_when(value: float | None, unit: str = "") -> Text:
     if value is None:
         return Text(numbers.UNKNOWN)
-    return Text(f"{value:.0f}{unit}", style="bold red" if value else "")
+    return Text(f"{value:.0f}{unit}", style=numbers.alarm() if value else "")
 
 
 def _by_medium(values: dict[str, float], fmt: type[str] | None = None) -> str:
@@ -56,7 +56,7 @@ def store_table(row: Row) -> Table | None:
     # A put of a key already held fails its start (the client is told it succeeded): not red.
     failed = Text(numbers.count(figures.put_failures))
     if figures.put_no_space_failures:
-        failed.append(f" ({figures.put_no_space_failures:.0f} no space)", style="bold red")
+        failed.append(f" ({figures.put_no_space_failures:.0f} no space)", style=numbers.alarm())
     table.add_row("failed put starts", failed)
     table.add_row("puts abandoned", _red_when(figures.puts_abandoned))
     table.add_row("failed lookups (misses)", numbers.count(figures.get_failures))
@@ -66,7 +66,7 @@ def store_table(row: Row) -> Table | None:
     table.add_row("evicted", evicted)
     promoted = Text(numbers.count(figures.promotions))
     if figures.promotion_failures:
-        promoted.append(f" ({figures.promotion_failures:.0f} failed)", style="bold red")
+        promoted.append(f" ({figures.promotion_failures:.0f} failed)", style=numbers.alarm())
     table.add_row("promoted to memory", promoted)
     table.add_row("keys", numbers.count(figures.keys))
     table.add_row("active clients", numbers.count(figures.active_clients))

@@ -16,7 +16,12 @@ _HEADER = ("TARGET", "MODEL", "ENG", "KV", "LOCAL HIT", "EXT HIT", "STORE", "LOA
            "RUN", "WAIT", "PREEMPT", "TTFT P90")  # fmt: skip
 
 
-def render(board: Board, simulated: bool = False, view: View | None = None) -> str:
+def render(
+    board: Board,
+    simulated: bool = False,
+    view: View | None = None,
+    simulated_targets: frozenset[str] = frozenset(),
+) -> str:
     """The frame as text; `simulated`: the GPU and host come from the demo's simulator;
     `view`: sort, filter, at most `top` engines (the rest counted), fleet groups."""
     rows: list[tuple[str, ...]] = [_HEADER]
@@ -72,14 +77,16 @@ def render(board: Board, simulated: bool = False, view: View | None = None) -> s
     host = frame.host if frame is not None else {}
     if host:
         available, total = host.get("memory_available_bytes"), host.get("memory_total_bytes")
-        tier, shm_free = board.offload_tier_bytes(), host.get("shm_free_bytes")
+        tier, shm_free = board.offload_tier_bytes(simulated_targets), host.get("shm_free_bytes")
+        sim_tier = board.offload_tier_bytes() if tier is None and simulated_targets else None
         lines.append(
             f"{'Simulated host' if simulated else 'Host'}:"
             f" RAM available {numbers.flagged(numbers.gib(available), numbers.room_style(available, tier))}"
             f" of {numbers.gib(total)},"
             f" /dev/shm free {numbers.flagged(numbers.gib(shm_free), numbers.room_style(shm_free, tier))},"
-            f" offload tier {numbers.gib(tier)}"
-        )
+            + (f" offload tier {numbers.gib(sim_tier)} simulated, not judged against this host"
+               if sim_tier else f" offload tier {numbers.gib(tier)}")
+        )  # fmt: skip
     lines.extend(_numa_flags(frame.targets if frame is not None else []))
     failing = [c for c in board.collectors if not c.success and c.name not in ("vllm", "lmcache")]
     for c in failing:

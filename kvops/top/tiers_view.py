@@ -24,8 +24,8 @@ def _ms(seconds: float | None) -> str:
 # the GPUs' host link's: PCIe, or NVLink-C2C on Grace (issue 45).
 CROSS_CHECK_TEXT = {
     "consistent": ("consistent with the GPUs' host-link receive", ""),
-    "counted_not_moved": ("loads counted exceed host-link receive", "bold red"),
-    "moved_not_counted": ("the host link moved GBs the engine did not count", "bold yellow"),
+    "counted_not_moved": ("loads counted exceed host-link receive", numbers.alarm()),
+    "moved_not_counted": ("the host link moved GBs the engine did not count", numbers.alarm("yellow")),
 }
 
 
@@ -39,7 +39,7 @@ def signals_table(row: Row) -> Table:
     table.add_row(
         "write-only tier",
         Text(numbers.UNKNOWN) if write_only is None
-        else Text("yes: stored, never loaded back", "bold red") if write_only else Text("no"),
+        else Text("yes: stored, never loaded back", numbers.alarm()) if write_only else Text("no"),
     )  # fmt: skip
     saved_per_gb = row.get("offload_tokens_saved_per_gb_moved")
     table.add_row("offload tokens saved per GB moved", numbers.count(saved_per_gb))
@@ -47,7 +47,8 @@ def signals_table(row: Row) -> Table:
     table.add_row(
         "allocation failures /s",
         Text(
-            numbers.UNKNOWN if failures is None else f"{failures:.2f}", style="bold red" if failures else ""
+            numbers.UNKNOWN if failures is None else f"{failures:.2f}",
+            style=numbers.alarm() if failures else "",
         ),
     )
     for label, name in (("stores skipped /s", "stores_skipped_per_second"),
@@ -65,14 +66,14 @@ def signals_table(row: Row) -> Table:
     if remote is not None:  # a target on this host whose GPUs' NUMA nodes are known (issue 45)
         table.add_row(
             "host memory off the GPUs' NUMA node",
-            Text(numbers.pct(remote), style="bold red" if remote > 0.5 else ""),
+            Text(numbers.pct(remote), style=numbers.alarm() if remote > 0.5 else ""),
         )
     for label, name in (("promotion alloc. failures /s", "promotion_allocation_failures_per_second"),
                         ("stores dropped, pool full", "pool_full_drop_ratio")):  # fmt: skip
         value = row.get(name)
         if value is not None:  # vLLM multi-tier offloading / SimpleCPUOffloadConnector only
             shown = numbers.pct(value) if name.endswith("ratio") else f"{value:.2f}"
-            table.add_row(label, Text(shown, style="bold red" if value else ""))
+            table.add_row(label, Text(shown, style=numbers.alarm() if value else ""))
     if row.get("evicted_tokens_per_second") is not None:  # SGLang: device eviction, L3 storage
         table.add_row("tokens evicted /s", numbers.count(row.get("evicted_tokens_per_second")))
         table.add_row("eviction pass (mean)", _ms(row.get("eviction_mean_seconds")))
@@ -82,7 +83,7 @@ def signals_table(row: Row) -> Table:
         table.add_row("evictions /s", numbers.ratio(row.get("evictions_per_second")))
         for name, chunks in sorted((row.get("lmcache_failures") or {}).items()):
             label = "failed " + visible(name).replace("/", " · ")
-            table.add_row(label, Text(f"{chunks:.0f} chunks", style="bold red" if chunks else ""))
+            table.add_row(label, Text(f"{chunks:.0f} chunks", style=numbers.alarm() if chunks else ""))
     _connector_rows(table, row)
     # Does it pay off (docs/payoff.md): the share the tiers below the GPU served, beside TTFT
     # (the left column of the detail view).
@@ -92,7 +93,7 @@ def signals_table(row: Row) -> Table:
 
 
 def _tokens(value: float) -> Text:
-    return Text(f"{value:.0f} tok", style="bold red" if value else "")
+    return Text(f"{value:.0f} tok", style=numbers.alarm() if value else "")
 
 
 def _issue42_rows(table: Table, row: Row) -> None:
@@ -134,7 +135,7 @@ def _issue42_rows(table: Table, row: Row) -> None:
                             ("forced unpins", "forced_unpins")):  # fmt: skip
             value = row.get(name)
             if value is not None:
-                table.add_row(label, Text(f"{value:.0f}", style="bold red" if value else ""))
+                table.add_row(label, Text(f"{value:.0f}", style=numbers.alarm() if value else ""))
         if row.get("remote_ping_successes") is not None:
             table.add_row("remote pings ok", numbers.count(row.get("remote_ping_successes")))
         if row.get("remote_ping_latency_seconds") is not None:
@@ -171,15 +172,15 @@ def _connector_rows(table: Table, row: Row) -> None:
         )
         text.append(f" · p90 {_ms(figures.p90_transfer_seconds)}")
         failed = (figures.failed_transfers or 0.0) + (figures.failed_receives or 0.0)
-        text.append(f" · {failed:.0f} failed", style="bold red" if failed else "")
+        text.append(f" · {failed:.0f} failed", style=numbers.alarm() if failed else "")
         if figures.expired_requests is not None:
             expired = figures.expired_requests
-            text.append(f" · {expired:.0f} expired", style="bold yellow" if expired else "")
+            text.append(f" · {expired:.0f} expired", style=numbers.alarm("yellow") if expired else "")
         table.add_row(f"{visible(name)} transfers", text)
     for name, op in sorted((row.get("storage_operations") or {}).items()):
         if op.not_ok_operations:
             shown = f"{op.not_ok_operations:.0f} of {numbers.count(op.operations)}"
-            table.add_row(f"{visible(name)} not ok", Text(shown, style="bold red"))
+            table.add_row(f"{visible(name)} not ok", Text(shown, style=numbers.alarm()))
     if row.get("hisparse_hit_rate") is not None:
         table.add_row("HiSparse hot-buffer hits", numbers.pct(row.get("hisparse_hit_rate")))
     for family, label in sorted((row.get("partly_read_families") or {}).items()):
@@ -204,7 +205,7 @@ def _moved_cell(moved: float | None, blocks: float | None, failed: float | None)
     """What moved one way, and the blocks whose transfer failed (KVBM object storage) in red."""
     text = Text(_moved(moved, blocks))
     if failed is not None:
-        text.append(f" ({failed:.0f} failed)", style="bold red" if failed else "")
+        text.append(f" ({failed:.0f} failed)", style=numbers.alarm() if failed else "")
     return text
 
 
@@ -231,7 +232,7 @@ def _jobs(figures: TierInterval) -> Text:
     if all(v is None for v in (*failed, *active)):
         return Text(numbers.UNKNOWN)
     count = sum(v or 0.0 for v in failed)
-    text = Text(f"{count:.0f} failed", style="bold red" if count else "")
+    text = Text(f"{count:.0f} failed", style=numbers.alarm() if count else "")
     text.append(f" · {numbers.count(active[0])}/{numbers.count(active[1])} in flight")
     return text
 
@@ -303,4 +304,4 @@ def _dropped(figures: TierInterval) -> Text:
         return Text(
             numbers.UNKNOWN if figures.backpressure_store_latency_ema_seconds_per_mib is None else "0"
         )
-    return Text(f"{stores:.0f} ({numbers.count(blocks)} blk)", style="bold red" if stores else "")
+    return Text(f"{stores:.0f} ({numbers.count(blocks)} blk)", style=numbers.alarm() if stores else "")

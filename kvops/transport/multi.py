@@ -52,10 +52,14 @@ class MultiFetcher:
     """One round at a time: kvops.scrape.runner runs rounds in single flight, so a second
     caller never waits here in practice; the lock only keeps the handle safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int = 0) -> None:
+        """`max_connections`: at most this many transfers at once (libcurl queues the rest);
+        0, no bound (the scrape rounds: one connection per target)."""
         self._multi = pycurl.CurlMulti()
-        self.max_connections = connection_cap()
-        # Beyond it a transfer waits in libcurl's queue; idle connections past it are closed.
+        # Beyond the cap a transfer waits in libcurl's queue; idle connections past it are closed.
+        # A caller's own bound (the fleet view's few queries) can only lower it.
+        cap = connection_cap()
+        self.max_connections = min(max_connections, cap) if max_connections else cap
         self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
         self._lock = threading.Lock()
         self._closing = False  # close() during a round: the round stops and closes the handle

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import pytest
+from textual.containers import VerticalScroll
 from textual.widgets import Input
 
 from kvops.frames.replay import ReplaySource
@@ -90,6 +91,8 @@ async def test_help_opens_and_q_quits_from_it():
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.press("question_mark")
         assert isinstance(app.screen, HelpScreen)
+        app.screen.query_one(VerticalScroll).scroll_end(animate=False)  # longer than 40 rows
+        await pilot.pause()
         text = screen_text(app)
         assert "GB/s = 10⁹ bytes per second" in text and "GiB = 2³⁰ bytes" in text
         await pilot.press("escape")
@@ -159,6 +162,7 @@ async def test_a_target_that_goes_down_shows_down_keeps_history_and_comes_back()
             [row] = cells(app).values()
             assert plain(row["kv"]) == "down" and "red" in str(row["kv"].style)
             assert "HTTP 503" in (app.board.rows[key].error or "")
+            assert plain(row["model"]) == "HTTP 503 Service Unavailable"  # the reason, in the table
             assert "1 down" in screen_text(app)
             assert len(app.board.rows[key].store_history) > history  # history kept, gaps added
             upstream.routes["/vllm/metrics"] = body(T2.read_bytes())
@@ -340,3 +344,52 @@ async def test_payoff_chart_and_detail_show_ttft_p90_beside_the_offload_share(ca
         assert re.search(rf"TTFT p90 +{p90 * 1000:.0f} ms", detail)
         share = hits["external_prefix_cache_hits"] / prompt * 100
         assert re.search(rf"offload share of prompt +{share:.1f} %", detail)
+
+
+@drive
+async def test_nothing_answering_shows_the_first_run_hint_and_each_reason():
+    """`kvops top` with nothing on its URL: the row says why in a few words, and the screen how
+    to get something to look at; the hint goes once a target answers."""
+    upstream = Upstream()
+    try:
+        url = upstream.route("vllm", body("maintenance\n", status=503))
+        app = TopApp(LiveSource([url, "http://127.0.0.1:1"], timeout=2.0, hardware=False), interval=0.05)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_until(pilot, lambda: app.board.frames >= 1)
+            await pilot.pause()
+            reasons = {key.split(" ")[0]: plain(row["model"]) for key, row in cells(app).items()}
+            assert reasons == {
+                "http://127.0.0.1:1": "connection refused",
+                url: "HTTP 503 Service Unavailable",
+            }
+            text = screen_text(app)
+            assert "kvops sim --listen 127.0.0.1:8000 &" in text and "nothing answers at" in text, text
+            upstream.routes["/vllm/metrics"] = body(T1.read_bytes())
+            await wait_until(pilot, lambda: any(r.up for r in app.board.rows.values()))
+            await pilot.pause()
+            assert "kvops sim --listen" not in screen_text(app)
+    finally:
+        upstream.stop()
+
+
+@drive
+async def test_a_simulators_tier_is_not_judged_against_this_host(capsys):
+    """`kvops top` on `kvops sim` with this machine's own host collector: a simulated 100,000
+    GiB tier raised red RAM and /dev/shm alarms; the simulator's page says it is one."""
+    from kvops.sim import server
+    from kvops.top.command import print_once
+
+    with server.start(kv_offloading_size_gib=100_000) as sim:
+        app = TopApp(LiveSource([sim.url], timeout=2.0, hardware=True), interval=0.2)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await wait_until(pilot, lambda: app.board.has_interval)
+            await pilot.pause()
+            [host] = [line for line in screen_text(app).splitlines() if "RAM" in line]
+            assert "!" not in host and "100000.0 GiB simulated, not judged against this host" in host
+        source = LiveSource([sim.url], timeout=2.0, hardware=True, one_shot=True)
+        try:
+            assert print_once(source, 0.2, as_json=False) == 0
+        finally:
+            source.close()
+    [host] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("Host:")]
+    assert "!" not in host and "simulated, not judged" in host

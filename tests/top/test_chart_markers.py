@@ -14,7 +14,7 @@ from rich.text import Text
 from kvops.frames.replay import ReplaySource
 from kvops.top.app import TopApp
 from kvops.top.charts import CHARTS, SHARE_LINE, ChartPanel
-from kvops.top.linechart import AXIS_WIDTH, MARK_EVERY, LineChart
+from kvops.top.linechart import AXIS_WIDTH, MARK_EVERY, RIGHT_AXIS_WIDTH, LineChart
 
 from .helpers import T1, T2, OneChart, drive, wait_until
 
@@ -45,13 +45,18 @@ async def test_without_colour_each_line_has_its_own_glyph_on_the_plot(monkeypatc
         for chart in CHARTS:
             widget = app.query_one(f"#chart-{chart.key}", LineChart)
             rows = _rows(widget)
-            legend = {label.removesuffix(" (100 % = top)"): glyph for glyph, label in LEGEND.findall(rows[1])}
+            legend = {label.removesuffix(" (% right)"): glyph for glyph, label in LEGEND.findall(rows[1])}
             lines = {label: points for label, points in panel.shown[chart.key].items() if points}
             assert set(lines) <= set(legend), (chart.key, rows[1])
             glyphs = [legend[label] for label in lines]
             assert len(set(glyphs)) == len(glyphs), (chart.key, legend)  # distinct within a chart
             plot = rows[2:-2]
-            right = len(plot[0]) - 1  # the newest column: now
+            right = len(plot[0]) - 1  # the newest column: now, left of a second scale if any
+            if widget.right is not None:
+                right -= RIGHT_AXIS_WIDTH
+                # the offload share's own scale, labelled: 100 % at the top, 50 % half-way
+                assert plot[0].endswith("├100%") and plot[len(plot) // 2].rstrip().endswith("├50%"), plot
+                assert "offload share (% right)" in rows[1]
             for label, points in lines.items():
                 value = points[-1][1]
                 assert value is not None

@@ -46,6 +46,17 @@ def colours(painted: str) -> set[str]:
     return found
 
 
+def alarm_attributes(painted: str, figure: str) -> set[str]:
+    """The SGR attributes in force where `figure` is drawn in a pane captured with escapes."""
+    at = painted.index(figure)
+    codes: set[str] = set()
+    for code in re.findall(r"\x1b\[([0-9;]*)m", painted[:at]):
+        if code in ("", "0"):
+            codes.clear()
+        codes.update(code.split(";"))
+    return codes
+
+
 @pytest.mark.parametrize("no_color", [True, False])
 def test_an_alarm_is_marked_with_or_without_colour(tmp_path, no_color):
     t2 = low_external_hit_rate_dump(tmp_path)
@@ -61,5 +72,7 @@ def test_an_alarm_is_marked_with_or_without_colour(tmp_path, no_color):
         assert row[3:6] == ["98.4", "58.2", "0.0!"] or row[4:6] == ["58.2", "0.0!"], row  # Ext hit % 0
         painted = tmux("capture-pane", "-p", "-e", "-t", tmux.session)
         assert (colours(painted) == set()) == no_color, colours(painted)
+        if no_color:  # the alarm stands out without colour: reverse video (it was grey on grey)
+            assert "7" in alarm_attributes(painted, "0.0!")
     finally:
         subprocess.run(["tmux", "-S", tmux.socket, "kill-server"], capture_output=True, timeout=20)

@@ -80,12 +80,30 @@ def test_replay_file_that_is_not_an_exposition_is_refused(tmp_path, capsys):
 
 
 def test_once_json_live_target_down_is_reported_not_raised(capsys):
-    # A closed port: the target is down, the command still answers with the document.
-    assert main(["top", "--once", "--json", "--interval", "0.1", "http://127.0.0.1:1"]) == 0
-    doc = json.loads(capsys.readouterr().out)
+    # A closed port: the target is down, the command still answers with the document, and
+    # exits 1 (every target down) with the first-run hint on stderr.
+    assert main(["top", "--once", "--json", "--interval", "0.1", "http://127.0.0.1:1"]) == 1
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
     [row] = doc["targets"]
     assert row["up"] is False and row["target"] == "http://127.0.0.1:1"
     assert row["error"]  # the reason, one line (its wording is the fetcher's)
+    assert captured.err.count("\n") == 1 and "every target is down" in captured.err
+    assert "kvops sim --listen 127.0.0.1:8000 &" in captured.err
+
+
+def test_once_exits_0_when_one_target_of_two_is_up(capsys):
+    """Exit status (docs/DESIGN.md): 0 when at least one target is up, 1 when every target is
+    down, 2 for the user's own bad flags."""
+    from kvops.sim import server
+
+    with server.start() as sim:
+        argv = ["top", "--once", "--json", "--interval", "0.2", sim.url, "http://127.0.0.1:1"]
+        assert main(argv) == 0
+        captured = capsys.readouterr()
+        assert captured.err == ""
+        assert sorted(t["up"] for t in json.loads(captured.out)["targets"]) == [False, True]
+    assert main(["top", "--once", "--interval", "-1", "http://127.0.0.1:1"]) == 2
 
 
 def test_live_view_without_a_terminal_is_refused_not_hung():

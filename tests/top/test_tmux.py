@@ -67,6 +67,9 @@ def test_kvops_top_in_tmux_shows_help_quits_and_restores_the_terminal(tmp_path):
         assert tmux("display-message", "-p", "-t", tmux.session, "#{alternate_on}").strip() == "1"
 
         tmux("send-keys", "-t", tmux.session, "?")
+        help_screen = tmux.wait_for("q, Ctrl-C")
+        assert "Pre-empt" in help_screen and "TTFT p90 ms" in help_screen
+        tmux("send-keys", "-t", tmux.session, "End")  # the help is longer than 40 rows: it scrolls
         help_screen = tmux.wait_for("GB/s = 10⁹ bytes per second")
         assert "GiB = 2³⁰ bytes" in help_screen
 
