@@ -40,6 +40,7 @@ from kvops.engines import registry
 from kvops.errors import UsageError
 from kvops.exposition.parser import Labels, ParseResult
 from kvops.frames import kvops_exposition
+from kvops.operator_files import read_secret
 from kvops.rates import EngineInterval, interval
 from kvops.snapshot import GpuSample, Snapshot, TargetSample
 from kvops.transport.http import FetchError, FetchOptions, HttpClient, normalise_target
@@ -209,23 +210,8 @@ def auth_options(
     basic_auth is USER:PASSWORD_FILE (the password is read from a file, never the command
     line); headers are "Name: value" (Mimir's X-Scope-OrgID, say)."""
     extra: list[str] = []
-
-    def read_secret(path: str, flag: str) -> str:
-        try:
-            with open(path, "rb") as f:
-                raw = f.read(64 * 1024 + 1)
-        except OSError as exc:
-            raise UsageError(f"{flag} {path}: cannot read: {exc.strerror or exc}") from None
-        if len(raw) > 64 * 1024:
-            raise UsageError(f"{flag} {path}: larger than 64 KiB, not a secret")
-        try:
-            text = raw.decode("utf-8").strip()
-        except UnicodeDecodeError:
-            raise UsageError(f"{flag} {path}: not UTF-8 text") from None
-        if not text or any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
-            raise UsageError(f"{flag} {path}: empty or holds control characters")
-        return text
-
+    # operator_files.read_secret: capped, one line, and refused when world-writable (any user
+    # could then choose the credential sent to the store)
     token = read_secret(bearer_token_file, "--prometheus-bearer-token-file") if bearer_token_file else None
     if basic_auth is not None:
         user, sep, path = basic_auth.partition(":")

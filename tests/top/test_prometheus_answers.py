@@ -156,7 +156,9 @@ def test_access_options_reach_the_store(upstream, capsys, tmp_path):
     ("extra", "message"),
     [
         (["--prometheus-bearer-token-file", "{tmp}/evil-token"], "control characters"),
-        (["--prometheus-bearer-token-file", "{tmp}/missing"], "cannot read"),
+        (["--prometheus-bearer-token-file", "{tmp}/missing"], "No such file"),
+        (["--prometheus-bearer-token-file", "{tmp}/open-token"], "world-writable"),
+        (["--prometheus-basic-auth", "ops:{tmp}/open-token"], "world-writable"),
         (["--prometheus-basic-auth", "nopasswordfile"], "USER:PASSWORD_FILE"),
         (["--prometheus-header", "X-Bad\r\nInjected: 1"], "'Name: value'"),
         (["--prometheus-header", "X-Ok: a\rb"], "control characters"),
@@ -165,6 +167,8 @@ def test_access_options_reach_the_store(upstream, capsys, tmp_path):
 )
 def test_bad_access_options_are_one_line_and_exit_2(capsys, tmp_path, extra, message):
     (tmp_path / "evil-token").write_text("tok1\r\nX-Injected: evil\n")
+    (tmp_path / "open-token").write_text("tok1\n")
+    (tmp_path / "open-token").chmod(0o666)  # any user could choose the credential sent
     argv = [a.replace("{tmp}", str(tmp_path)) for a in extra]
     assert main(["top", "--once", "--prometheus", "http://127.0.0.1:1", *argv]) == 2
     err = capsys.readouterr().err
