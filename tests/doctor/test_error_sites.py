@@ -286,3 +286,42 @@ def test_the_logs_engine_comes_first_and_test_code_never(kvops: Run) -> None:
     _, out, _ = kvops("doctor", "--log", str(real / "genesis-vllm-patches-1.txt"), "--json")
     for f in json.loads(out)["findings"]:  # torch's OOM; only SGLang's unit tests mimic it
         assert not any("/test/" in r["path"] for r in f.get("raised_at", []))
+
+
+# ---- item 6: the remedy's flags are the template's, never the log's --------------------------------
+HOSTILE_SHM = (
+    "INFO vLLM API server version 0.32.0\n"
+    "RuntimeError: Insufficient space in /dev/shm for ShmTensorArena --evil-flag=1 $(touch /tmp/pwn) --rm:"
+    " 4096 MiB required, 64 MiB free. Increase /dev/shm --privileged (e.g. --shm-size or --ipc=host).\n"
+)
+DOCKER = "docker run --gpus all vllm/vllm-openai:v0.32.0 --model m"
+
+
+def test_the_shm_fix_flags_come_from_the_template_not_the_log(kvops: Run, tmp_path: Path) -> None:
+    code, result = _doctor(kvops, tmp_path, HOSTILE_SHM, "--cmd", DOCKER)
+    shm = {f["id"]: f for f in result["findings"]}["vllm-shm-insufficient"]
+    assert code == 1 and shm["severity"] == "error"
+    assert shm["fix"]["docker_add"] == ["--ipc=host"]  # the template's one complete flag
+    assert shm["fix"]["note"].startswith("the message says: Increase … (e.g. --shm-size or --ipc=host).")
+    assert "no value for: --shm-size" in shm["fix"]["note"]
+    assert shm["fixed_command"] == "docker run --gpus all --ipc=host vllm/vllm-openai:v0.32.0 --model m"
+    fixes = json.dumps([[f["fix"], f["fixed_command"], f["alternatives"]] for f in result["findings"]])
+    for hostile in ("--evil-flag", "$(", "touch", "--rm", "--privileged"):
+        assert hostile not in fixes
+
+
+def test_a_docker_line_that_has_the_messages_flag_gets_no_fixed_command(kvops: Run, tmp_path: Path) -> None:
+    _, result = _doctor(kvops, tmp_path, HOSTILE_SHM, "--cmd", DOCKER.replace("--gpus all", "--ipc=host"))
+    shm = {f["id"]: f for f in result["findings"]}["vllm-shm-insufficient"]
+    assert shm["fixed_command"] is None and "the command already carries this fix" in shm["notes"]
+
+
+def test_remedy_flags_are_read_from_literal_pieces_only() -> None:
+    from kvops.doctor.judging.located import remedy_flags
+
+    w = error_sites.WILD
+    template = f"max model len {w} is larger than {w}. Try --gpu-memory-utilization or --max-model-len=4096"
+    assert remedy_flags(template) == ["--gpu-memory-utilization", "--max-model-len=4096"]
+    assert remedy_flags(f"Increase {w} (e.g. --shm-size or --ipc=host).") == ["--shm-size", "--ipc=host"]
+    # a flag split by a wildcard is not a flag the template names
+    assert remedy_flags(f"use --ipc={w} or --a{w}b or {w}--c") == []

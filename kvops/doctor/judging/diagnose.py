@@ -47,6 +47,7 @@ class Finding:
     fixed_cmds: dict[int, ServeCommand] = field(default_factory=dict, repr=False)  # -1: the fix
     # where the quoted fatal message is raised (error_sites.Site.to_dict), most specific first
     raised_at: list[dict[str, Any]] = field(default_factory=list)
+    fix_from_message: bool = False  # the fix's flags are the raised message's own (located._stated)
 
     def __post_init__(self) -> None:
         if self.unconfirmed:
@@ -283,6 +284,14 @@ def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagn
     from kvops.doctor.judging import located
 
     located.annotate(findings, log, {"vllm": version, **inputs.engine_versions}, catalog, Finding, only)
+    for finding in findings:
+        if finding.fix_from_message and cmd is not None and finding.fix is not None:
+            finding.fixed_command = _apply(cmd, finding.fix)  # the message's flags, not the playbook's
+            finding.fixed_cmds.pop(-1, None)
+            if finding.fixed_command is not None:
+                finding.fixed_cmds[-1] = _fixed(cmd, finding.fix)
+            elif cmd.launcher == "docker" and not finding.fix.is_empty():
+                finding.notes.append("the command already carries this fix")
     if self_check and cmd is not None:
         for finding in findings:
             _judge_fixes(finding, cmd, catalog, ctx)

@@ -12,9 +12,12 @@ The table is read only here, and only when the log has a fatal line.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from kvops.doctor.judging.catalog import Fix
 from kvops.doctor.judging.logs import LogScan, clip
 from kvops.doctor.reading import error_sites
 from kvops.termsafe import visible
@@ -119,9 +122,29 @@ def _by_family(
         findings.remove(quote)
 
 
+# a flag a message names as its remedy: `--name` or `--name=value`, read from the template's literal text
+REMEDY_FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]{0,40}(?:=[A-Za-z0-9._-]{1,40})?(?![\w=-])")
+
+
+def remedy_flags(template: str) -> list[str]:
+    """The flags a template's literal text names, in order; a wildcard ends a literal piece, so a
+    flag the log's wildcard text spells out is never read (only the table's template is)."""
+    out: list[str] = []
+    pieces = template.split(error_sites.WILD)
+    for n, piece in enumerate(pieces):
+        for m in REMEDY_FLAG.finditer(piece):
+            # touching a wildcard (`--a{}`): the flag the log shows is partly the log's text
+            cut = (m.start() == 0 and n > 0) or (m.end() == len(piece) and n < len(pieces) - 1)
+            if not cut and m.group() not in out:
+                out.append(m.group())
+    return out
+
+
 def _stated(f: Finding, located: list[error_sites.Located]) -> None:
-    """A playbook whose failure the message itself states: quote the remedy the message names,
-    from the template's literal text (never the log's text in the wildcards)."""
+    """A playbook whose failure the message itself states: its remedy is the message's, quoted
+    from the template's literal text (never the log's text in the wildcards); with
+    `remedy_from_message: docker_add` (or `add`), the fix's flags are that text's complete flags
+    (`--ipc=host`; a bare `--shm-size` needs a value the message does not give: named, not added)."""
     marker = f.playbook.meta.get("stated_by_message")
     if not marker:
         return
@@ -133,4 +156,26 @@ def _stated(f: Finding, located: list[error_sites.Located]) -> None:
             f.notes.append(
                 visible(f"the raised message names the remedy ({m.site.path}, {m.site.function}): {remedy}")
             )
+            _remedy_fix(f, text[at:])
             return
+
+
+def _remedy_fix(f: Finding, remedy_template: str) -> None:
+    where = f.playbook.meta.get("remedy_from_message")
+    if where not in ("docker_add", "add") or f.unconfirmed or f.fix is None:
+        return
+    flags = remedy_flags(remedy_template)
+    complete = tuple(t for t in flags if "=" in t)
+    named = [t for t in flags if "=" not in t]
+    said = visible(remedy_template.replace(error_sites.WILD, "…").strip())
+    note = f"the message says: {said}"
+    if named:
+        note += f" (not added, the message gives no value for: {', '.join(named)})"
+    base = f.playbook.fix or Fix()
+    f.fix = replace(
+        base,
+        add=complete if where == "add" else base.add,
+        docker_add=complete if where == "docker_add" else base.docker_add,
+        note=" ".join(n for n in (note, base.note) if n),
+    )
+    f.fix_from_message = True
