@@ -32,6 +32,9 @@ _GRACE = 0.25
 _IDLE_WAIT = 0.005  # when libcurl has no socket to wait on yet (resolving, say)
 _POLL = 0.25  # the longest wait between looks at close()
 MAX_CONNECTIONS = 1024  # open at once, whatever the descriptor limit
+# A job is begun only with this much time left: begun later it only times out before connecting,
+# and is then reported as a timeout instead of as not fetched for want of a free connection.
+_MIN_START = 0.05
 _FD_SHARE = 4  # at most a quarter of the descriptor limit (the exporter's clients, files, GPUs)
 
 
@@ -111,10 +114,12 @@ class MultiFetcher:
 
         def admit() -> None:
             """Begin waiting jobs while under the cap; at the deadline, the rest are not fetched."""
-            while waiting and len(running) < self.max_connections and time.monotonic() < deadline:
+            while (
+                waiting and len(running) < self.max_connections and time.monotonic() < deadline - _MIN_START
+            ):
                 index = waiting.popleft()
                 begin(index, Transfer(*jobs[index]))
-            if waiting and time.monotonic() >= deadline:
+            if waiting and time.monotonic() >= deadline - _MIN_START:  # none of them can begin now
                 reason = (f"not fetched by the deadline: {len(jobs)} targets, at most "
                           f"{self.max_connections} fetched at once")  # fmt: skip
                 while waiting:
