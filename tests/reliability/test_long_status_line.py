@@ -51,7 +51,7 @@ def test_kvops_top_names_libcurls_error_for_a_200_kb_status_line(long_status_tar
          long_status_target],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == 1, proc.stderr  # every target down (docs/DESIGN.md); the JSON still comes
     [row] = json.loads(proc.stdout)["targets"]
     assert row["up"] is False
     assert row["error"] != "str", row
