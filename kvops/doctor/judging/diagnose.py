@@ -284,14 +284,8 @@ def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagn
     from kvops.doctor.judging import located
 
     located.annotate(findings, log, {"vllm": version, **inputs.engine_versions}, catalog, Finding, only)
-    for finding in findings:
-        if finding.fix_from_message and cmd is not None and finding.fix is not None:
-            finding.fixed_command = _apply(cmd, finding.fix)  # the message's flags, not the playbook's
-            finding.fixed_cmds.pop(-1, None)
-            if finding.fixed_command is not None:
-                finding.fixed_cmds[-1] = _fixed(cmd, finding.fix)
-            elif cmd.launcher == "docker" and not finding.fix.is_empty():
-                finding.notes.append("the command already carries this fix")
+    if cmd is not None:
+        _fix_from_messages(findings, cmd)
     if self_check and cmd is not None:
         for finding in findings:
             _judge_fixes(finding, cmd, catalog, ctx)
@@ -307,6 +301,20 @@ def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagn
         notes,
         log.lines if log else None,
     )
+
+
+def _fix_from_messages(findings: list[Finding], cmd: ServeCommand) -> None:
+    """The fixed command again for findings whose fix came from the raised message's template
+    (located after the fixes were first built): the message's flags, not the playbook's."""
+    for finding in findings:
+        if not finding.fix_from_message or finding.fix is None:
+            continue
+        finding.fixed_command = _apply(cmd, finding.fix)
+        finding.fixed_cmds.pop(-1, None)
+        if finding.fixed_command is not None:
+            finding.fixed_cmds[-1] = _fixed(cmd, finding.fix)
+        elif cmd.launcher == "docker" and not finding.fix.is_empty():
+            finding.notes.append("the command already carries this fix")
 
 
 def _apply_precedence(findings: list[Finding]) -> None:
