@@ -181,10 +181,16 @@ def _build_and_update(count: int) -> tuple[float, float]:
     return built, updated
 
 
+def _best_of_three(count: int) -> tuple[float, float]:
+    """The least time of three for each part: a pause of the machine's (a collection, another
+    process) lengthens one run, never all three."""
+    runs = [_build_and_update(count) for _ in range(3)]
+    return min(r[0] for r in runs), min(r[1] for r in runs)
+
+
 def test_board_and_live_source_scale_linearly_with_targets():
     """Four times the targets, about four times the time (a scan of every row, or of every earlier
     URL, per target made it sixteen: 10,000 targets took ~10 s, 30,000 minutes)."""
-    small = _build_and_update(2_500)
-    large = _build_and_update(10_000)
+    small, large = _best_of_three(2_500), _best_of_three(10_000)
     assert large[0] < 8 * small[0] + 0.2, (small, large)
     assert large[1] < 8 * small[1] + 0.05, (small, large)
