@@ -47,6 +47,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -199,7 +200,8 @@ def _rewrites(parser_cls: type) -> dict[str, Any]:
 
 
 # ---- merging every release -------------------------------------------------------------------
-def _ranges(indices: list[int], releases: list[str]) -> list[str]:
+def ranges(indices: list[int], releases: Sequence[str]) -> list[str]:
+    """Sorted indices into `releases` as runs of consecutive entries ("0.10.0..0.14.1")."""
     out: list[str] = []
     start = prev = indices[0]
     for i in [*indices[1:], None]:
@@ -237,9 +239,9 @@ def merge(per_release: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return {
         "generated_by": "python -m kvops.doctor.gen_cli_schema (see its docstring)",
         "releases": releases,
-        "rewrites": [{"releases": _ranges(w, releases), **body} for body, w in rewrites],
+        "rewrites": [{"releases": ranges(w, releases), **body} for body, w in rewrites],
         "flags": {
-            key: [{"releases": _ranges(w, releases), **body} for body, w in slots]
+            key: [{"releases": ranges(w, releases), **body} for body, w in slots]
             for key, slots in sorted(variants.items())
         },
     }

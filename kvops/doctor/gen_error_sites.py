@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from kvops.doctor.gen_cli_schema import RELEASES as VLLM_RELEASES
+from kvops.doctor.gen_cli_schema import ranges  # one form of release ranges for both tables
 
 WILD = "\x00"  # a placeholder of the message: any text
 FORMAT = 3  # the table's layout; doctor refuses another (kvops/doctor/reading/error_sites.py)
@@ -408,19 +409,6 @@ def release_sites(root: Path, package: str) -> tuple[set[Site], int]:
 
 
 # ---- merging --------------------------------------------------------------------------------------
-def ranges(indices: list[int], releases: tuple[str, ...] | list[str]) -> list[str]:
-    out: list[str] = []
-    start = prev = indices[0]
-    for i in [*indices[1:], None]:
-        if i is not None and i == prev + 1:
-            prev = i
-            continue
-        out.append(releases[start] if start == prev else f"{releases[start]}..{releases[prev]}")
-        if i is not None:
-            start = prev = i
-    return out
-
-
 def merge(per_release: dict[str, dict[str, set[Site]]]) -> bytes:
     """{package: {version: sites}} -> the table's bytes (deterministic)."""
     rows: list[list[Any]] = []
