@@ -8,8 +8,8 @@ timeout, and http.server gives every connection a thread for as long as it stays
   a file descriptor, no thread; it is closed after IDLE_TIMEOUT, and the oldest idle one is
   closed first when the connection cap (from the fd limit) is reached.
 - A connection goes to a worker (a bounded pool, kvops.workers) only when it has
-  sent a whole request head; a client trickling its headers (slowloris) or its TLS handshake
-  holds no worker and is closed at its deadline.
+  sent a whole request head, and the small body it announces; a client trickling its headers
+  (slowloris), its body or its TLS handshake holds no worker and is closed at its deadline.
 - Request parsing and replies are http.server's BaseHTTPRequestHandler, driven one request
   at a time over our buffer. Request bodies are consumed up to a small size or refused.
 - An answer is written without waiting: what the socket cannot take yet stays with the
@@ -60,7 +60,7 @@ SCRAPE_TIMEOUT_MARGIN = 0.5
 BACKLOG = 128  # http.server's 5 made a burst of scrapers wait ~1 s for a retransmitted SYN
 WORKERS = 16  # requests served at once; more queue (their scrapes share one round anyway)
 IDLE_TIMEOUT = 120.0  # a keep-alive connection with no request for this long is closed
-HEAD_TIMEOUT = 10.0  # from a request's first byte (or a TLS connection's accept) to its whole head
+HEAD_TIMEOUT = 10.0  # from a request's first byte (or a TLS connection's accept) to its whole head and body
 BODY_TIMEOUT = 10.0  # to read an accepted request body
 WRITE_TIMEOUT = 30.0  # to send a whole answer when the request names no scrape timeout
 MAX_PIPELINED = 8  # answers in a row to requests sent before the previous answer; then close
@@ -70,6 +70,23 @@ FD_RESERVE = 64  # descriptors kept for upstream fetches, logs and collectors
 MAX_CONNECTIONS = 10_000
 _SWEEP_EVERY = 0.25  # seconds between looks for expired connections
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
+_CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*([0-9]{1,7})[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
+
+
+def _request_buffered(buffer: bytearray) -> bool:
+    """True when `buffer` begins with a whole request: its head, then the body its one
+    Content-Length announces (up to MAX_REQUEST_BODY). A body the handler refuses unread
+    (too large, chunked, two lengths, not a number) needs nothing more. A worker reading a
+    body could wait BODY_TIMEOUT for each of its bytes: sixteen clients trickling bodies
+    held every worker, so a body is gathered here, under the request's head deadline."""
+    end = _HEAD_END.search(buffer)
+    if end is None:
+        return False
+    lengths = {int(n) for n in _CONTENT_LENGTH.findall(buffer, 0, end.end())}
+    if len(lengths) != 1 or (size := lengths.pop()) > MAX_REQUEST_BODY:
+        return True
+    return len(buffer) >= end.end() + size
+
 
 LANDING = b"""<html><head><title>kvops exporter</title></head><body>
 <h1>kvops exporter</h1><p>vLLM KV-cache offloading metrics.</p>
@@ -152,11 +169,14 @@ class _Connection:
         return isinstance(self.sock, ssl.SSLSocket) and self.sock.pending() > 0
 
     def gather(self) -> str:
-        """Read what the socket has without waiting, until a whole request head is buffered:
+        """Read what the socket has without waiting, until a whole request is buffered (its
+        head, and the body its Content-Length announces where a worker would read one):
         'complete', 'wait' (nothing more yet), 'eof' or 'too large'."""
         self.sock.setblocking(False)
-        while not _HEAD_END.search(self.buffer):
-            if len(self.buffer) > MAX_HEAD_BYTES:
+        while not _request_buffered(self.buffer):
+            if len(self.buffer) > MAX_HEAD_BYTES + MAX_REQUEST_BODY:
+                return "too large"
+            if len(self.buffer) > MAX_HEAD_BYTES and not _HEAD_END.search(self.buffer):
                 return "too large"
             try:
                 data = self.sock.recv(65536)

@@ -140,6 +140,48 @@ def test_partial_requests_hold_no_worker_and_are_closed_at_their_deadline(make_e
     assert exp.server.open_connections <= 1
 
 
+def test_trickled_request_bodies_hold_no_worker_and_are_closed_at_their_deadline(make_exporter, monkeypatch):
+    """More clients than workers send a whole head announcing a small body, then its bytes one
+    at a time: scrapes still answer at once (a worker reading the body waited BODY_TIMEOUT for
+    each byte), and each trickler is closed at its request's deadline, unanswered."""
+    monkeypatch.setattr(server_module, "HEAD_TIMEOUT", 1.5)
+    exp = make_exporter([])
+    tricklers = []
+    for _ in range(2 * server_module.WORKERS):
+        sock = connect(exp.url)
+        sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nx")
+        tricklers.append(sock)
+    time.sleep(0.2)
+    for sock in tricklers:
+        sock.sendall(b"y")  # still coming, never whole
+    began = time.monotonic()
+    assert requests.get(exp.url, timeout=5).status_code == 200
+    assert time.monotonic() - began < 1.0
+    time.sleep(2.5)
+    for sock in tricklers:
+        assert read_responses(sock, settle=0.1) == b""  # closed by the server, nothing sent
+        sock.close()
+    assert exp.server.open_connections <= 1
+
+
+def test_a_body_sent_in_pieces_within_the_deadline_is_read_whole(make_exporter):
+    """Gathering a body before a worker takes it keeps the connection in step: the request
+    after a body that came in three pieces is answered as a request of its own."""
+    exp = make_exporter([])
+    smuggled = b"GET /smuggled HTTP/1.1\r\nHost: x\r\n\r\n"
+    sock = connect(exp.url)
+    sock.sendall(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(smuggled))
+    for piece in (smuggled[:5], smuggled[5:20], smuggled[20:]):
+        time.sleep(0.2)
+        sock.sendall(piece)
+    first = read_responses(sock)
+    assert first.count(b"HTTP/1.1 ") == 1 and first.startswith(b"HTTP/1.1 200"), first
+    sock.sendall(b"GET /-/ready HTTP/1.1\r\nHost: x\r\n\r\n")
+    second = read_responses(sock)
+    sock.close()
+    assert second.startswith(b"HTTP/1.1 200") and b"404" not in second
+
+
 def test_tls_connections_that_stop_mid_handshake_release_their_descriptors(pki: Path, make_exporter):
     """Partial and abandoned TLS handshakes, and overlapping TLS requests: every socket is
     closed by the server itself, not left in CLOSE_WAIT until a garbage collection."""
