@@ -6,6 +6,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -56,3 +57,12 @@ def amd_script(
         return amd_stub.write_config(config, amdsmi_module, devices, **kw)
 
     return script
+
+
+@pytest.fixture
+def collector(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The test module's COLLECTOR class (NvidiaCollector, AmdCollector) with a 50 ms PCIe
+    sampler, closed after the test."""
+    c = request.module.COLLECTOR(throughput_interval=0.05)
+    yield c
+    c.close()

@@ -7,14 +7,14 @@ import os
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
 from collectors.amd_stub import StubAmdGpu
+from collectors.stub_calls import call_log, wait_for_calls
 from kvops.collectors.amd import AmdCollector, AmdSmiUnavailable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,18 +22,11 @@ GEN5_X16 = 32e9 * 16 * 128 / 130 / 8
 Script = Callable[..., Path]
 
 
-@pytest.fixture
-def collector() -> Iterator[AmdCollector]:
-    c = AmdCollector(throughput_interval=0.05)
-    yield c
-    c.close()
+COLLECTOR = AmdCollector  # what conftest's `collector` fixture builds
 
 
 def _stub(amdsmi_module: ModuleType) -> ctypes.CDLL:
-    lib = amdsmi_module.amdsmi_wrapper._libraries["libamd_smi.so"]
-    lib.kvops_stub_calls.restype = ctypes.c_long
-    lib.kvops_stub_last_tid.restype = ctypes.c_long
-    return lib
+    return call_log(amdsmi_module.amdsmi_wrapper._libraries["libamd_smi.so"])
 
 
 def test_two_gpus_report_what_amdsmi_says(amd_script: Script, collector: AmdCollector) -> None:
@@ -105,11 +98,7 @@ def test_pci_throughput_runs_off_the_scrape_thread(
     before = stub.kvops_stub_calls(b"amdsmi_get_gpu_pci_throughput")
     (first,) = collector.collect()
     assert first.pcie_tx_bytes_per_second is None  # nothing sampled yet; collect did not wait
-    deadline = time.monotonic() + 5
-    while (
-        stub.kvops_stub_calls(b"amdsmi_get_gpu_pci_throughput") < before + 2 and time.monotonic() < deadline
-    ):
-        time.sleep(0.01)
+    wait_for_calls(stub, b"amdsmi_get_gpu_pci_throughput", before + 2)
     (g,) = collector.collect()
     assert (g.pcie_tx_bytes_per_second, g.pcie_rx_bytes_per_second) == (1000 * 256, 3000 * 256)
     assert stub.kvops_stub_last_tid(b"amdsmi_get_gpu_pci_throughput") != threading.get_native_id()

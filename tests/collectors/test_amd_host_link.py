@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from types import ModuleType
 
@@ -12,19 +11,13 @@ import pytest
 
 from collectors import amd_stub
 from collectors.amd_stub import StubAmdGpu
-from collectors.test_exporter_hardware import _clean_env
-from collectors.test_host_link import _text
+from collectors.exporter_process import clean_env, page_text, running_exporter
 
 
 @pytest.mark.slow  # starts the exporter
 def test_amd_metrics_table_bandwidth_health_and_numa_on_the_page(
     amdsmi_module: ModuleType, tmp_path: Path
 ) -> None:
-    import socket
-    import subprocess
-    import sys
-    import urllib.request
-
     rocm = amd_stub.build(tmp_path / "rocm")
     mi300 = StubAmdGpu(
         uuid="amd-mi300",
@@ -39,29 +32,9 @@ def test_amd_metrics_table_bandwidth_health_and_numa_on_the_page(
     )
     older = StubAmdGpu(uuid="amd-old", bdf="0000:c2:00.0", metrics_version=(1, 3))  # no such fields
     config = amd_stub.write_config(tmp_path / "amd.conf", amdsmi_module, [mi300, older], pci_sleep_ms=10)
-    env = dict(_clean_env(), ROCM_PATH=str(rocm), **{amd_stub.CONFIG_ENV: str(config)})
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvops.cli", "exporter", "--listen", f"127.0.0.1:{port}",
-         "--no-collector", "nvidia"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    url = f"http://127.0.0.1:{port}/metrics"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=2).read()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1]
-                time.sleep(0.1)
-        page = _text(url)
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+    env = dict(clean_env(), ROCM_PATH=str(rocm), **{amd_stub.CONFIG_ENV: str(config)})
+    with running_exporter(env, "--no-collector", "nvidia") as (url, _):
+        page = page_text(url)
     base = 'gpu="0",uuid="amd-mi300",vendor="amd"'
     for figure, value in (("acc", "123456.0"), ("inst", "42.0")):
         line = (

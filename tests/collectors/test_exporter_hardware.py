@@ -2,67 +2,17 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from collectors import nvml_stub
+from collectors.exporter_process import clean_env, nvml_env, page_samples, running_exporter
 from collectors.nvml_stub import StubGpu
 from kvops.exporter.command import ROUND_REUSE_SECONDS
 
 KB = 1024
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@contextmanager
-def exporter(env: dict[str, str]) -> Iterator[tuple[str, subprocess.Popen[str]]]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvops.cli", "exporter", "--listen", f"127.0.0.1:{port}"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}/metrics"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"exporter did not come up: {proc.communicate()[1]}") from None
-                time.sleep(0.1)
-        yield url, proc
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def scrape(url: str) -> Samples:
-    text = urllib.request.urlopen(url, timeout=10).read().decode()
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for fam in text_string_to_metric_families(text)
-        for s in fam.samples
-    }
 
 
 def _meminfo() -> dict[str, int]:
@@ -70,15 +20,10 @@ def _meminfo() -> dict[str, int]:
         return {line.split(":")[0]: int(line.split()[1]) for line in f if line.split()[-1] == "kB"}
 
 
-def _clean_env() -> dict[str, str]:
-    drop = ("LD_LIBRARY_PATH", "ROCM_PATH", "ROCM_HOME", nvml_stub.CONFIG_ENV, "KVOPS_AMDSMI_STUB_CONFIG")
-    return {k: v for k, v in os.environ.items() if k not in drop}
-
-
 @pytest.mark.slow  # starts the exporter
 def test_no_gpu_host_serves_host_memory_and_reports_gpu_collectors_down() -> None:
-    with exporter(_clean_env()) as (url, proc):
-        got = scrape(url)
+    with running_exporter(clean_env()) as (url, proc):
+        got = page_samples(url)
         mem = _meminfo()
         proc.terminate()
         _, stderr = proc.communicate(timeout=10)
@@ -103,14 +48,13 @@ def test_stub_gpus_through_the_exporter(nvml_libdir: Path, tmp_path: Path) -> No
     devices = nvml_stub.gpus(2)
     devices[1] = StubGpu(uuid="GPU-lossy", busid="00000000:3B:00.0", pcie_tx_bytes=None, field_ret={197: 3})
     config = nvml_stub.write_config(tmp_path / "nvml.conf", devices)
-    env = dict(_clean_env(), LD_LIBRARY_PATH=str(nvml_libdir), **{nvml_stub.CONFIG_ENV: str(config)})
-    with exporter(env) as (url, _):
-        got = scrape(url)
+    with running_exporter(nvml_env(nvml_libdir, config)) as (url, _):
+        got = page_samples(url)
         devices[0].pcie_rx_bytes = 9_000_000
         devices[1].lost = True
         nvml_stub.write_config(config, devices)
         time.sleep(ROUND_REUSE_SECONDS + 0.1)  # a scrape sooner would share the last round
-        after = scrape(url)
+        after = page_samples(url)
 
     def g(i: int) -> tuple[tuple[str, str], ...]:
         return tuple(sorted({"gpu": str(i), "uuid": devices[i].uuid, "vendor": "nvidia"}.items()))

@@ -7,15 +7,14 @@ import json
 import subprocess
 import sys
 import time
-import urllib.request
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from collectors import nvml_stub
-from collectors.test_exporter_hardware import _clean_env, _free_port
+from collectors.exporter_process import clean_env, free_port, nvml_env, nvml_exporter, page_text
+from collectors.stub_calls import call_log
 from kvops.collectors.nvidia import NvidiaCollector
 
 MIB = 1 << 20
@@ -25,9 +24,7 @@ CAPTURE = Path(__file__).parent / "captures" / "pcie_series_before_host_link.pro
 def _calls(libdir: Path, fn: str) -> int:
     import ctypes
 
-    lib = ctypes.CDLL(str(libdir / nvml_stub.LIB_NAME))
-    lib.kvops_stub_calls.restype = ctypes.c_long
-    return int(lib.kvops_stub_calls(fn.encode()))
+    return int(call_log(ctypes.CDLL(str(libdir / nvml_stub.LIB_NAME))).kvops_stub_calls(fn.encode()))
 
 
 def test_c2c_link_from_fields_and_gpm_integrated_between_scrapes(
@@ -136,39 +133,6 @@ def test_nvlink5_byte_counters_where_the_kib_ones_are_not(nvml_script: Callable[
 # --- through the exporter -----------------------------------------------------------------------
 
 
-@contextmanager
-def _exporter(libdir: Path, config: Path, *targets: str) -> Iterator[str]:
-    port = _free_port()
-    env = dict(_clean_env(), LD_LIBRARY_PATH=str(libdir), **{nvml_stub.CONFIG_ENV: str(config)})
-    flags = [f for t in targets for f in ("--target", t)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "kvops.cli", "exporter", "--listen", f"127.0.0.1:{port}", *flags],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    url = f"http://127.0.0.1:{port}/metrics"
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                urllib.request.urlopen(url, timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"exporter did not come up: {proc.communicate()[1]}") from None
-                time.sleep(0.1)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
-
-
-def _text(url: str) -> str:
-    return str(urllib.request.urlopen(url, timeout=10).read().decode())
-
-
 @pytest.mark.slow  # starts the exporter
 def test_pcie_series_unchanged_byte_for_byte(nvml_libdir: Path, tmp_path: Path) -> None:
     devices = nvml_stub.gpus(2)
@@ -176,9 +140,9 @@ def test_pcie_series_unchanged_byte_for_byte(nvml_libdir: Path, tmp_path: Path) 
     devices[1].pcie_tx_kbps, devices[1].pcie_rx_kbps = 1000, 2000
     devices[0].replay = 7
     config = nvml_stub.write_config(tmp_path / "nvml.conf", devices)
-    with _exporter(nvml_libdir, config) as url:
+    with nvml_exporter(nvml_libdir, config) as url:
         deadline = time.monotonic() + 10
-        while "kvops_gpu_pcie_receive_bytes_per_second{" not in (text := _text(url)):
+        while "kvops_gpu_pcie_receive_bytes_per_second{" not in (text := page_text(url)):
             assert time.monotonic() < deadline, "the PCIe sampler never reported"
             time.sleep(0.3)
     pcie = [line for line in text.splitlines() if "kvops_gpu_pcie_" in line]
@@ -195,7 +159,7 @@ def _sim(port: int) -> subprocess.Popen[bytes]:
 
 
 def _loaded_bytes(sim_url: str) -> float:
-    for line in _text(sim_url + "/metrics").splitlines():
+    for line in page_text(sim_url + "/metrics").splitlines():
         if line.startswith("vllm:kv_offload_total_bytes_total{") and 'transfer_type="CPU_to_GPU"' in line:
             return float(line.rsplit(" ", 1)[1])
     return 0.0
@@ -206,7 +170,7 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
     """A GH200-like GPU whose compute process is a simulated vLLM loading GBs: top says the
     loads are consistent with the C2C traffic GPM measured; without GPM it says unknown, never
     counted_not_moved (what PCIe's near-zero counter would give)."""
-    sim_port = _free_port()
+    sim_port = free_port()
     sim_url = f"http://127.0.0.1:{sim_port}"
     sim = _sim(sim_port)
     try:
@@ -216,8 +180,8 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
             gpu.procs = {sim.pid: 70_000_000_000}
             configs[name] = nvml_stub.write_config(tmp_path / f"{name}.conf", [gpu])
         with (
-            _exporter(nvml_libdir, configs["gpm"], sim_url) as with_gpm,
-            _exporter(nvml_libdir, configs["nogpm"], sim_url) as without_gpm,
+            nvml_exporter(nvml_libdir, configs["gpm"], sim_url) as with_gpm,
+            nvml_exporter(nvml_libdir, configs["nogpm"], sim_url) as without_gpm,
         ):
             deadline = time.monotonic() + 60
             while _loaded_bytes(sim_url) < 5e8:  # the simulated CPU tier fills before it is read
@@ -225,9 +189,7 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
                 time.sleep(0.5)
             # top reading each exporter, and top on the vLLM URL itself, with this host's
             # (stub) NVML: it tracks the target's processes as the exporter does
-            local_env = dict(
-                _clean_env(), LD_LIBRARY_PATH=str(nvml_libdir), **{nvml_stub.CONFIG_ENV: str(configs["gpm"])}
-            )
+            local_env = nvml_env(nvml_libdir, configs["gpm"])
             runs = {
                 name: subprocess.Popen(
                     [sys.executable, "-m", "kvops.cli", "top", "--once", "--json", "--interval", "10", url],
@@ -237,8 +199,8 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
                     env=env,
                 )
                 for name, url, env in (
-                    ("gpm", with_gpm, _clean_env()),
-                    ("nogpm", without_gpm, _clean_env()),
+                    ("gpm", with_gpm, clean_env()),
+                    ("nogpm", without_gpm, clean_env()),
                     ("local", sim_url, local_env),
                 )
             }
@@ -250,7 +212,7 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
             pages = []  # two pages of the exporter, for top's text view of them
             for i in range(2):
                 pages.append(tmp_path / f"page{i}.prom")
-                pages[-1].write_text(_text(with_gpm))
+                pages[-1].write_text(page_text(with_gpm))
                 time.sleep(1.2)
     finally:
         sim.kill()
@@ -259,7 +221,7 @@ def test_cross_check_on_c2c_reaches_top_through_the_exporter(nvml_libdir: Path, 
         [sys.executable, "-m", "kvops.cli", "top", "--once", "--replay", *map(str, pages)],
         capture_output=True,
         text=True,
-        env=_clean_env(),
+        env=clean_env(),
         timeout=60,
     )
     assert screen.returncode == 0, screen.stderr
@@ -287,7 +249,7 @@ def test_gpu_check_prints_each_calls_answer(nvml_libdir: Path, tmp_path: Path) -
     """benchmarks/gpu_check.py, the script to run once on silicon, over the stub: what it prints
     is what the driver answered (the GH200's C2C fields and GPM rates, PCIe's NOT_SUPPORTED)."""
     config = nvml_stub.write_config(tmp_path / "nvml.conf", [nvml_stub.gh200()])
-    env = dict(_clean_env(), LD_LIBRARY_PATH=str(nvml_libdir), **{nvml_stub.CONFIG_ENV: str(config)})
+    env = nvml_env(nvml_libdir, config)
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
     run = subprocess.run(
         [sys.executable, str(script), "--gpm-wait", "0.05"],

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from collectors import nvml_stub
-from collectors.test_exporter_hardware import _clean_env, _free_port
-from collectors.test_host_link import _exporter, _sim, _text
+from collectors.exporter_process import clean_env, free_port, nvml_exporter, page_text
+from collectors.test_host_link import _sim
 from kvops.collectors import numa
 from kvops.collectors.procs import attach_gpus
 from kvops.snapshot import GpuSample, ProcessMemory
@@ -111,7 +111,7 @@ def test_offload_pool_on_another_node_is_flagged_by_exporter_and_top(
     (1.0) and top flags it, naming the runbook."""
     if not os.path.exists("/proc/self/numa_maps"):
         pytest.skip("kernel without NUMA support")
-    sim_port = _free_port()
+    sim_port = free_port()
     sim_url = f"http://127.0.0.1:{sim_port}"
     sim = _sim(sim_port)
     try:
@@ -119,9 +119,9 @@ def test_offload_pool_on_another_node_is_flagged_by_exporter_and_top(
         gpu.numa_node = 1
         gpu.procs = {sim.pid: 1_000_000_000}
         config = nvml_stub.write_config(tmp_path / "nvml.conf", [gpu])
-        with _exporter(nvml_libdir, config, sim_url) as url:
+        with nvml_exporter(nvml_libdir, config, sim_url) as url:
             deadline = time.monotonic() + 20
-            while "kvops_vllm_process_numa_remote_ratio{" not in (page := _text(url)):
+            while "kvops_vllm_process_numa_remote_ratio{" not in (page := page_text(url)):
                 assert time.monotonic() < deadline, "no NUMA share exported"
                 time.sleep(0.5)
             assert f'kvops_gpu_numa_node{{gpu="0",uuid="{gpu.uuid}",vendor="nvidia"}} 1.0' in page
@@ -132,7 +132,7 @@ def test_offload_pool_on_another_node_is_flagged_by_exporter_and_top(
                     [sys.executable, "-m", "kvops.cli", "top", "--once", *flags, "--interval", "1.2", url],
                     capture_output=True,
                     text=True,
-                    env=_clean_env(),
+                    env=clean_env(),
                     timeout=60,
                 )
                 for flags in (["--json"], [])

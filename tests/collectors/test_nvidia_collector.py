@@ -9,7 +9,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from collectors import nvml_stub
 from collectors.nvml_stub import StubGpu
+from collectors.stub_calls import call_log, wait_for_calls
 from kvops.collectors.nvidia import NvidiaCollector, NvmlUnavailable, WrappingCounter
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,18 +27,11 @@ GEN5_X16 = 32e9 * 16 * 128 / 130 / 8  # hardware.md §1.5: 63.0 GB/s per directi
 Script = Callable[..., Path]
 
 
-@pytest.fixture
-def collector() -> Iterator[NvidiaCollector]:
-    c = NvidiaCollector(throughput_interval=0.05)
-    yield c
-    c.close()
+COLLECTOR = NvidiaCollector  # what conftest's `collector` fixture builds
 
 
 def _stub(libdir: Path) -> ctypes.CDLL:
-    lib = ctypes.CDLL(str(libdir / nvml_stub.LIB_NAME))
-    lib.kvops_stub_calls.restype = ctypes.c_long
-    lib.kvops_stub_last_tid.restype = ctypes.c_long
-    return lib
+    return call_log(ctypes.CDLL(str(libdir / nvml_stub.LIB_NAME)))
 
 
 def test_two_gpus_report_what_the_driver_says(nvml_script: Script, collector: NvidiaCollector) -> None:
@@ -272,12 +266,7 @@ def test_throughput_sample_runs_off_the_scrape_thread(
     calls_before = stub.kvops_stub_calls(b"nvmlDeviceGetPcieThroughput")
     (first,) = collector.collect()
     assert first.pcie_tx_bytes is None and first.pcie_rx_bytes is None
-    deadline = time.monotonic() + 5
-    while (
-        stub.kvops_stub_calls(b"nvmlDeviceGetPcieThroughput") < calls_before + 2
-        and time.monotonic() < deadline
-    ):
-        time.sleep(0.01)
+    wait_for_calls(stub, b"nvmlDeviceGetPcieThroughput", calls_before + 2)
     time.sleep(0.1)  # let the sampler store its first pair
     (s,) = collector.collect()
     assert s.pcie_tx_bytes_per_second == 1000 * 1024
