@@ -142,3 +142,34 @@ def test_a_pinned_install_in_a_bash_chain_judges_the_flags(kvops) -> None:
     _, out, err = kvops("doctor", "--cmd", KUBERNETES_BASH, "--json")
     assert _version(out) == {"version": "0.11.0", "source": "the command's pin vllm==0.11.0"}, err
     assert "vllm-offload-flags-unsupported-release" in {f["id"] for f in json.loads(out)["findings"]}
+
+
+KEYERROR_LINE = (
+    "(EngineCore_DP0 pid=123) ERROR 10-02 12:00:01 [core.py:708] "
+    "KeyError: 'model.layers.0.self_attn.indexer.k_cache'\n"
+)
+
+
+def test_a_reports_manifest_names_the_release_its_log_lines_came_from(kvops, tmp_path) -> None:
+    """An issue's body as users paste it: the manifest, then the log. The image is on a line of
+    its own, not on the launch line doctor rebuilds, and still names the release."""
+    report = tmp_path / "report.md"
+    report.write_text(f"My deployment:\n```yaml\n{KUBERNETES}```\nthe pod dies:\n```\n{KEYERROR_LINE}```\n")
+    code, out, err = kvops("doctor", "--log", str(report), "--json")
+    source = "the report's image docker.io/vllm/vllm-openai:v0.13.0"
+    assert _version(out) == {"version": "0.13.0", "source": source}, err
+    found = {f["id"]: f for f in json.loads(out)["findings"]}
+    assert found["mla-indexer-keyerror"]["severity"] == "error" and code == 1
+
+
+def test_a_log_names_a_release_only_while_it_is_short_and_names_one(monkeypatch) -> None:
+    from kvops.doctor.judging import logs
+
+    lines = [*KUBERNETES_BASH.splitlines(), KEYERROR_LINE.strip()]
+    named = logs.scan(lines, []).named_release
+    assert named is not None and (named.release, named.source) == ("0.11.0", "the report's pin vllm==0.11.0")
+    # two releases named: none of them
+    assert logs.scan([*lines, "image: vllm/vllm-openai:v0.12.0"], []).named_release is None
+    # a server's long log: its own version line names the release, not an image in it
+    monkeypatch.setattr(logs, "REPORT_CHARS", sum(map(len, lines)) - 1)
+    assert logs.scan(lines, []).named_release is None

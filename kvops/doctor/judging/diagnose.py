@@ -119,7 +119,8 @@ class Diagnosis:
 
 def resolve_version(flag: str | None, log: LogScan | None, command_text: str = "") -> tuple[str | None, str]:
     """--vllm-version, else the log's `vLLM API server version X` line, else the release the
-    command's vLLM image is tagged with or its script installs, else the installed vllm."""
+    command's vLLM image is tagged with or its script installs, else the one a short log (a
+    report: its manifest or compose file) names that way, else the installed vllm."""
     if flag is not None:
         from kvops.doctor.reading.vllm_release import release_number
 
@@ -132,6 +133,8 @@ def resolve_version(flag: str | None, log: LogScan | None, command_text: str = "
         named = pasted_release(command_text)
         if named.release is not None:
             return named.release, clip(named.source)
+    if log is not None and log.named_release is not None and log.named_release.release is not None:
+        return log.named_release.release, clip(log.named_release.source)
     try:
         from importlib.metadata import PackageNotFoundError, version
 

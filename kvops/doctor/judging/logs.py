@@ -35,6 +35,7 @@ from kvops.doctor.reading.facts import FACTS
 from kvops.doctor.reading.fatal import HINTS as FATAL_HINTS
 from kvops.doctor.reading.fatal import LINE_HINTS as FATAL_LINE_HINTS
 from kvops.doctor.reading.fatal import Fatal
+from kvops.doctor.reading.paste_release import PastedRelease, pasted_release
 from kvops.errors import UsageError
 from kvops.termsafe import visible
 
@@ -79,6 +80,10 @@ WRAP_SPAN = 1024
 CONTINUATION = re.compile(r"^[\s>|+]*")  # what a wrapped line starts with besides its text
 MAX_EVIDENCE = 4
 BLOCK = 2048  # lines per pre-filter block
+# A text this short is a report (an issue's body, a manifest and its logs) and is read whole for
+# the vLLM release its image or install names; a longer one is a server's log, which names
+# its release in its own version line.
+REPORT_CHARS = 1 << 20
 MAX_LINE = 64 * 1024
 BINARY_PROBE = 64 * 1024  # a pathological line is cut, not held whole
 NEEDLE_CHUNK = 16  # a long literal is sought by its head and tail, so a wrap inside it is seen
@@ -129,6 +134,9 @@ class LogScan:
     shm_bytes: int | None = None  # /dev/shm's size from a `df` line the log carries
     # (line number, text) of each of the first launch commands the log carries, `\\` lines joined
     launches: tuple[tuple[int, str], ...] = ()
+    # The release a short text's vLLM image or pinned install names (a report's manifest or
+    # compose file beside its log lines); None for a long log or one that names none.
+    named_release: PastedRelease | None = None
 
 
 _META = set(".^$*+?{}[]()|")
@@ -496,10 +504,19 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     scanner = _Scanner(playbooks, command_text)
     it = iter(lines)
     first_block = True
+    short: list[str] | None = []  # the text while it is short enough to be a report
+    chars = 0
     while block := list(islice(it, BLOCK)):
+        if short is not None:
+            chars += sum(map(len, block))
+            short = short + block if chars <= REPORT_CHARS else None
         scanner.feed(block, first_block)
         first_block = False
-    return scanner.result()
+    result = scanner.result()
+    if short:
+        named = pasted_release("\n".join(short), "the report's")
+        result.named_release = named if named.release is not None else None
+    return result
 
 
 # `df -h /dev/shm` as people paste it: "shm  64M  0  64M  0% /dev/shm" (or tmpfs / none / overlay).

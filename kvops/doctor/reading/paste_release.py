@@ -50,8 +50,9 @@ class PastedRelease:
     source: str  # "the command's image vllm/vllm-openai:v0.11.0", "the command's pin vllm==0.11.0"
 
 
-def pasted_release(text: str) -> PastedRelease:
-    """The release every vLLM image and pinned install in `text` names, and the first of them."""
+def pasted_release(text: str, where: str = "the command's") -> PastedRelease:
+    """The release every vLLM image and pinned install in `text` names, and the first of them
+    (its source begins with `where`: "the command's", "the report's")."""
     found: dict[str, str] = {}  # reference as written -> its release
     first: tuple[int, str] | None = None
     for kind, patterns in (("image", _IMAGES), ("pin", (_PIN,))):
@@ -59,12 +60,12 @@ def pasted_release(text: str) -> PastedRelease:
             for m in pattern.finditer(text):
                 found.setdefault(m.group(0), m.group("v"))
                 if first is None or m.start() < first[0]:
-                    first = (m.start(), f"the command's {kind} {m.group(0)}")
+                    first = (m.start(), f"{where} {kind} {m.group(0)}")
     for repo, tag in _image_keys(text):
         written = f"{repo.group('image')} tagged v{tag.group('v')}"
         found.setdefault(written, tag.group("v"))
         if first is None or repo.start() < first[0]:
-            first = (repo.start(), f"the command's image {written}")
+            first = (repo.start(), f"{where} image {written}")
     releases = set(found.values())
     if len(releases) != 1 or first is None:
         return PastedRelease(None, "")
