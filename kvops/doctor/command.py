@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:  # the command imports its work lazily: `kvops --help` stays fast
@@ -194,6 +195,8 @@ def _cmd_from_log(scan: LogScan) -> LogCommand:
         except UsageError as exc:
             # the log stays the evidence; only the command rebuilt from it is given up
             return LogCommand(None, unread=str(exc))
+    if scan.report is not None and (found := _cmd_from_yaml(scan.report)).cmd is not None:
+        return found
     for line_no, text in scan.launches:
         try:
             cmd = cmdline.parse(text)
@@ -204,10 +207,42 @@ def _cmd_from_log(scan: LogScan) -> LogCommand:
     return LogCommand(None)
 
 
-def _rebuilt(cmd: ServeCommand, source: str) -> LogCommand:
+# A report's code block: ``` or ~~~ fences, as GitHub and GitLab render them.
+_FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
+# A compose service's or a Kubernetes container's command keys.
+_COMMAND_KEY = re.compile(r"^[ \t-]*(?:command|args|entrypoint)[ \t]*:", re.M)
+
+
+def _cmd_from_yaml(text: str) -> LogCommand:
+    """A short log's (a report's) compose file or Kubernetes manifest, whole or in a code block:
+    its `command:`/`args:` under a vLLM image (whose entrypoint is `vllm serve`) read as YAML,
+    so a list's items and a folded scalar's lines are one command (the launch lines hold only
+    commands that name `vllm serve`). Prose around the YAML does not split as a shell line, so
+    each code block is tried too. Rebuilt from its words like a launch line."""
+    from kvops.doctor.reading import cmdline, serve_line
+    from kvops.errors import UsageError
+
+    for block in [text, *(m.group(2) for m in _FENCED.finditer(text))]:
+        if not _COMMAND_KEY.search(block):
+            continue
+        try:
+            cmd = cmdline.parse(block)
+            cmd.offloading()
+        except UsageError:
+            continue
+        # Words found in a shell string (`sh -c "vllm serve ... && ..."`) are a launch line's,
+        # which the launch lines read with what else the line runs.
+        if serve_line.outside(serve_line.clean(block), serve_line.extract(block)) is None:
+            return _rebuilt(cmd, "read from the report's compose or Kubernetes command", from_yaml=True)
+    return LogCommand(None)
+
+
+def _rebuilt(cmd: ServeCommand, source: str, from_yaml: bool = False) -> LogCommand:
     """A launch line from a log or report is rebuilt, never replayed: without its pasted text no
     fix is written into it (as_written.py), so every command doctor prints is the serve segment
-    alone, each word quoted; the rest of the line is said apart."""
+    alone, each word quoted; the rest of the line is said apart. `from_yaml`: the words are a
+    compose or Kubernetes command's list, not a shell line (where no shell string placed them,
+    the YAML around them runs nothing)."""
     from dataclasses import replace
 
     from kvops.doctor.reading import serve_line
@@ -218,7 +253,7 @@ def _rebuilt(cmd: ServeCommand, source: str) -> LogCommand:
     tokens = serve_line.extract(text)  # placed in clean(text), the text extract reads
     others = serve_line.outside(serve_line.clean(text), tokens)
     if others is None:  # words without a place: the whole line is shown, only its serve command kept
-        others = [text.strip()] if any(w.op for w in _shell_words(text)) else []
+        others = [text.strip()] if not from_yaml and any(w.op for w in _shell_words(text)) else []
     also = tuple(visible(p[:300] + ("..." if len(p) > 300 else "")) for p in others)
     if also:
         notes.append(

@@ -150,16 +150,49 @@ KEYERROR_LINE = (
 )
 
 
+KUBERNETES_SH = """apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+      - name: vllm
+        image: vllm/vllm-openai:v0.13.0
+        command: ["/bin/sh", "-c"]
+        args:
+          - |
+            vllm serve deepseek-ai/DeepSeek-V3.2-Exp --tensor-parallel-size 8 \\
+              --kv-offloading-backend native --kv-offloading-size 64
+"""
+
+
 def test_a_reports_manifest_names_the_release_its_log_lines_came_from(kvops, tmp_path) -> None:
     """An issue's body as users paste it: the manifest, then the log. The image is on a line of
     its own, not on the launch line doctor rebuilds, and still names the release."""
     report = tmp_path / "report.md"
-    report.write_text(f"My deployment:\n```yaml\n{KUBERNETES}```\nthe pod dies:\n```\n{KEYERROR_LINE}```\n")
+    report.write_text(f"My deployment:\n```yaml\n{KUBERNETES_SH}```\nIt dies:\n```\n{KEYERROR_LINE}```\n")
     code, out, err = kvops("doctor", "--log", str(report), "--json")
-    source = "the report's image docker.io/vllm/vllm-openai:v0.13.0"
+    source = "the report's image vllm/vllm-openai:v0.13.0"
     assert _version(out) == {"version": "0.13.0", "source": source}, err
     found = {f["id"]: f for f in json.loads(out)["findings"]}
     assert found["mla-indexer-keyerror"]["severity"] == "error" and code == 1
+
+
+def test_a_reports_compose_args_are_its_command(kvops, tmp_path) -> None:
+    """A compose file's `command:` under vllm/vllm-openai holds only the flags (the image runs
+    `vllm serve`): no launch line names vLLM, and the folded lines are one command."""
+    report = tmp_path / "report.md"
+    report.write_text(f"Compose:\n\n```yaml\n{COMPOSE}```\n\nIt won't start; I tried a|b too.\n")
+    code, out, err = kvops("doctor", "--log", str(report), "--json")
+    doc = json.loads(out)
+    read = "the serve command was read from the report's compose or Kubernetes command"
+    assert any(read in note for note in doc["notes"]), (err, doc["notes"])
+    assert doc["command"]["command"].startswith("vllm serve --model deepseek-ai/DeepSeek-V3.2-Exp ")
+    assert "--kv-offloading-size 64" in doc["command"]["command"]  # the folded scalar's last line
+    assert doc["command"]["line_also_runs"] == []  # the YAML around the words runs nothing
+    assert _version(out) == {"version": "0.11.0", "source": "the command's image vllm/vllm-openai:v0.11.0"}
+    ids = {f["id"] for f in doc["findings"]}
+    assert "vllm-offload-flags-unsupported-release" in ids and code == 1
 
 
 def test_a_log_names_a_release_only_while_it_is_short_and_names_one(monkeypatch) -> None:

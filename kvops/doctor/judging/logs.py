@@ -137,6 +137,7 @@ class LogScan:
     # The release a short text's vLLM image or pinned install names (a report's manifest or
     # compose file beside its log lines); None for a long log or one that names none.
     named_release: PastedRelease | None = None
+    report: str | None = None  # the whole text, when it is short enough to be a report
 
 
 _META = set(".^$*+?{}[]()|")
@@ -514,7 +515,8 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
         first_block = False
     result = scanner.result()
     if short:
-        named = pasted_release("\n".join(short), "the report's")
+        result.report = "\n".join(short)
+        named = pasted_release(result.report, "the report's")
         result.named_release = named if named.release is not None else None
     return result
 
