@@ -210,6 +210,9 @@ def _cmd_from_log(scan: LogScan) -> LogCommand:
 # A report's code block: ``` or ~~~ fences, as GitHub and GitLab render them.
 _FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
 # A compose service's or a Kubernetes container's command keys.
+# A compose file or manifest is a few KB; YAML is read at ~0.2 MB/s, so a longer text is left
+# to the launch lines (a 1 MiB report of such blocks took 7 s).
+_YAML_CHARS = 64 * 1024
 _COMMAND_KEY = re.compile(r"^[ \t-]*(?:command|args|entrypoint)[ \t]*:", re.M)
 
 
@@ -223,7 +226,7 @@ def _cmd_from_yaml(text: str) -> LogCommand:
     from kvops.errors import UsageError
 
     for block in [text, *(m.group(2) for m in _FENCED.finditer(text))]:
-        if not _COMMAND_KEY.search(block):
+        if len(block) > _YAML_CHARS or not _COMMAND_KEY.search(block):
             continue
         try:
             cmd = cmdline.parse(block)
