@@ -207,9 +207,29 @@ def _cmd_from_log(scan: LogScan) -> LogCommand:
     return LogCommand(None)
 
 
-# A report's code block: ``` or ~~~ fences, as GitHub and GitLab render them.
-_FENCED = re.compile(r"^[ \t]*(```|~~~)[^\n]*\n(.*?)^[ \t]*\1[ \t]*$", re.M | re.S)
-# A compose service's or a Kubernetes container's command keys.
+_FENCE = re.compile(r"[ \t]*(```|~~~)")
+
+
+def _code_blocks(text: str) -> list[str]:
+    """A report's code blocks (``` or ~~~ fences, as GitHub and GitLab render them), in one pass
+    over its lines: a regular expression with a lazy body and a back-reference went back over
+    the rest of the text for every fence left open (quadratic on a report of open fences)."""
+    blocks: list[str] = []
+    fence: str | None = None
+    lines: list[str] = []
+    for line in text.split("\n"):
+        m = _FENCE.match(line)
+        if fence is None:
+            if m:
+                fence, lines = m.group(1), []
+        elif m and m.group(1) == fence and not line.strip()[3:]:
+            blocks.append("\n".join(lines) + "\n")
+            fence = None
+        else:
+            lines.append(line)
+    return blocks
+
+
 # A compose file or manifest is a few KB; YAML is read at ~0.2 MB/s, so a longer text is left
 # to the launch lines (a 1 MiB report of such blocks took 7 s).
 _YAML_CHARS = 64 * 1024
@@ -225,7 +245,7 @@ def _cmd_from_yaml(text: str) -> LogCommand:
     from kvops.doctor.reading import cmdline, serve_line
     from kvops.errors import UsageError
 
-    for block in [text, *(m.group(2) for m in _FENCED.finditer(text))]:
+    for block in [text, *_code_blocks(text)]:
         if len(block) > _YAML_CHARS or not _COMMAND_KEY.search(block):
             continue
         try:

@@ -206,3 +206,13 @@ def test_a_log_names_a_release_only_while_it_is_short_and_names_one(monkeypatch)
     # a server's long log: its own version line names the release, not an image in it
     monkeypatch.setattr(logs, "REPORT_CHARS", sum(map(len, lines)) - 1)
     assert logs.scan(lines, []).named_release is None
+
+
+def test_a_reports_code_blocks_are_found_in_one_pass_over_its_lines() -> None:
+    from kvops.doctor.command import _code_blocks
+
+    text = "a\n```yaml\nx: 1\n```\nb\n~~~\ny\n```\nz\n~~~\n```a\nleft open\n```a\n"
+    # a ~~~ block holds ``` lines; an info string (```a) opens, never closes; an open one is no block
+    assert _code_blocks(text) == ["x: 1\n", "y\n```\nz\n"]
+    # 200,000 fences that never close: one pass, no block (a regular expression went quadratic)
+    assert _code_blocks("```a\n" * 200_000) == []
