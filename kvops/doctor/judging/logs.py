@@ -510,7 +510,10 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     while block := list(islice(it, BLOCK)):
         if short is not None:
             chars += sum(map(len, block))
-            short = short + block if chars <= REPORT_CHARS else None
+            if chars <= REPORT_CHARS:
+                short.extend(block)
+            else:
+                short = None
         scanner.feed(block, first_block)
         first_block = False
     result = scanner.result()
