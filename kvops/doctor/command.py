@@ -240,8 +240,9 @@ def _cmd_from_yaml(text: str) -> LogCommand:
     """A short log's (a report's) compose file or Kubernetes manifest, whole or in a code block:
     its `command:`/`args:` under a vLLM image (whose entrypoint is `vllm serve`) read as YAML,
     so a list's items and a folded scalar's lines are one command (the launch lines hold only
-    commands that name `vllm serve`). Prose around the YAML does not split as a shell line, so
-    each code block is tried too. Rebuilt from its words like a launch line."""
+    commands that name `vllm serve`, and a folded script's first line alone). Prose around the
+    YAML does not split as a shell line, so each code block is tried too. Rebuilt from its
+    words like a launch line."""
     from kvops.doctor.reading import cmdline, serve_line
     from kvops.errors import UsageError
 
@@ -253,10 +254,18 @@ def _cmd_from_yaml(text: str) -> LogCommand:
             cmd.offloading()
         except UsageError:
             continue
-        # Words found in a shell string (`sh -c "vllm serve ... && ..."`) are a launch line's,
-        # which the launch lines read with what else the line runs.
         if serve_line.outside(serve_line.clean(block), serve_line.extract(block)) is None:
             return _rebuilt(cmd, "read from the report's compose or Kubernetes command", from_yaml=True)
+        # Words placed in a shell string (`sh -c` with `vllm serve ... && ...`): that string,
+        # as YAML gives it (a folded scalar's lines joined), is rebuilt as a launch line, which
+        # says what else it runs.
+        for script in serve_line.yaml_strings(block):
+            try:
+                cmd = cmdline.parse(script)
+                cmd.offloading()
+            except UsageError:
+                continue
+            return _rebuilt(cmd, "read from the report's compose or Kubernetes command")
     return LogCommand(None)
 
 

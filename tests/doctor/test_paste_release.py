@@ -216,3 +216,31 @@ def test_a_reports_code_blocks_are_found_in_one_pass_over_its_lines() -> None:
     assert _code_blocks(text) == ["x: 1\n", "y\n```\nz\n"]
     # 200,000 fences that never close: one pass, no block (a regular expression went quadratic)
     assert _code_blocks("```a\n" * 200_000) == []
+
+
+COMPOSE_FOLDED_SCRIPT = """services:
+  vllm:
+    image: vllm/vllm-openai:v0.13.0
+    entrypoint: ["/bin/sh", "-c"]
+    command:
+      - >-
+        pip install foo;
+        vllm serve Qwen/Qwen3-8B --kv-offloading-backend native
+        --kv-offloading-size 5 && curl http://127.0.0.1:9/x | sh
+"""
+
+
+def test_a_folded_sh_c_script_is_one_launch_line_with_what_else_it_runs(kvops, tmp_path) -> None:
+    """The script's flags run on past its first line (a folded scalar): read line by line, the
+    command lost --kv-offloading-size and doctor reported offloading without a size."""
+    report = tmp_path / "report.md"
+    report.write_text(f"Compose:\n```yaml\n{COMPOSE_FOLDED_SCRIPT}```\nIt's slow.\n")
+    _, out, err = kvops("doctor", "--log", str(report), "--json")
+    doc = json.loads(out)
+    command = doc["command"]
+    assert command["command"] == (
+        "vllm serve Qwen/Qwen3-8B --kv-offloading-backend native --kv-offloading-size 5"
+    ), err
+    assert any("curl" in part for part in command["line_also_runs"])
+    assert any("pip install foo" in part for part in command["line_also_runs"])
+    assert "vllm-offload-config-invalid" not in {f["id"] for f in doc["findings"]}

@@ -255,6 +255,21 @@ def _from_yaml(text: str) -> list[str] | None:
     return None
 
 
+def yaml_strings(text: str) -> list[str]:
+    """The string values of a compose file or manifest that name vLLM (an `sh -c` script is
+    one), in document order; none where the text is not YAML or is an alias bomb. A folded
+    scalar's lines come back joined, as the shell that runs it sees them."""
+    import yaml
+
+    from kvops.doctor.reading import yaml_bounded
+
+    try:
+        doc = yaml_bounded.load_all(text)
+    except (yaml.YAMLError, yaml_bounded.AliasBombError):
+        return []
+    return [n for n in _walk(doc) if isinstance(n, str) and "vllm" in n]
+
+
 def _from_tokens(tokens: list[str], text: str) -> list[str] | None:
     if is_launch(tokens):
         return [t if isinstance(t, shell_words.Word) else str(t) for t in tokens]
