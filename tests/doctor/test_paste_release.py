@@ -244,3 +244,21 @@ def test_a_folded_sh_c_script_is_one_launch_line_with_what_else_it_runs(kvops, t
     assert any("curl" in part for part in command["line_also_runs"])
     assert any("pip install foo" in part for part in command["line_also_runs"])
     assert "vllm-offload-config-invalid" not in {f["id"] for f in doc["findings"]}
+
+
+@pytest.mark.parametrize(
+    ("report", "release"),
+    [
+        # a container command over `\` lines: its image names the release
+        ("docker run --gpus all \\\n  -p 8000:8000 \\\n  vllm/vllm-openai:v0.12.0 \\\n  --model m", "0.12.0"),
+        ("```dockerfile\nFROM vllm/vllm-openai:v0.12.0\nRUN pip install lmcache\n```", "0.12.0"),
+        # prose says what ran before, or elsewhere, not what the report runs
+        ("It works with vllm/vllm-openai:v0.10.1 but not with latest.", None),
+        ("Same on vllm/vllm-openai:v0.10.1.\n```yaml\nimage: vllm/vllm-openai:latest\n```", None),
+    ],
+)
+def test_a_report_names_a_release_from_its_configuration_not_its_prose(report: str, release) -> None:
+    from kvops.doctor.judging import logs
+
+    named = logs.scan(report.split("\n"), []).named_release
+    assert (named.release if named else None) == release

@@ -35,7 +35,7 @@ from kvops.doctor.reading.facts import FACTS
 from kvops.doctor.reading.fatal import HINTS as FATAL_HINTS
 from kvops.doctor.reading.fatal import LINE_HINTS as FATAL_LINE_HINTS
 from kvops.doctor.reading.fatal import Fatal
-from kvops.doctor.reading.paste_release import PastedRelease, pasted_release
+from kvops.doctor.reading.paste_release import PastedRelease, config_lines, pasted_release
 from kvops.errors import UsageError
 from kvops.termsafe import visible
 
@@ -519,7 +519,7 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     result = scanner.result()
     if short:
         result.report = "\n".join(short)
-        named = pasted_release(result.report, "the report's")
+        named = pasted_release(config_lines(result.report), "the report's")
         result.named_release = named if named.release is not None else None
     return result
 

@@ -103,3 +103,28 @@ def _inside(line: str, column: int) -> bool:
     if not stripped or stripped.startswith("#"):
         return True
     return len(line) - len(stripped) >= column and not line[:column].strip(" \t")
+
+
+# Lines of a report that configure what runs: a YAML key (`image:`, Helm's `repository:` and
+# `tag:`), a container or install command, a Dockerfile's FROM, and the `\` continuations of
+# a command. Prose that names an image ("works on vllm/vllm-openai:v0.10.1, not on latest")
+# says what ran before, not what failed.
+_CONFIG_LINE = re.compile(
+    r"^[ \t]*(?:-[ \t]+)?[\w.-]+[ \t]*:(?:[ \t]|$)"
+    r"|^[ \t]*(?:\$[ \t]*)?(?:sudo[ \t]+)?(?:docker|podman|nerdctl)[ \t]+(?:run|create|pull)\b"
+    r"|^[ \t]*FROM[ \t]"
+    r"|\b(?:pip3?|uv[ \t]+pip|pipx)[ \t]+install\b",
+    re.I,
+)
+
+
+def config_lines(text: str) -> str:
+    """`text` with every line that is not configuration (see _CONFIG_LINE) made empty, so that
+    what pasted_release finds in it names the release a report runs; lines keep their places."""
+    out: list[str] = []
+    continued = False  # the line before was kept and ends with a backslash
+    for line in text.split("\n"):
+        keep = continued or bool(_CONFIG_LINE.search(line))
+        out.append(line if keep else "")
+        continued = keep and line.rstrip().endswith("\\")
+    return "\n".join(out)
