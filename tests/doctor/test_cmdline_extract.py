@@ -241,3 +241,40 @@ def test_docker_entrypoint_is_the_start_of_the_launch() -> None:
     assert c.served_model() == "org/m" and c.render() == line
     c = cmdline.parse("docker run --entrypoint vllm vllm/vllm-openai serve org/m --port 1", "0.14.0")
     assert c.launch == ("serve",) and c.model == "org/m" and c.problems == ()
+
+
+K8S_ARGS_MODEL_FIRST = """
+containers:
+  - args:
+    - /models/weights
+    - --served-model-name
+    - glm-5.2
+    - --kv-transfer-config
+    - '{"kv_connector":"OffloadingConnector","kv_role":"kv_both"}'
+    image: vllm/vllm-openai-rocm:v0.20.1
+    name: vllm
+"""
+
+
+def test_kubernetes_args_may_begin_with_the_served_model() -> None:
+    """vllm serve's model is a positional: a manifest (vllm#52656) gives it first in `args:`."""
+    c = cmdline.parse(K8S_ARGS_MODEL_FIRST, "0.20.1")
+    assert c.launch == ("vllm", "serve") and c.model == "/models/weights"
+    assert c.get("--served-model-name") == "glm-5.2" and c.connector() == "OffloadingConnector"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Kubernetes `command:` replaces the image's entrypoint: its args are another program's
+        'containers:\n- image: vllm/vllm-openai:v0.20.1\n  command: ["python3"]\n'
+        '  args: ["/app/x.py", "--port", "1"]\n',
+        # a program named by path, a shell: not arguments to vllm serve
+        'services:\n  v:\n    image: vllm/vllm-openai:v0.20.1\n    command: ["/bin/run", "--port", "1"]\n',
+        'services:\n  v:\n    image: vllm/vllm-openai:v0.20.1\n    entrypoint: ["x"]\n'
+        '    command: ["m", "--port", "1"]\n',
+    ],
+)
+def test_words_that_replace_the_images_entrypoint_are_not_vllm_serve(text: str) -> None:
+    with pytest.raises(UsageError):
+        cmdline.parse(text, "0.20.1")

@@ -245,7 +245,7 @@ def _from_yaml(text: str) -> list[str] | None:
         if found is not None:
             return [*env, *found]
         image = str(node.get("image") or "")
-        if "vllm" in image and tokens and tokens[0].startswith("-"):
+        if "vllm" in image and tokens and _images_arguments(node, tokens):
             return [*env, "vllm", "serve", *tokens]  # the vllm-openai image's entrypoint is vllm serve
     lists = [n for n in _walk(doc) if isinstance(n, list) and n and all(isinstance(x, str) for x in n)]
     for items in lists:
@@ -268,6 +268,18 @@ def yaml_strings(text: str) -> list[str]:
     except (yaml.YAMLError, yaml_bounded.AliasBombError):
         return []
     return [n for n in _walk(doc) if isinstance(n, str) and "vllm" in n]
+
+
+def _images_arguments(node: dict[Any, Any], tokens: list[str]) -> bool:
+    """Whether a container's words are arguments to its image's entrypoint (`vllm serve`): flags
+    first, or a served model first (`args: [/models/weights, --port, ...]`, vllm serve's
+    positional) where nothing replaces the entrypoint: no `entrypoint:`, and no Kubernetes
+    `command:` beside its `args:`; never a shell or a program named by path."""
+    if tokens[0].startswith("-"):
+        return True
+    if "entrypoint" in node or ("command" in node and "args" in node) or _SHELLS.match(tokens[0]):
+        return False
+    return len(tokens) > 1 and tokens[1].startswith("-") and not tokens[0].startswith(("/bin/", "/usr/"))
 
 
 def _from_tokens(tokens: list[str], text: str) -> list[str] | None:
