@@ -203,8 +203,48 @@ def _cmd_from_log(scan: LogScan) -> LogCommand:
             cmd.offloading()
         except UsageError:  # prose that names `vllm serve`, a line cut short: not a command
             continue
-        return _rebuilt(cmd, f"read from the log's line {line_no}")
+        found = _rebuilt(cmd, f"read from the log's line {line_no}")
+        return _json_unescaped(text, found) or found
     return LogCommand(None)
+
+
+def _bad_json(cmd: ServeCommand) -> bool:
+    """Whether a flag's value that opens as JSON (`{`, `[`) does not read as JSON."""
+    import json
+
+    for arg in cmd.args:
+        if arg.value and arg.value.lstrip().startswith(("{", "[")):
+            try:
+                json.loads(arg.value)
+            except json.JSONDecodeError:
+                return True
+    return False
+
+
+def _json_unescaped(text: str, found: LogCommand) -> LogCommand | None:
+    """The launch line read again with its `\\"` made `"`, when its JSON flags are not JSON only
+    because of them: reports copy commands out of JSON strings and Markdown (vllm#43093 wrote
+    `'{\\"kv_connector\\":...}'`), and a server that got as far as the error reported parsed
+    its flags. None where that reads no better."""
+    from kvops.doctor.reading import cmdline
+    from kvops.errors import UsageError
+
+    cmd = found.cmd
+    if cmd is None or '\\"' not in text or not _bad_json(cmd):
+        return None
+    try:
+        again = cmdline.parse(text.replace('\\"', '"'))
+        again.offloading()
+    except UsageError:
+        return None
+    if _bad_json(again):
+        return None
+    better = _rebuilt(again, found.source or "")
+    note = (
+        'the report\'s JSON values are JSON once their \\" are read as " (quoting copied into the '
+        "report); read that way"
+    )
+    return better._replace(notes=(*better.notes, note))
 
 
 _FENCE = re.compile(r"[ \t]*(```|~~~)")

@@ -240,3 +240,20 @@ def test_every_launcher_is_cut_to_its_serve_command(
         assert PAYLOAD not in field
         assert one_command(field)[: len(launch)] == launch
     assert PAYLOAD in result["command"]["line_also_runs"][-1]
+
+
+def test_a_reports_backslash_quoted_json_is_read_as_the_json_it_ran(kvops: Run, tmp_path: Path) -> None:
+    """vllm#43093 pasted `'{\\"kv_connector\\":...}'` beside an error its server reached only
+    after parsing that JSON: read with `\\"` as `"`, said in a note, never 'not valid JSON'; the
+    command doctor gives back still holds only the serve command's words."""
+    config = '{\\"kv_connector\\":\\"OffloadingConnector\\",\\"kv_role\\":\\"kv_both\\"}'
+    line = f"vllm serve m --kv-transfer-config '{config}' && {CURL}"
+    _code, out, err = kvops("doctor", "--log", _report(tmp_path, f"```\n{line}\n```\n"), "--json")
+    result = json.loads(out)
+    assert result["command"]["connector"] == "OffloadingConnector", err
+    assert any('read as "' in note for note in result["notes"])
+    evidence = [e for f in result["findings"] for e in f["evidence"]]
+    assert not [e for e in evidence if "not valid JSON" in e]
+    for command in command_fields(result):
+        words = one_command(command)
+        assert PAYLOAD not in command and words[:3] == ["vllm", "serve", "m"]
