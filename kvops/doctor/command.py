@@ -273,7 +273,11 @@ def _code_blocks(text: str) -> list[str]:
 # A compose file or manifest is a few KB; YAML is read at ~0.2 MB/s, so a longer text is left
 # to the launch lines (a 1 MiB report of such blocks took 7 s).
 _YAML_CHARS = 64 * 1024
-_COMMAND_KEY = re.compile(r"^[ \t-]*(?:command|args|entrypoint)[ \t]*:", re.M)
+_COMMAND_KEY = re.compile(
+    r"^[ \t-]*(?:command|args|entrypoint)[ \t]*:"
+    r"|^[ \t]*-[ \t]+[\"']?(?:vllm|python3?)[\"']?[ \t]*$",  # a command's list pasted without its key
+    re.M,
+)
 
 
 def _cmd_from_yaml(text: str) -> LogCommand:

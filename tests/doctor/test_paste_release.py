@@ -262,3 +262,16 @@ def test_a_report_names_a_release_from_its_configuration_not_its_prose(report: s
 
     named = logs.scan(report.split("\n"), []).named_release
     assert (named.release if named else None) == release
+
+
+def test_a_command_list_pasted_without_its_key_is_read(kvops, tmp_path) -> None:
+    """LMCache#651 pasted a manifest's command as its list items alone (`- vllm`, `- serve`, ...)."""
+    items = ["vllm", "serve", "/models/m", "--max-model-len", '"10000"', "--kv-transfer-config",
+             "'{\"kv_connector\":\"LMCacheConnectorV1\",\"kv_role\":\"kv_both\"}'"]  # fmt: skip
+    block = "".join(f"        - {item}\n" for item in items)
+    report = tmp_path / "report.md"
+    report.write_text(f"image lmcache/vllm-openai:latest\n\ncommand\n```\n{block}\n```\n")
+    _, out, err = kvops("doctor", "--log", str(report), "--json")
+    command = json.loads(out)["command"]
+    assert command["connector"] == "LMCacheConnectorV1", err
+    assert command["command"].startswith("vllm serve /models/m --max-model-len 10000 ")
