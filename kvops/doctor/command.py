@@ -204,7 +204,14 @@ def _cmd_from_log(scan: LogScan) -> LogCommand:
         except UsageError:  # prose that names `vllm serve`, a line cut short: not a command
             continue
         found = _rebuilt(cmd, f"read from the log's line {line_no}")
-        return _json_unescaped(text, found) or found
+        found = _json_unescaped(text, found) or found
+        if line_no in scan.annotated_launches:
+            note = (
+                "the report's command has a comment after a line's `\\` (an annotation): read on "
+                "past it, as the report means; a shell would end the command at that line"
+            )
+            found = found._replace(notes=(*found.notes, note))
+        return found
     return LogCommand(None)
 
 

@@ -275,3 +275,25 @@ def test_a_command_list_pasted_without_its_key_is_read(kvops, tmp_path) -> None:
     command = json.loads(out)["command"]
     assert command["connector"] == "LMCacheConnectorV1", err
     assert command["command"].startswith("vllm serve /models/m --max-model-len 10000 ")
+
+
+def test_an_annotation_after_a_continued_line_does_not_end_the_command(kvops, tmp_path) -> None:
+    """vllm#40259 marked a flag `\\      # <--- Trigger` inside its docker run: the flags after it
+    (the offloading ones) are the report's command too, and the note says a shell would stop."""
+    lines = [
+        "docker run --rm --gpus all \\",
+        "  vllm/vllm-openai:v0.20.1 \\",
+        "  --model /models/kimi \\",
+        "  --decode-context-parallel-size 8 \\      # <--- Trigger",
+        "   --gpu-memory-utilization 0.9472 \\",
+        "  --kv-offloading-size 200 \\",
+        "  --kv-offloading-backend native",
+    ]
+    report = tmp_path / "report.md"
+    report.write_text("```bash\n" + "\n".join(lines) + "\n```\n")
+    _, out, err = kvops("doctor", "--log", str(report), "--json")
+    doc = json.loads(out)
+    assert doc["command"]["connector"] == "OffloadingConnector", err
+    assert "--kv-offloading-size 200" in doc["command"]["command"]
+    assert "Trigger" not in doc["command"]["command"] and doc["command"]["line_also_runs"] == []
+    assert any("a shell would end the command at that line" in note for note in doc["notes"])

@@ -69,6 +69,8 @@ ARGS_MARK = "non-default args: "  # vllm/entrypoints/utils.py log_non_default_ar
 # the `\\` continuations after it are kept, the first few, for the caller to read as --cmd.
 LAUNCH_HINTS = ("vllm serve", "vllm.entrypoints.openai.api_server", "docker run", "podman run")
 MAX_LAUNCHES = 5
+# `\` then a comment: an annotation a report added to a continued line ("# <--- Trigger").
+ANNOTATED = re.compile(r"\\[ \t]+#[^\n]*$")
 MAX_LAUNCH_LINES = 60
 BEFORE = 80  # a traceback's frames come before its last line
 AFTER = 40  # ...and vLLM often logs "EngineCore failed to start" and the cause after it
@@ -134,6 +136,7 @@ class LogScan:
     shm_bytes: int | None = None  # /dev/shm's size from a `df` line the log carries
     # (line number, text) of each of the first launch commands the log carries, `\\` lines joined
     launches: tuple[tuple[int, str], ...] = ()
+    annotated_launches: frozenset[int] = frozenset()  # those whose `\\` lines carried a comment
     # The release a short text's vLLM image or pinned install names (a report's manifest or
     # compose file beside its log lines); None for a long log or one that names none.
     named_release: PastedRelease | None = None
@@ -332,6 +335,7 @@ class _Scanner:
         self.engine_versions: dict[str, str] = {}
         self.shm_bytes: int | None = None
         self.launches: list[tuple[int, list[str]]] = []
+        self.annotated: set[int] = set()  # launches whose lines carried an annotation after `\\`
         self.launch_open = False  # the last launch line ended with `\\`: the next line is its
         self.n = 0
         self.wrap_left = 0  # lines after a candidate that may continue a wrapped signature
@@ -341,6 +345,16 @@ class _Scanner:
         # fastest); heads and tails pick the candidate lines, so a signature wrapped inside its
         # literal is seen.
         self.needles = needles_for(self.literals) if self.literals is not None else None
+
+    def _launch_line(self, line: str) -> str:
+        """A launch line as kept: a report's annotation after its `\\` (`--dcp 8 \\   # <--- Trigger`)
+        is dropped so the command goes on, as the report means (a shell would end it there);
+        the launch is remembered so the reader is told."""
+        m = ANNOTATED.search(line)
+        if m is None:
+            return line[:MAX_LINE]
+        self.annotated.add(self.launches[-1][0] if self.launch_open else self.n)
+        return line[: m.start() + 1][:MAX_LINE]
 
     def result(self) -> LogScan:
         self.fatal.settle()
@@ -356,6 +370,7 @@ class _Scanner:
             engine_version,
             self.shm_bytes,
             tuple((n, "\n".join(lines)) for n, lines in self.launches),
+            annotated_launches=frozenset(self.annotated),
         )
 
     def feed(self, block: list[str], first_block: bool) -> None:
@@ -432,11 +447,11 @@ class _Scanner:
             self.shm_bytes = shm_size(line)
         if self.launch_open:
             kept = self.launches[-1][1]
-            kept.append(line[:MAX_LINE])
-            self.launch_open = line.rstrip().endswith("\\") and len(kept) < MAX_LAUNCH_LINES
+            kept.append(self._launch_line(line))
+            self.launch_open = kept[-1].rstrip().endswith("\\") and len(kept) < MAX_LAUNCH_LINES
         elif len(self.launches) < MAX_LAUNCHES and any(h in line for h in LAUNCH_HINTS):
-            self.launches.append((n, [line[:MAX_LINE]]))
-            self.launch_open = line.rstrip().endswith("\\")
+            self.launches.append((n, [self._launch_line(line)]))
+            self.launch_open = self.launches[-1][1][0].rstrip().endswith("\\")
         if not self.fatal.found and any(h in line for h in FATAL_LINE_HINTS):
             m = PREFIX.match(line)
             self.fatal.feed(n, line[m.end() :] if m else line, m.group("level") if m else None, line)
