@@ -119,3 +119,25 @@ def test_the_fatal_reader_is_linear_on_hostile_lines() -> None:
     for n, line in enumerate(lines):
         fatal.feed(n, line)
     assert time.thread_time() - start < 2.0
+
+
+def test_a_reports_sentence_gives_way_to_the_logs_own_fatal_line() -> None:
+    """sglang#26258 said "the service shuts down ... with a watchdog timeout error displayed."
+    above the scheduler's own watchdog line: the log's line is the failure quoted."""
+    fatal = Fatal()
+    sentence = "the service shuts down after a while with a watchdog timeout error displayed."
+    fatal.feed(20, sentence, None, sentence)
+    logged = "[2026-05-25 10:00:00] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)"
+    fatal.feed(21, logged.split("] ", 1)[1], None, logged)
+    fatal.settle()
+    assert fatal.exception == (21, logged) and fatal.first_line == (21, logged)
+    # a log line first stays first; a sentence alone is still quoted
+    first = Fatal()
+    first.feed(21, logged.split("] ", 1)[1], None, logged)
+    first.feed(22, sentence, None, sentence)
+    first.settle()
+    assert first.exception == (21, logged)
+    alone = Fatal()
+    alone.feed(20, sentence, None, sentence)
+    alone.settle()
+    assert alone.exception == (20, sentence)

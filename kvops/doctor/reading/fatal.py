@@ -74,6 +74,17 @@ def _component(path: str) -> str | None:
     return f"{m.group('pkg')}/{m.group('rest')}".rstrip("/")
 
 
+# A report's own sentence ("the service shuts down ... with a watchdog timeout error displayed."):
+# no log prefix before it, words and spaces, and it ends as a sentence does.
+_SENTENCE = re.compile(r"^[A-Za-z][\w'’,;()-]*(?: [\w'’,;()/-]+){6,}[.!?]$")
+
+
+def _prose(text: str, raw: str | None) -> bool:
+    """Whether a native fatal line is prose: a report's sentence that names a watchdog or a
+    fault, which the log's own line (with its prefix) after it should stand for."""
+    return (raw is None or raw.strip() == text) and bool(_SENTENCE.match(text))
+
+
 @dataclass
 class Fatal:
     first_line: tuple[int, str] | None = None  # the first line of the failure (traceback or crash)
@@ -86,6 +97,7 @@ class Fatal:
     # an exception line with no traceback before it (a one-line paste): quoted when no traceback is
     bare: tuple[int, str, str] | None = None
     stop_line: tuple[int, str, str] | None = None  # an ERROR line saying the engine stops
+    _native_is_prose: bool = False  # the kept native line is a report's sentence, not a log line
 
     def settle(self) -> None:
         """At the end of the log: a bare exception line, else an engine's stop line, else a native
@@ -107,8 +119,13 @@ class Fatal:
         if not text:
             return
         shown = (raw if raw is not None else msg).strip()[:MAX_TEXT]
-        if self.native is None and NATIVE.search(text):
-            self.native = (line_no, shown)
+        if (self.native is None or self._native_is_prose) and NATIVE.search(text):
+            prose = _prose(text, raw)
+            if self.native is not None and prose:
+                return  # a sentence after a sentence: the first one stays
+            if self.native is not None and self.first_line == self.native:
+                self.first_line = None  # the report's sentence gives way to the log's own line
+            self.native, self._native_is_prose = (line_no, shown), prose
             if self.first_line is None:
                 self.first_line, self.frame_at = (line_no, shown), line_no
             return
