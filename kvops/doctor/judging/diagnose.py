@@ -133,8 +133,9 @@ def resolve_version(flag: str | None, log: LogScan | None, command_text: str = "
         named = pasted_release(command_text)
         if named.release is not None:
             return named.release, clip(named.source)
-    if log is not None and log.named_release is not None and log.named_release.release is not None:
-        return log.named_release.release, clip(log.named_release.source)
+    named_in_log = log.named_release if log is not None else None
+    if named_in_log is not None and named_in_log.release is not None:
+        return named_in_log.release, clip(named_in_log.source)
     try:
         from importlib.metadata import PackageNotFoundError, version
 

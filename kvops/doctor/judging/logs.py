@@ -19,6 +19,7 @@ Memory stays flat for any log size: a deque of recent lines and a short list of 
 
 from __future__ import annotations
 
+import functools
 import html
 import re
 import sys
@@ -137,10 +138,17 @@ class LogScan:
     # (line number, text) of each of the first launch commands the log carries, `\\` lines joined
     launches: tuple[tuple[int, str], ...] = ()
     annotated_launches: frozenset[int] = frozenset()  # those whose `\\` lines carried a comment
-    # The release a short text's vLLM image or pinned install names (a report's manifest or
-    # compose file beside its log lines); None for a long log or one that names none.
-    named_release: PastedRelease | None = None
     report: str | None = None  # the whole text, when it is short enough to be a report
+
+    @functools.cached_property
+    def named_release(self) -> PastedRelease | None:
+        """The release a short text's vLLM image or pinned install names in its configuration
+        lines (a report's manifest or compose file beside its log lines); None for a long log
+        or one that names none. Read when asked: --vllm-version or a banner answer first."""
+        if self.report is None:
+            return None
+        named = pasted_release(config_lines(self.report), "the report's")
+        return named if named.release is not None else None
 
 
 _META = set(".^$*+?{}[]()|")
@@ -534,8 +542,6 @@ def scan(lines: Iterable[str], playbooks: Iterable[Playbook], command_text: str 
     result = scanner.result()
     if short:
         result.report = "\n".join(short)
-        named = pasted_release(config_lines(result.report), "the report's")
-        result.named_release = named if named.release is not None else None
     return result
 
 
