@@ -120,6 +120,19 @@ def test_a_client_that_went_away_is_one_debug_line_not_a_traceback(upstream, mak
     assert gone and all(r.levelno == logging.DEBUG for r in gone)
 
 
+def assert_scrapes_answer_and_held_are_closed(exp, held: list[socket.socket], after: float) -> None:
+    """With `held` connections each holding part of a request, a scrape still answers within a
+    second; `after` seconds on, each held one was closed by the server, unanswered."""
+    began = time.monotonic()
+    assert requests.get(exp.url, timeout=5).status_code == 200
+    assert time.monotonic() - began < 1.0
+    time.sleep(after)
+    for sock in held:
+        assert read_responses(sock, settle=0.1) == b""  # closed by the server, nothing sent
+        sock.close()
+    assert exp.server.open_connections <= 1
+
+
 def test_partial_requests_hold_no_worker_and_are_closed_at_their_deadline(make_exporter, monkeypatch):
     """A slowloris: more half-sent request heads than workers; scrapes still answer at once,
     and the half-sent connections are closed when their head deadline passes."""
@@ -130,14 +143,7 @@ def test_partial_requests_hold_no_worker_and_are_closed_at_their_deadline(make_e
         sock = connect(exp.url)
         sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")  # no blank line: never complete
         loris.append(sock)
-    began = time.monotonic()
-    assert requests.get(exp.url, timeout=5).status_code == 200
-    assert time.monotonic() - began < 1.0
-    time.sleep(2.0)
-    for sock in loris:
-        assert read_responses(sock, settle=0.1) == b""  # closed by the server, nothing sent
-        sock.close()
-    assert exp.server.open_connections <= 1
+    assert_scrapes_answer_and_held_are_closed(exp, loris, after=2.0)
 
 
 def test_trickled_request_bodies_hold_no_worker_and_are_closed_at_their_deadline(make_exporter, monkeypatch):
@@ -154,14 +160,7 @@ def test_trickled_request_bodies_hold_no_worker_and_are_closed_at_their_deadline
     time.sleep(0.2)
     for sock in tricklers:
         sock.sendall(b"y")  # still coming, never whole
-    began = time.monotonic()
-    assert requests.get(exp.url, timeout=5).status_code == 200
-    assert time.monotonic() - began < 1.0
-    time.sleep(2.5)
-    for sock in tricklers:
-        assert read_responses(sock, settle=0.1) == b""  # closed by the server, nothing sent
-        sock.close()
-    assert exp.server.open_connections <= 1
+    assert_scrapes_answer_and_held_are_closed(exp, tricklers, after=2.5)
 
 
 def test_a_body_sent_in_pieces_within_the_deadline_is_read_whole(make_exporter):
