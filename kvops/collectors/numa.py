@@ -9,7 +9,8 @@ The process side is /proc/PID/numa_maps: per mapping, pages per node (`N0=...`) 
 size. The kernel walks the page tables to write it, so a process holding 100 GB costs real time
 (docs/collectors.md has the measurement): it is read on a thread of its own, at most once a
 minute, and each pass stops at a time cap, keeping what it read (a partial pass is said in the
-log and its figures are not used).
+log and its figures are not used). On a host with one node nothing can sit on another, so no
+page is walked there: a target's memory is its processes' resident set, all on that node.
 """
 
 from __future__ import annotations
@@ -34,6 +35,19 @@ _TOKEN_RE = re.compile(rb"\bN(\d+)=(\d+)|\bkernelpagesize_kB=(\d+)")
 READ_EVERY_SECONDS = 60.0
 IDLE_FACTOR = 30.0
 PASS_CAP_SECONDS = 10.0
+
+
+_NODE_DIR_RE = re.compile(r"node(\d+)\Z")
+
+
+def host_nodes(root: str = "/") -> list[str]:
+    """The host's NUMA nodes ("0", "1", ...) from sysfs; empty where sysfs does not say
+    (a container may hide it), which is not the same as one node."""
+    try:
+        entries = os.listdir(os.path.join(root, "sys", "devices", "system", "node"))
+    except OSError:
+        return []
+    return sorted((m.group(1) for e in entries if (m := _NODE_DIR_RE.match(e))), key=int)
 
 
 def gpu_numa_node(bus_id: str | None, root: str = "/") -> int | None:
@@ -94,7 +108,12 @@ def remote_ratio(numa_bytes: Mapping[str, float], gpu_nodes: set[int]) -> float 
 
 class NumaPlacement:
     """Reads the watched targets' numa_maps on a daemon thread, at most every `every` seconds,
-    each pass capped at `cap` seconds. `watch()` and `bytes_by_node()` never wait for a read."""
+    each pass capped at `cap` seconds. `watch()` and `bytes_by_node()` never wait for a read.
+
+    `only_node` is the host's one node where sysfs lists exactly one: nothing is read then (no
+    thread), and the caller puts a target's resident memory on that node. The page walk would
+    say the same for its cost: 16 simulated vLLMs' numa_maps took 33 ms a pass, a 100 GiB
+    process's about 2 s."""
 
     def __init__(
         self, root: str = "/", every: float = READ_EVERY_SECONDS, cap: float = PASS_CAP_SECONDS
@@ -109,8 +128,12 @@ class NumaPlacement:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.last_pass_seconds: float | None = None  # how long the last pass took (for tests)
+        nodes = host_nodes(root)
+        self.only_node: str | None = nodes[0] if len(nodes) == 1 else None
 
     def watch(self, pids_by_target: Mapping[str, list[int]]) -> None:
+        if self.only_node is not None:
+            return
         with self._lock:
             first = not self._pids and bool(pids_by_target)
             self._pids = {t: list(p) for t, p in pids_by_target.items()}

@@ -33,7 +33,7 @@ _FIELDS = {"RssAnon": "rss_anon", "RssShmem": "rss_shmem", "VmLck": "locked", "V
 # The fields read_status wants, found in the file's bytes by one search: two thirds of the time
 # of decoding and splitting its ~55 lines (41 against 63 µs a process, best of 6; read every
 # scrape for every process of every local target, and for every process each `ttl`).
-_STATUS_RE = re.compile(rb"^(PPid|RssAnon|RssShmem|VmLck|VmPin):[ \t]*(\S+)", re.MULTILINE)
+_STATUS_RE = re.compile(rb"^(PPid|VmRSS|RssAnon|RssShmem|VmLck|VmPin):[ \t]*(\S+)", re.MULTILINE)
 
 
 def _read_small(path: str) -> bytes:
@@ -274,7 +274,10 @@ class ProcessTracker:
             for key, attr in _FIELDS.items():
                 values = [st[key] for st in statuses.values() if key in st]
                 setattr(pm, attr, float(sum(values)) if values else None)
-            if self.numa is not None:
+            if self.numa is not None and self.numa.only_node is not None:  # one node: all of it there
+                resident = [st["VmRSS"] for st in statuses.values() if "VmRSS" in st]
+                pm.numa_bytes = {self.numa.only_node: float(sum(resident))} if resident else {}
+            elif self.numa is not None:
                 pm.numa_bytes = self.numa.bytes_by_node(target)
             attach_gpus(pm, gpus)
             out.append(pm)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -164,3 +165,45 @@ def test_an_unchanged_tree_is_looked_for_less_often(
     # the next scan (496) finds the tree changed: 30 s again, then 60, then 100
     assert scans[6:] == [496, 527, 588, 689]
     assert pids[95] == sorted([server, child]) and pids[96] == [child]
+
+
+@pytest.mark.parametrize("nodes", [["0"], ["0", "1"]])
+def test_numa_memory_of_a_one_node_host_is_its_resident_set(
+    local_server: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch, nodes: list[str]
+) -> None:
+    """One node: nothing can be remote, so numa_maps is not walked (no reader thread) and the
+    tree's resident memory is on that node. Two nodes: numa_maps is read off the scrape path."""
+    from kvops.collectors import numa
+
+    port, server, child = local_server
+    monkeypatch.setattr(numa, "host_nodes", lambda root="/": nodes)
+    tracker = ProcessTracker()
+    target = f"http://127.0.0.1:{port}"
+    try:
+        (pm,) = tracker.collect([target], [])
+        assert tracker.numa is not None
+        if len(nodes) == 1:
+            assert tracker.numa._thread is None
+            statuses = [read_status(p) for p in (server, child)]
+            resident = sum(s["VmRSS"] for s in statuses if s)
+            assert pm.numa_bytes == {"0": pytest.approx(resident, rel=0.05)}
+            assert pm.numa_bytes["0"] > 64 * 2**20  # the child's buffer
+        else:
+            assert tracker.numa._thread is not None
+            deadline = time.monotonic() + 10
+            while not (pm := tracker.collect([target], [])[0]).numa_bytes:
+                assert time.monotonic() < deadline, "numa_maps never read"
+                time.sleep(0.05)
+            assert sum(pm.numa_bytes.values()) > 64 * 2**20
+    finally:
+        tracker.close()
+
+
+def test_host_nodes_from_sysfs(tmp_path: Path) -> None:
+    from kvops.collectors import numa
+
+    assert numa.host_nodes(str(tmp_path)) == []  # sysfs hidden: unknown, not one node
+    base = tmp_path / "sys" / "devices" / "system" / "node"
+    for name in ("node1", "node0", "node10", "possible", "has_cpu"):
+        (base / name).mkdir(parents=True)
+    assert numa.host_nodes(str(tmp_path)) == ["0", "1", "10"]
