@@ -68,7 +68,9 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_REQUEST_BODY = 64 * 1024  # a GET body is read and dropped up to this size, refused above
 FD_RESERVE = 64  # descriptors kept for upstream fetches, logs and collectors
 MAX_CONNECTIONS = 10_000
-_SWEEP_EVERY = 0.25  # seconds between looks for expired connections
+# The loop sleeps until its next deadline; these bound one wait (shutdown and hand-backs wake it).
+_MIN_WAIT = 0.001
+_MAX_WAIT = 60.0
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*([0-9]{1,7})[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 
@@ -298,6 +300,7 @@ class ExporterServer:
         self._serving = False
         self._closed = False
         self._listener_paused_until = 0.0
+        self._next_sweep = math.inf  # the earliest deadline of a waiting connection (_expiry)
 
     @property
     def url(self) -> str:
@@ -323,14 +326,16 @@ class ExporterServer:
         sel.register(self._listener, selectors.EVENT_READ, "listen")
         sel.register(self._wake_r, selectors.EVENT_READ, "wake")
         listening = True
-        last_sweep = time.monotonic()
         try:
             while not self._stopping:
                 now = time.monotonic()
                 if not listening and now >= self._listener_paused_until:
                     sel.register(self._listener, selectors.EVENT_READ, "listen")
                     listening = True
-                for key, _ in sel.select(timeout=0.5):
+                # Woken by a socket, the wake pipe (a worker's hand-back, shutdown), or the
+                # earliest deadline of a waiting connection: an idle exporter does not poll.
+                wake_at = min(self._next_sweep, math.inf if listening else self._listener_paused_until)
+                for key, _ in sel.select(timeout=min(max(wake_at - now, _MIN_WAIT), _MAX_WAIT)):
                     if key.data == "listen":
                         if not self._accept():
                             sel.unregister(self._listener)
@@ -342,9 +347,8 @@ class ExporterServer:
                         self._dispatch(key.data)
                 self._take_returned()
                 now = time.monotonic()
-                if now - last_sweep >= _SWEEP_EVERY:  # a pass over every connection: not per event
+                if now >= self._next_sweep:  # a pass over every connection: not per event
                     self._sweep(now)
-                    last_sweep = now
         finally:
             self._stopped.set()
 
@@ -414,6 +418,7 @@ class ExporterServer:
             self._close(conn)
             return
         self._parked[conn] = None
+        self._next_sweep = min(self._next_sweep, _expiry(conn))
 
     def _unpark(self, conn: _Connection) -> None:
         self._parked.pop(conn, None)
@@ -442,11 +447,12 @@ class ExporterServer:
             self._park(conn)
 
     def _sweep(self, now: float) -> None:
-        expired = [c for c in self._parked if _expired(c, now)]
+        expired = [c for c in self._parked if _expiry(c) <= now]
         for conn in expired:
             self._unpark(conn)
             log.debug("closing connection from %s: timed out", conn.who)
             self._close(conn)
+        self._next_sweep = min((_expiry(c) for c in self._parked), default=math.inf)
 
     def _hand_back(self, conn: _Connection) -> None:
         """From a worker: wait for this connection's next bytes in the main loop."""
@@ -550,14 +556,15 @@ class ExporterServer:
         self._wake_w.close()
 
 
-def _expired(conn: _Connection, now: float) -> bool:
-    """Whether a waiting connection is past its deadline: to take its answer, to finish a
-    request it began, or to send one at all (idle)."""
+def _expiry(conn: _Connection) -> float:
+    """When a waiting connection is closed: its deadline to take its answer, to finish a
+    request it began, or to send one at all (idle). Fixed while it waits: only a worker
+    changes a connection's deadlines, and no worker holds a waiting one."""
     if conn.outgoing:
-        return now > conn.send_deadline
+        return conn.send_deadline
     if conn.head_deadline is not None:
-        return now > conn.head_deadline
-    return now - conn.idle_since > IDLE_TIMEOUT
+        return conn.head_deadline
+    return conn.idle_since + IDLE_TIMEOUT
 
 
 class _Handler(BaseHTTPRequestHandler):

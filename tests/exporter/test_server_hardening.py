@@ -267,3 +267,28 @@ def test_a_small_gzipped_answer_is_not_held_for_the_clients_delayed_ack():
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_idle_exporter_sleeps_until_a_deadline(make_exporter):
+    """With a keep-alive connection waiting (its idle deadline 120 s away) and nothing sent, the
+    serving loop does not wake: each wake is CPU a cold machine pays for (a 0.5 s poll was two
+    wakes a second). A deadline still wakes it: the slowloris tests close connections on time."""
+    exp = make_exporter([])
+    sock = connect(exp.url)
+    sock.sendall(b"GET /-/healthy HTTP/1.1\r\nHost: x\r\n\r\n")
+    assert read_responses(sock, settle=0.3).startswith(b"HTTP/1.1 200")
+    selector = exp.server._selector
+    calls: list[float | None] = []
+    real_select = selector.select
+
+    def counted(timeout: float | None = None):  # type: ignore[no-untyped-def]
+        calls.append(timeout)
+        return real_select(timeout)
+
+    selector.select = counted
+    try:
+        time.sleep(1.6)
+    finally:
+        del selector.select
+    assert len(calls) <= 1, calls
+    sock.close()
