@@ -105,6 +105,10 @@ class NvidiaCollector:
         self._scrape_ids: dict[str, list[tuple[int, int]]] = {}  # per GPU, the fields a scrape asks
         self.sysfs_root = "/"  # where /sys is (tests point it at a recorded tree)
         self._gpm: dict[str, host_link.GpmWindow] = {}
+        # GPU count, handles and UUIDs are fixed while NVML is initialised (nvml.h: a handle is
+        # valid until nvmlShutdown; no hot-plug without it): asked once, not 2 + 2 per GPU calls
+        # a scrape. A lost GPU still fails the calls made with its handle.
+        self._devices: list[tuple[Any, str] | None] | None = None
 
     # --- per value ---------------------------------------------------------------------
     def _classify(self, e: Exception) -> Failure:
@@ -128,16 +132,21 @@ class NvidiaCollector:
     def collect(self) -> list[GpuSample]:
         with self._lock:
             nvml = self._nvml = self._library.get()
-            try:
-                count = nvml.nvmlDeviceGetCount()
-            except nvml.NVMLError as e:
-                raise NvmlUnavailable(f"NVML could not count GPUs: {e}") from None
+            if self._devices is None:
+                try:
+                    self._devices = [None] * nvml.nvmlDeviceGetCount()
+                except nvml.NVMLError as e:
+                    raise NvmlUnavailable(f"NVML could not count GPUs: {e}") from None
+            devices = self._devices
             samples: list[GpuSample] = []
             fallback: dict[str, Any] = {}
-            for index in range(count):
+            for index, known in enumerate(devices):
                 try:
-                    handle = nvml.nvmlDeviceGetHandleByIndex(index)
-                    sample, needs_sampling = self._sample(str(index), handle)
+                    if known is None:  # asked again until NVML hands it out
+                        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+                        known = devices[index] = (handle, nvml.nvmlDeviceGetUUID(handle))
+                    handle, uuid = known
+                    sample, needs_sampling = self._sample(str(index), handle, uuid)
                 except nvml.NVMLError_GpuIsLost:
                     self._values.warn_once(
                         f"index {index}", "lost", f"NVIDIA GPU {index} is lost (fell off the bus?)"
@@ -161,9 +170,8 @@ class NvidiaCollector:
                 self._sampler.want(fallback)
             return samples
 
-    def _sample(self, index: str, h: Any) -> tuple[GpuSample, bool]:
+    def _sample(self, index: str, h: Any, uuid: str) -> tuple[GpuSample, bool]:
         nvml = self._nvml
-        uuid = nvml.nvmlDeviceGetUUID(h)
         if uuid not in self._identity:
             pci = self._query(uuid, "pci", nvml.nvmlDeviceGetPciInfo, h)
             self._identity[uuid] = (self._query(uuid, "name", nvml.nvmlDeviceGetName, h), pci and pci.busId)
@@ -395,6 +403,7 @@ class NvidiaCollector:
                 self._sampler.close()
                 self._sampler = None
             self._library.shut_down(lambda nvml: nvml.nvmlShutdown(), "nvmlShutdown")
+            self._devices = None  # handles end with nvmlShutdown
 
 
 def _load_nvml() -> Any:

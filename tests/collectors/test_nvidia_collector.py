@@ -327,3 +327,22 @@ def test_wrapping_32bit_counter_total_is_start_plus_true_increments(start: int, 
         raw = (raw + step) % 2**32
         total = c.update(raw, 32)
     assert total == start + sum(steps)
+
+
+def test_handles_and_uuids_are_asked_once(
+    nvml_script: Script, collector: NvidiaCollector, nvml_libdir: Path
+) -> None:
+    """Count, handles and UUIDs are fixed while NVML is initialised: a scrape after the first
+    asks none of them (2 + 2 per GPU calls a scrape before), and still reads every GPU."""
+    devices = nvml_stub.gpus(3)
+    nvml_script(devices)
+    assert [s.uuid for s in collector.collect()] == [d.uuid for d in devices]
+    stub = _stub(nvml_libdir)
+    names = (b"nvmlDeviceGetCount_v2", b"nvmlDeviceGetHandleByIndex_v2", b"nvmlDeviceGetUUID")
+    before = [stub.kvops_stub_calls(n) for n in names]
+    devices[2].memory_used = 4242
+    nvml_script(devices)
+    got = collector.collect()
+    assert [s.uuid for s in got] == [d.uuid for d in devices] and got[2].memory_used_bytes == 4242
+    assert [stub.kvops_stub_calls(n) for n in names] == before
+    assert before[2] >= 3  # the counter sees these calls at all
