@@ -486,3 +486,28 @@ def test_playbook_with_a_bad_condition_is_reported_not_used(tmp_path) -> None:
     (tmp_path / "d.md").write_text(head.format(id="d", cond="{attention: [mla]}"))
     cat = catalog.load(tmp_path)
     assert [pb.id for pb in cat.failures] == ["d"] and len(cat.problems) == 3
+
+
+def test_a_log_from_a_pipe_is_read_and_a_directory_or_device_is_one_line(kvops, tmp_path) -> None:
+    """`--log <(kubectl logs POD)` names a FIFO (/dev/fd/63): it is read, not "not found". A
+    directory and a stream of NUL bytes (/dev/zero) are one clear line and exit 2."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    text = (LOGS / "vllm-offload-dsa-indexer-keyerror.log").read_bytes()
+
+    def feed() -> None:
+        with open(fifo, "wb") as w:
+            w.write(text)
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    code, out, _ = kvops("doctor", "--log", str(fifo), "--json")
+    writer.join(timeout=10)
+    assert code == 1 and "mla-indexer-keyerror" in findings(out)
+    code, out, err = kvops("doctor", "--log", str(tmp_path))
+    assert code == 2 and err.strip().endswith("is a directory, not a log file") and len(err.splitlines()) == 1
+    code, out, err = kvops("doctor", "--log", "/dev/zero")
+    assert code == 2 and "looks binary" in err and len(err.splitlines()) == 1

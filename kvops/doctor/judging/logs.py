@@ -274,13 +274,17 @@ def strip_prefix(line: str) -> str:
 
 
 def open_log(path: str) -> tuple[BinaryIO, str]:
+    """The log to read: a file, or a pipe (`--log <(kubectl logs POD)` names /dev/fd/63, a
+    FIFO) or a device; a stream with NUL bytes is refused as binary when read."""
     if path == "-":
         return sys.stdin.buffer, "<stdin>"
     p = Path(path)
-    if not p.is_file():
-        raise UsageError(f"log file not found: {visible(path)}")
     try:
+        if p.is_dir():
+            raise UsageError(f"{visible(path)} is a directory, not a log file")
         return p.open("rb"), str(p)
+    except FileNotFoundError:
+        raise UsageError(f"log file not found: {visible(path)}") from None
     except OSError as exc:
         raise UsageError(f"cannot read log {visible(path)}: {exc.strerror}") from None
 
