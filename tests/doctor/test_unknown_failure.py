@@ -141,3 +141,19 @@ def test_a_reports_sentence_gives_way_to_the_logs_own_fatal_line() -> None:
     alone.feed(20, sentence, None, sentence)
     alone.settle()
     assert alone.exception == (20, sentence)
+
+
+def test_a_native_fatal_line_a_finding_quotes_is_not_also_unknown(kvops, tmp_path) -> None:
+    """A watchdog abort with HiCache on (modelled on sglang#26258): sglang-hicache-crash quotes
+    the watchdog line as its evidence, so it is not also "a fatal error no playbook knows"."""
+    explained = _log(
+        tmp_path,
+        "[2026-05-25 09:59:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', "
+        "enable_hierarchical_cache=True)",
+        "[2026-05-25 09:59:30] Prefill batch. #new-seq: 1, #new-token: 8192, hicache load_back 12 pages",
+        "[2026-05-25 10:00:00] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+    )
+    code, out, _ = kvops("doctor", "--log", explained, "--json")
+    found = findings(out)
+    assert code == 1 and found["sglang-hicache-crash"]["severity"] == "error"
+    assert "unknown-failure" not in found

@@ -7,6 +7,7 @@ scripts are both rendered from the same Finding objects.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -280,8 +281,13 @@ def diagnose(catalog: Catalog, inputs: Inputs, self_check: bool = True) -> Diagn
         and unknown_book is not None
         and (not only or UNKNOWN_FAILURE in only)
     )
-    # a fatal error no playbook knows; a fatal line that is not a Python exception is quoted anyway
-    if quote and (not any(f.source == "log" for f in findings) or log.fatal.native is not None):  # type: ignore[union-attr]
+    # a fatal error no playbook knows; a fatal line that is not a Python exception is quoted
+    # anyway, unless a finding already quotes that line as its evidence (it is explained)
+    fatal = log.fatal if log is not None else None
+    native_unexplained = (
+        fatal is not None and fatal.native is not None and fatal.native[0] not in _lines_explained(findings)
+    )
+    if quote and (not any(f.source == "log" for f in findings) or native_unexplained):
         assert log is not None and unknown_book is not None
         findings.append(_unknown_failure(unknown_book, log, engine, version, version_source, secrets))
     # ---- issue 43: where the fatal message is raised (judging/located.py) ----
@@ -340,6 +346,20 @@ def _apply_precedence(findings: list[Finding]) -> None:
             f.notes.append(
                 f"explained by {by[0].id}, which matches the same log more specifically: no fix proposed"
             )
+
+
+_CITED_LINE = re.compile(r"log line (\d+)\b")
+
+
+def _lines_explained(findings: list[Finding]) -> set[int]:
+    """The log lines a warning or error finding quotes as its evidence ("log line N: ...")."""
+    return {
+        int(m.group(1))
+        for f in findings
+        if f.source == "log" and f.severity != "info"
+        for e in f.evidence
+        if (m := _CITED_LINE.match(e))
+    }
 
 
 def _engine(cmd: ServeCommand | None, log: LogScan | None) -> str:
