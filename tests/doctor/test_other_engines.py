@@ -71,6 +71,22 @@ def test_an_sglang_log_names_its_engine_and_release(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
+    "line",
+    [
+        "[2026-05-25 09:59:00] server_args=ServerArgs(model_path='Qwen/Qwen3-8B', tp_size=1)",
+        "[2026-05-25 10:00:00] Scheduler watchdog timeout (self.watchdog_timeout=300, self.soft=False)",
+    ],
+)
+def test_sglangs_own_start_and_watchdog_lines_name_it(tmp_path, line: str) -> None:
+    """A log with neither a module path nor a version line (a report's excerpt) is SGLang's by
+    its launch_server's first line or its scheduler's watchdog line; vLLM prints neither."""
+    scan = logs.scan_file(_log(tmp_path, "some other line", line), catalog.load().failures)
+    assert scan.engine == "sglang"
+    vllm = _log(tmp_path, "INFO 05-25 10:00:00 [utils.py:233] non-default args: {'model': 'Qwen/Qwen3-8B'}")
+    assert logs.scan_file(vllm, catalog.load().failures).engine is None
+
+
+@pytest.mark.parametrize(
     ("line", "version"),
     [
         ("Image: nvcr.io/nvidia/ai-dynamo/vllm-runtime:1.4.0 (stock, from NGC)", "1.4.0"),

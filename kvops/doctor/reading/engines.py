@@ -62,12 +62,29 @@ _VERSION = {
 }
 # What says a log comes from an engine at all (its module paths, its process names, its launch line).
 _MARKS = {
-    SGLANG: re.compile(r"sglang[/.](?:srt|launch_server)|\bsglang serve\b|Scheduler hit an exception", re.I),
+    # server_args=ServerArgs(...) is the first line SGLang's launch_server logs (vLLM prints
+    # "non-default args"); the scheduler's watchdog line is sglang/srt/utils/watchdog.py's.
+    SGLANG: re.compile(
+        r"sglang[/.](?:srt|launch_server)|\bsglang serve\b|Scheduler hit an exception|"
+        r"\bserver_args=ServerArgs\(|Scheduler watchdog timeout",
+        re.I,
+    ),
     DYNAMO: re.compile(
         r"\bdynamo[./](?:vllm|sglang|trtllm|frontend|llm|runtime)\b|\bkvbm\b|DynamoConnector|DYN_KVBM_", re.I
     ),
 }
-HINTS = ("sglang", "SGLang", "dynamo", "Dynamo", "kvbm", "KVBM", "DYN_", "Scheduler hit")
+HINTS = (
+    "sglang",
+    "SGLang",
+    "dynamo",
+    "Dynamo",
+    "kvbm",
+    "KVBM",
+    "DYN_",
+    "Scheduler hit",
+    "ServerArgs(",
+    "Scheduler watchdog",
+)
 
 
 def engine_in(line: str) -> str | None:
