@@ -148,7 +148,7 @@ def test_an_unchanged_tree_is_looked_for_less_often(
 
     monkeypatch.setattr(procs.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(procs, "_listening_by_port", counted_scan)
-    tracker = ProcessTracker(ttl=30, max_ttl=100)
+    tracker = ProcessTracker(ttl=30, max_ttl=100, background=False)  # the schedule, scans in line
     target = f"http://127.0.0.1:{port}"
     for second in range(0, 400):
         clock[0] = 1000.0 + second
@@ -207,3 +207,44 @@ def test_host_nodes_from_sysfs(tmp_path: Path) -> None:
     for name in ("node1", "node0", "node10", "possible", "has_cpu"):
         (base / name).mkdir(parents=True)
     assert numa.host_nodes(str(tmp_path)) == ["0", "1", "10"]
+
+
+def test_a_stale_tree_is_looked_for_off_the_scrape(
+    local_server: tuple[int, int, int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a target with no tree waits for the scan; a known tree gone stale is scanned for on a
+    thread while the scrape reads the processes it knows (the waiting scrapes were the p99)."""
+    import threading
+
+    port, server, child = local_server
+    release, entered = threading.Event(), threading.Event()
+    listener = [server]
+
+    def slow_scan() -> dict[int, set[int]]:
+        if scans:
+            entered.set()
+            assert release.wait(10)
+        scans.append(1)
+        return {port: set(listener)}
+
+    scans: list[int] = []
+    monkeypatch.setattr(procs, "_listening_by_port", slow_scan)
+    tracker = ProcessTracker(ttl=0.2, max_ttl=0.2)
+    target = f"http://127.0.0.1:{port}"
+    try:
+        (pm,) = tracker.collect([target], [])  # no tree yet: this scrape scans
+        assert pm.pids == sorted([server, child]) and scans == [1]
+        time.sleep(0.3)
+        listener[:] = [child]
+        started = time.monotonic()
+        (pm,) = tracker.collect([target], [])  # stale: scanned on a thread, the scrape goes on
+        assert time.monotonic() - started < 1.0 and pm.pids == sorted([server, child])
+        assert entered.wait(5)
+        release.set()
+        deadline = time.monotonic() + 5
+        while tracker.collect([target], [])[0].pids != [child]:
+            assert time.monotonic() < deadline, "the scan's tree never reached a scrape"
+            time.sleep(0.05)
+    finally:
+        release.set()
+        tracker.close()
