@@ -106,7 +106,7 @@ class NvidiaCollector:
         self.sysfs_root = "/"  # where /sys is (tests point it at a recorded tree)
         self._gpm: dict[str, host_link.GpmWindow] = {}
         # GPU count, handles and UUIDs are fixed while NVML is initialised (nvml.h: a handle is
-        # valid until nvmlShutdown; no hot-plug without it): asked once, not 2 + 2 per GPU calls
+        # valid until nvmlShutdown; no hot-plug without it): asked once, not 1 + 2 per GPU calls
         # a scrape. A lost GPU still fails the calls made with its handle.
         self._devices: list[tuple[Any, str] | None] | None = None
 

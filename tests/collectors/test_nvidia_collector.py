@@ -333,7 +333,7 @@ def test_handles_and_uuids_are_asked_once(
     nvml_script: Script, collector: NvidiaCollector, nvml_libdir: Path
 ) -> None:
     """Count, handles and UUIDs are fixed while NVML is initialised: a scrape after the first
-    asks none of them (2 + 2 per GPU calls a scrape before), and still reads every GPU."""
+    asks none of them (1 + 2 per GPU calls a scrape before), and still reads every GPU."""
     devices = nvml_stub.gpus(3)
     nvml_script(devices)
     assert [s.uuid for s in collector.collect()] == [d.uuid for d in devices]
