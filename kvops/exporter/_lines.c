@@ -6,41 +6,43 @@
  * below 1e6 or not finite, asked of fallback (floatToGoString itself) otherwise. That is
  * kvops.exporter.line_text's Python join, which stays the reference and the fallback
  * (tests/exporter/test_line_text.py compares the two). Python spent ~1 us a line on the
- * f-string, the repr and the join: 2,500 lines per scrape with 16 vLLMs.
+ * f-string, the repr and the join: 2,500 lines per scrape with 16 vLLMs. Whole numbers written
+ * here and the output written in place took this join from 468 to 294 us on that exposition
+ * (best of 5 x 300, warm).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
 #include <string.h>
 
+/* The output is written straight into the bytes object returned: sized from the heads before the
+ * first line (about 400 KB with 16 vLLMs), so the buffer neither grows by copying nor is copied
+ * once more into a bytes object at the end. */
 typedef struct {
-    char *bytes;
+    PyObject *out; /* a bytes object of `cap` bytes, `len` of them written; NULL after a failure */
     Py_ssize_t len;
     Py_ssize_t cap;
 } Buffer;
 
 static int put(Buffer *b, const char *s, Py_ssize_t n) {
     if (n == 0) {
-        return 0; /* an empty first write: memcpy(NULL, s, 0) is undefined, even for 0 bytes */
+        return 0;
     }
     if (n > PY_SSIZE_T_MAX - b->len) {
         PyErr_NoMemory();
         return -1;
     }
-    if (b->len + n > b->cap) {
+    if (b->len + n > b->cap) { /* past the estimate: a fallback wrote more than 32 bytes */
         Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
         while (cap < b->len + n) {
             cap = cap > PY_SSIZE_T_MAX / 2 ? PY_SSIZE_T_MAX : cap * 2;
         }
-        char *grown = PyMem_Realloc(b->bytes, (size_t)cap);
-        if (grown == NULL) {
-            PyErr_NoMemory();
-            return -1;
+        if (_PyBytes_Resize(&b->out, cap) < 0) {
+            return -1; /* b->out is NULL now */
         }
-        b->bytes = grown;
         b->cap = cap;
     }
-    memcpy(b->bytes + b->len, s, (size_t)n);
+    memcpy(PyBytes_AS_STRING(b->out) + b->len, s, (size_t)n);
     b->len += n;
     return 0;
 }
@@ -67,6 +69,23 @@ static int put_value(Buffer *b, PyObject *value, PyObject *fallback) {
         double d = PyFloat_AS_DOUBLE(value);
         if (isnan(d)) return put(b, "NaN", 3);
         if (isinf(d)) return d > 0 ? put(b, "+Inf", 4) : put(b, "-Inf", 4);
+        if (d > -1e6 && d < 1e6 && d == (double)(long long)d && !(d == 0.0 && signbit(d))) {
+            /* A whole number (bucket counts, most of an exposition): repr() is its digits and
+             * ".0". Written here, not by PyOS_double_to_string's shortest-repr search and its
+             * allocation: 2,085 of 2,256 values with 16 vLLMs. */
+            char digits[24];
+            long long n = (long long)d;
+            unsigned long long u = n < 0 ? (unsigned long long)(-n) : (unsigned long long)n;
+            int at = (int)sizeof(digits);
+            digits[--at] = '0';
+            digits[--at] = '.';
+            do {
+                digits[--at] = (char)('0' + u % 10);
+                u /= 10;
+            } while (u);
+            if (n < 0) digits[--at] = '-';
+            return put(b, digits + at, (Py_ssize_t)sizeof(digits) - at);
+        }
         if (d < 1e6) {
             /* float.__repr__'s own call (Objects/floatobject.c, float_repr) */
             char *repr = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
@@ -94,7 +113,26 @@ static PyObject *join(PyObject *self, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "join: heads and values differ in length");
         return NULL;
     }
-    Buffer b = {NULL, 0, 0};
+    /* Sized first: every head's UTF-8 (kept by the str, so asked once either way), 32 bytes a
+     * value (a repr is at most 24, a newline), the tail. */
+    Py_ssize_t cap = 0, n;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(heads); i++) {
+        PyObject *head = PyList_GET_ITEM(heads, i);
+        if (PyUnicode_Check(head)) {
+            if (PyUnicode_AsUTF8AndSize(head, &n) == NULL) {
+                return NULL;
+            }
+            cap += n + 32;
+        }
+    }
+    if (PyUnicode_AsUTF8AndSize(tail, &n) == NULL) {
+        return NULL;
+    }
+    cap += n;
+    Buffer b = {PyBytes_FromStringAndSize(NULL, cap ? cap : 1), 0, cap ? cap : 1};
+    if (b.out == NULL) {
+        return NULL;
+    }
     /* fallback is Python code, which could change either list: sizes are read each line. */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(heads) && i < PyList_GET_SIZE(values); i++) {
         PyObject *head = PyList_GET_ITEM(heads, i);
@@ -111,17 +149,18 @@ static PyObject *join(PyObject *self, PyObject *args) {
         Py_DECREF(head);
         Py_DECREF(value);
         if (rc != 0) {
-            PyMem_Free(b.bytes);
+            Py_XDECREF(b.out);
             return NULL;
         }
     }
     if (put_text(&b, tail) != 0) {
-        PyMem_Free(b.bytes);
+        Py_XDECREF(b.out);
         return NULL;
     }
-    PyObject *out = PyBytes_FromStringAndSize(b.bytes ? b.bytes : "", b.len);
-    PyMem_Free(b.bytes);
-    return out;
+    if (_PyBytes_Resize(&b.out, b.len) < 0) {
+        return NULL;
+    }
+    return b.out;
 }
 
 static PyMethodDef methods[] = {
