@@ -56,7 +56,7 @@ def main() -> int:
     ap.add_argument("--targets", type=positive(int), default=16)
     ap.add_argument("--gpus", type=positive(int), default=8)
     ap.add_argument("--rounds", type=positive(int), default=60)
-    ap.add_argument("--pause", type=float, default=0.6, help="seconds between rounds (default 0.6)")
+    ap.add_argument("--pause", type=positive(float), default=0.6, help="seconds between rounds (default 0.6)")
     args = ap.parse_args()
     if not os.environ.get(_CHILD):  # the loader reads LD_LIBRARY_PATH at start: run again under it
         env = dict(stub_gpu_env(args.gpus), **{_CHILD: "1"})

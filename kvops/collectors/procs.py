@@ -286,11 +286,7 @@ class ProcessTracker:
         local = [t for t in targets if self._local_target(t) is not None]
         with self._trees_lock:
             unknown = [t for t in local if t not in self._trees]
-            stale = [
-                t
-                for t in local
-                if t in self._trees and now - self._trees[t].found_at > self._trees[t].kept_for
-            ]
+            stale = [t for t in local if t in self._trees and self._trees[t].stale(now)]
         if unknown or (stale and not self.background):  # nothing to read without a tree: wait for it
             self._refresh(unknown + stale, now)
         elif stale:

@@ -33,7 +33,7 @@ static int put(Buffer *b, const char *s, Py_ssize_t n) {
         return -1;
     }
     if (b->len + n > b->cap) { /* past the estimate: a fallback wrote more than 32 bytes */
-        Py_ssize_t cap = b->cap ? b->cap : 1 << 16;
+        Py_ssize_t cap = b->cap; /* at least 1: join() sizes the bytes object first */
         while (cap < b->len + n) {
             cap = cap > PY_SSIZE_T_MAX / 2 ? PY_SSIZE_T_MAX : cap * 2;
         }

@@ -62,3 +62,10 @@ def test_a_fallback_that_empties_the_lists_ends_the_join_without_a_crash():
         return "x"
 
     assert _lines.join(heads, values, "", shrinking) == b"a 1.0\nb x\n"
+
+
+def test_a_fallback_longer_than_the_estimate_grows_the_output():
+    """The output is sized at 32 bytes a value; a fallback's longer text grows it in place."""
+    heads, values = ["a ", "b ", "c "], [1.0, 1e300, 3.5]
+    long = "9" * 5000
+    assert _lines.join(heads, values, "end\n", lambda v: long) == f"a 1.0\nb {long}\nc 3.5\nend\n".encode()
