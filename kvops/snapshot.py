@@ -406,7 +406,11 @@ Reading = HostSample | list[GpuSample]
 
 class Collector(Protocol):
     """A hardware or host collector (kvops.collectors): `name` is its `collector` label;
-    `collect()` returns its reading or raises, which costs only its own series."""
+    `collect()` returns its reading or raises, which costs only its own series.
+
+    A collector may set a class attribute `inline = True` when it reads only files that never
+    block (procfs, sysfs, tmpfs): kvops.scrape.runner then calls it on the round's own thread
+    while the targets answer, not on a worker (a driver call may hang; those stay on workers)."""
 
     name: str
 

@@ -87,6 +87,9 @@ class HostCollector:
     """Collects a HostSample. `root` prefixes /proc and /sys; `shm_path` defaults to root/dev/shm."""
 
     name = "host"
+    # procfs, sysfs and /dev/shm's statvfs never block: read on the round's thread while the
+    # targets answer (kvops.scrape.runner), which saves a worker's wake-up and GIL hand-offs.
+    inline = True
 
     def __init__(self, root: str = "/", shm_path: str | None = None) -> None:
         self.root = root

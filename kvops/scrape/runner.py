@@ -1,7 +1,10 @@
 """One scrape round: every source concurrently, each behind its own error boundary and deadline.
 
 Targets are fetched together in the scraping thread (kvops.transport.multi) and parsed as each
-arrives; hardware collectors run in worker threads meanwhile (a driver call may hang).
+arrives; hardware collectors run in worker threads meanwhile (a driver call may hang), and the
+sources that read only procfs and sysfs (host memory, process trees) run on the scraping thread
+once the requests are out, before the answers are read: a worker's wake-up and its GIL
+hand-offs cost more than their reads (docs/performance.md, "Reads on the round's thread").
 
 Like node_exporter, each source reports kvops_collector_success / _duration_seconds, so a
 broken or slow source costs only its own series. Sources are pulled on demand, when
@@ -52,7 +55,8 @@ DEFAULT_TIMEOUT = 5.0
 
 class ProcessSource(Protocol):
     """Memory of local targets' process trees (kvops.collectors.procs.ProcessTracker).
-    `attach_gpus` names the GPUs each tree uses, once the round's GPUs are read."""
+    `attach_gpus` names the GPUs each tree uses, once the round's GPUs are read. `collect`
+    reads procfs only (no call that can hang): it runs on the round's thread."""
 
     def collect(self, targets: list[str], gpus: list[GpuSample]) -> list[ProcessMemory]: ...
 
@@ -73,6 +77,8 @@ MAX_WORKERS = 32
 # Pages longer than this are parsed in a worker thread (a real vLLM page is 60-80 kB; 45,000
 # label sets are 3.4 MB and a second of parse, during which one thread fetches nothing else).
 PARSE_INLINE_CHARS = 256 * 1024
+# Process trees are read on the round's thread for at most this many targets (_run_round).
+INLINE_PROCESS_TARGETS = 64
 # A parse looks at the clock every few thousand lines: it ends this soon after the deadline.
 _PARSE_GRACE = 0.1
 
@@ -96,6 +102,24 @@ class _Timed:
         except Exception as exc:
             self.error = exc
         self.seconds = time.monotonic() - start
+
+
+class _Inline:
+    """Calls for the round's own thread (sources that never block), each a Future that `run`
+    completes once, so that the round reads them as it reads a worker's."""
+
+    def __init__(self) -> None:
+        self._calls: list[tuple[Callable[[], object], Future[_Timed]]] = []
+
+    def add(self, fn: Callable[[], object]) -> Future[_Timed]:
+        future: Future[_Timed] = Future()
+        self._calls.append((fn, future))
+        return future
+
+    def run(self) -> None:
+        calls, self._calls = self._calls, []
+        for fn, future in calls:
+            future.set_result(_Timed(fn))
 
 
 def _url_for(target: TargetScraper, probe: bool) -> str:
@@ -178,13 +202,24 @@ class ScrapeRunner:
         self.rounds += 1
         discovery_status = self._refresh_discovered()
         targets = self.targets
-        source_calls = [self._call(s.name, s.collect) for s in self.sources]
+        inline = _Inline()  # run by the fetch while the targets answer (kvops.transport.multi)
+        source_calls = [
+            inline.add(s.collect) if getattr(s, "inline", False) else self._call(s.name, s.collect)
+            for s in self.sources
+        ]
         process_call = None
         if self.process_tracker is not None:
             tracker, names = self.process_tracker, [t.target for t in targets]
-            process_call = self._call("processes", lambda: tracker.collect(names, []))
+            read = lambda: tracker.collect(names, [])  # noqa: E731
+            # Its reads grow with the local targets (each tree's /proc/PID/status): past a few
+            # dozen they would hold the answers back (30,000 targets: seconds), so a worker.
+            few = len(names) <= INLINE_PROCESS_TARGETS
+            process_call = inline.add(read) if few else self._call("processes", read)
         snap = Snapshot(time=start)
-        snap.targets = self._scrape_targets(targets, deadline)
+        try:
+            snap.targets = self._scrape_targets(targets, deadline, inline.run)
+        finally:
+            inline.run()  # if the fetch did not get to it
         for sample in snap.targets:  # a discovered pod's labels (kvops.transport.kubernetes)
             sample.identity = self._identities.get(sample.target, {})
         pending = [*source_calls, *([process_call] if process_call else [])]
@@ -213,14 +248,17 @@ class ScrapeRunner:
         self._in_flight[key] = future
         return future
 
-    def _scrape_targets(self, targets: list[TargetScraper], deadline: float) -> list[TargetSample]:
+    def _scrape_targets(
+        self, targets: list[TargetScraper], deadline: float, meanwhile: Callable[[], None] | None = None
+    ) -> list[TargetSample]:
         """All targets fetched at once in this thread (kvops.transport.multi), each parsed as it
         arrives while the others go on; a large page is parsed in a worker, so that its parse
         does not hold up the other fetches. Every parse ends by the deadline (TargetScraper.
         finish): a page that cannot be read in time is abandoned, its target shown down.
         A second pass fetches the whole page of a target whose filtered page came back empty,
         and the filtered page of a target due a probe (kvops.scrape.page_filter): a target's
-        fetches in a round follow one another, never overlap."""
+        fetches in a round follow one another, never overlap. `meanwhile` is run once by the
+        first pass's fetch, while the targets answer."""
         samples: dict[int, TargetSample] = {}
         parsing: dict[int, Future[TargetSample]] = {}
         probing: set[int] = set()  # this pass fetches their probe_url; its outcome is no sample
@@ -249,7 +287,8 @@ class ScrapeRunner:
                 done(of[n], outcome, s)
 
             try:
-                self._multi.fetch(jobs, deadline, arrived)
+                self._multi.fetch(jobs, deadline, arrived, meanwhile)
+                meanwhile = None
             except Exception:  # a bug in the fetch loop costs this round's targets, not the exporter
                 log.exception("fetching the targets failed")
             wait_futures(list(parsing.values()), timeout=max(0.0, deadline - time.monotonic()) + _PARSE_GRACE)

@@ -66,22 +66,44 @@ class MultiFetcher:
         self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
         self._lock = threading.Lock()
         self._closing = False  # close() during a round: the round stops and closes the handle
+        self._meanwhile_ran = False  # this round's `meanwhile` was called
 
-    def fetch(self, jobs: Sequence[tuple[HttpClient, str]], deadline: float, done: Done) -> None:
+    def fetch(
+        self,
+        jobs: Sequence[tuple[HttpClient, str]],
+        deadline: float,
+        done: Done,
+        meanwhile: Callable[[], None] | None = None,
+    ) -> None:
         """Fetch every job; as each ends, call done(job index, body text or the FetchError that
-        says why not, seconds it took) in this thread, while the others go on."""
-        with self._lock:
-            if self._closing:
-                for index in range(len(jobs)):
-                    done(index, FetchError("closed"), 0.0)
-            else:
-                try:
-                    self._round(jobs, deadline, done)
-                finally:
-                    if self._closing:
-                        self._multi.close()
+        says why not, seconds it took) in this thread, while the others go on.
+        `meanwhile` is called once in this thread, when the requests are sent and the answers
+        not yet read (or at the end, if none is awaited): the caller's own short work, done
+        while the targets write their pages instead of on another thread. It must not raise."""
+        try:
+            with self._lock:
+                self._meanwhile_ran = False
+                if self._closing:
+                    for index in range(len(jobs)):
+                        done(index, FetchError("closed"), 0.0)
+                else:
+                    try:
+                        self._round(jobs, deadline, done, meanwhile)
+                    finally:
+                        if self._closing:
+                            self._multi.close()
+        finally:  # called once, whatever happened to the fetches
+            if meanwhile is not None and not self._meanwhile_ran:
+                self._meanwhile_ran = True
+                meanwhile()
 
-    def _round(self, jobs: Sequence[tuple[HttpClient, str]], deadline: float, done: Done) -> None:
+    def _round(
+        self,
+        jobs: Sequence[tuple[HttpClient, str]],
+        deadline: float,
+        done: Done,
+        meanwhile: Callable[[], None] | None,
+    ) -> None:
         multi = self._multi
         started = time.monotonic()
         running: dict[int, tuple[int, Transfer]] = {}  # id(handle) -> (job index, transfer)
@@ -126,7 +148,7 @@ class MultiFetcher:
                     settle(waiting.popleft(), FetchError(reason))
 
         try:
-            self._run(running, finish, deadline, admit)
+            self._run(running, finish, deadline, admit, meanwhile)
         finally:  # a failure half-way must not leave handles on the multi handle, or claimed
             left = list(running.values())
             running.clear()
@@ -144,6 +166,7 @@ class MultiFetcher:
         finish: Callable[..., None],
         deadline: float,
         admit: Callable[[], None],
+        meanwhile: Callable[[], None] | None,
     ) -> None:
         multi = self._multi
         while True:
@@ -162,6 +185,10 @@ class MultiFetcher:
                     break
             if not running:  # all ended: begin the next jobs, or stop
                 continue
+            if meanwhile is not None and not self._meanwhile_ran:  # the requests are out
+                self._meanwhile_ran = True
+                meanwhile()
+                continue  # answers that came meanwhile are read before any wait
             left = deadline + _GRACE - time.monotonic()
             if left <= 0 or self._closing:
                 reason = "closed" if self._closing else "deadline"

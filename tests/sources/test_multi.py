@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from kvops.scrape import runner as runner_module
 from kvops.scrape.runner import ScrapeRunner
 from kvops.scrape.target import TargetScraper
 from kvops.snapshot import GpuSample
@@ -276,3 +277,88 @@ def test_a_large_page_parse_that_outlives_its_round_holds_its_target_back(upstre
     finally:
         stuck.release.set()
         runner.close()
+
+
+def test_meanwhile_runs_once_with_the_requests_out_and_no_answer_read(upstream: Upstream):
+    """The round's own short work (host memory, process trees) runs while the targets write
+    their pages: after the requests are sent, before any answer is handed back."""
+    urls = [upstream.route(f"m{i}", slow(0.3, f"page {i}\n".encode())) + "/metrics" for i in range(3)]
+    clients = [HttpClient() for _ in urls]
+    fetcher = MultiFetcher()
+    fetch_all(fetcher, list(zip(clients, urls, strict=True)), time.monotonic() + 5)  # connections up
+    ended: list[int] = []
+    seen: list[tuple[int, int]] = []  # (answers handed back, requests the server had) at each call
+
+    def meanwhile() -> None:
+        time.sleep(0.1)  # the server's handlers have the requests by now, if they were sent
+        seen.append((len(ended), sum(upstream.hits.values())))
+
+    before = sum(upstream.hits.values())
+    fetcher.fetch(list(zip(clients, urls, strict=True)), time.monotonic() + 5,
+                  lambda i, outcome, s: ended.append(i), meanwhile)  # fmt: skip
+    assert sorted(ended) == [0, 1, 2]
+    assert seen == [(0, before + 3)]  # once; every request out, no answer yet
+
+
+def test_meanwhile_runs_once_without_jobs_and_when_the_fetch_fails():
+    calls: list[str] = []
+    fetcher = MultiFetcher()
+    fetcher.fetch([], time.monotonic() + 1, lambda *a: None, lambda: calls.append("empty"))
+    with pytest.raises(ZeroDivisionError):
+        fetcher.fetch([(HttpClient(), "http://127.0.0.1:9/")], time.monotonic() + 1,
+                      lambda *a: 1 / 0, lambda: calls.append("failed"))  # fmt: skip
+    assert calls == ["empty", "failed"]
+
+
+class ThreadNoting:
+    """A collector (or, with `inline`, one that reads only procfs) noting the thread it ran on."""
+
+    def __init__(self, name: str, inline: bool) -> None:
+        self.name = name
+        if inline:
+            self.inline = True
+        self.threads: list[int] = []
+
+    def collect(self) -> list[GpuSample]:
+        self.threads.append(threading.get_ident())
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+class TrackerNoting:
+    def __init__(self) -> None:
+        self.threads: list[int] = []
+
+    def collect(self, targets, gpus):  # type: ignore[no-untyped-def]
+        self.threads.append(threading.get_ident())
+        return []
+
+    def attach_gpus(self, processes, gpus):  # type: ignore[no-untyped-def]
+        pass
+
+
+@pytest.mark.parametrize("targets", [2, 3])
+def test_procfs_sources_run_on_the_rounds_thread_driver_calls_on_workers(
+    upstream: Upstream, targets: int, monkeypatch: pytest.MonkeyPatch
+):
+    monkeypatch.setattr(runner_module, "INLINE_PROCESS_TARGETS", 2)  # 65 loopback targets: slow
+    reads, driver, tracker = (
+        ThreadNoting("host", inline=True),
+        ThreadNoting("gpu", inline=False),
+        TrackerNoting(),
+    )
+    scrapers = [TargetScraper(upstream.route(f"t{i}", body(PAGE))) for i in range(targets)]
+    runner = ScrapeRunner(scrapers, [reads, driver], timeout=5, process_tracker=tracker)  # type: ignore[list-item]
+    try:
+        snap = runner.snapshot()
+    finally:
+        runner.close()
+    me = threading.get_ident()
+    assert all(t.up for t in snap.targets)
+    assert reads.threads == [me] and driver.threads != [me] and len(driver.threads) == 1
+    # process trees: on this thread for a few targets; past INLINE_PROCESS_TARGETS on a worker
+    assert (tracker.threads == [me]) == (targets <= 2) and len(tracker.threads) == 1
+    statuses = {c.name: c.success for c in snap.collectors}
+    assert statuses["host"] and statuses["gpu"]
