@@ -522,7 +522,7 @@ static int token_value(const unsigned char *start, const unsigned char *end, dou
  * parser._read_found's loop, for a
  * page of which every found line is a usual sample line (name, label set, one blank, a value) whose text up to its "}"
  * is in heads (parser._HEADS: that text -> (name, labels)), or has no label set, or is a
- * wanted family's # TYPE line. Appends (a copy of the labels, the value) to samples[name] in
+ * wanted family's # TYPE line. Appends (the kept labels dict, shared and read-only, the value) to samples[name] in
  * the page's order and returns (lines read, whether a value may be NaN, ±Inf or -0, the TYPE
  * lines in order, but those put in `types` from `known_types`: see above). None, with samples left part-filled, on any other page: a line not in
  * heads, another form of line, a value out of float's range (1e309), a page page_bytes does
@@ -629,16 +629,9 @@ static PyObject *finder_read_known(Finder *self, PyObject *args) {
                     goto fail;
                 }
             }
-            /* Held while copied: the copy may run the garbage collector, whose finalizers may
-             * let another thread clear heads, or read a page with this finder. */
-            Py_INCREF(known);
+            /* The kept dict itself, not a copy: a ParseResult's labels are read-only (parser.py). */
             name = Py_NewRef(PyTuple_GET_ITEM(known, 0));
-            labels = PyDict_Copy(PyTuple_GET_ITEM(known, 1));
-            Py_DECREF(known);
-            if (labels == NULL) {
-                Py_DECREF(name);
-                goto fail;
-            }
+            labels = Py_NewRef(PyTuple_GET_ITEM(known, 1));
         }
         PyObject *number = PyFloat_FromDouble(value);
         PyObject *pair = number == NULL ? NULL : PyTuple_Pack(2, labels, number);

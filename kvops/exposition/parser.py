@@ -108,7 +108,12 @@ _BAD_ESCAPE_RE = re.compile(r"\\[^\\\"n]")  # searched once escaped backslashes 
 
 @dataclass
 class ParseResult:
-    """Samples by exposed sample name, in the order they appeared."""
+    """Samples by exposed sample name, in the order they appeared.
+
+    A sample's labels dict is read-only: a line whose label set was read before gets the dict
+    kept for it (_HEADS), shared with every later page that has that line. A copy per line
+    was a quarter of a parse (16 simulated vLLM pages: 0.76 against 0.60 ms, best of 7 × 50),
+    most of it touching every key and value again on a round that starts cold."""
 
     samples: dict[str, list[tuple[Labels, float]]] = field(default_factory=dict)
     types: dict[str, str] = field(default_factory=dict)  # name on its # TYPE line -> type
@@ -640,7 +645,7 @@ def _read_found(
                         return None
                     _remember_head(key, name, labels)
             else:
-                labels = known[1].copy()
+                labels = known[1]  # shared, read-only (ParseResult)
             value = float(token)
             if token[0] in _NOT_DIGIT_START or value > _FLOAT_MAX:  # NaN, ±Inf, -0 or 1e309
                 if value in _INFINITIES and token[-1] not in "fFyY":
@@ -792,7 +797,7 @@ def _add_sample(result: ParseResult, line: str, count_prefixes: tuple[str, ...],
             value = _parse_value(token)
         except ParseError as exc:
             return str(exc)
-        name, labels = known[0], known[1].copy()
+        name, labels = known[0], known[1]  # shared, read-only (ParseResult)
         if not result.has_prefixed_sample and count_prefixes and name.startswith(count_prefixes):
             result.has_prefixed_sample = True
     else:
@@ -828,7 +833,7 @@ def _add_split(
     else:
         known = _HEADS.get(name + head)
         if known is not None:
-            labels = known[1].copy()
+            labels = known[1]  # shared, read-only (ParseResult)
         else:
             try:
                 labels, quoted = parse_label_set(head[1:-1])
