@@ -22,8 +22,9 @@
 
 typedef struct {
     Py_hash_t hash;
-    PyObject *first;   /* the series' first line's label dict (held) */
+    PyObject *first;   /* the series' first line's label dict, or its shared series dict (held) */
     PyObject *buckets; /* its list of (bound, count) (held) */
+    int shared;        /* first is the series' dict of labels but `le` (Known.series) */
 } Series;
 
 typedef struct {
@@ -75,6 +76,117 @@ static int same_items(PyObject *a, int skip_a, PyObject *b, int skip_b) {
     }
 }
 
+/* Lines seen before, by their labels dict's identity. The parser hands out the same dict for a
+ * label set it has read before (kvops/exposition/parser.py, ParseResult: read-only), so a bucket
+ * line's bound, its series' hash and its series' labels without `le` are worked out once, not on
+ * every scrape: a line is then one pointer lookup. Each entry holds its dict, so an address is
+ * never another dict's while it is here. Only dicts of exact str keys and values are kept (their
+ * hashes and compares run no Python code). Bounded: full, it starts over. */
+typedef struct {
+    PyObject *labels; /* held; NULL: an empty slot */
+    PyObject *le;     /* the bound (held), or NULL: the line is no bucket */
+    PyObject *series; /* the labels but `le` (held): one dict for every line of a series */
+    Py_hash_t hash;   /* items_hash(labels, skip le) */
+} Known;
+
+#define KNOWN_MAX 16384 /* entries; the table has twice as many slots */
+static Known *known;    /* KNOWN_MAX * 2 slots, or NULL before the first use */
+static size_t known_used;
+/* The series dicts handed out, by items_hash: a series' lines share one. Same bound. */
+static PyObject **series_dicts; /* KNOWN_MAX * 2 slots (held) */
+static Py_hash_t *series_hashes;
+
+static size_t pointer_slot(PyObject *p) {
+    return (size_t)(((uintptr_t)p >> 4) * 0x9E3779B97F4A7C15ULL) & (2 * KNOWN_MAX - 1);
+}
+
+static void known_clear(void) {
+    if (known == NULL) return;
+    for (size_t k = 0; k < 2 * KNOWN_MAX; k++) {
+        Known *slot = &known[k];
+        if (slot->labels == NULL) continue;
+        PyObject *labels = slot->labels, *le = slot->le, *series = slot->series;
+        *slot = (Known){NULL, NULL, NULL, 0};
+        Py_DECREF(labels);
+        Py_XDECREF(le);
+        Py_DECREF(series);
+    }
+    for (size_t k = 0; k < 2 * KNOWN_MAX; k++) Py_CLEAR(series_dicts[k]);
+    known_used = 0;
+}
+
+/* The entry of `labels`, or NULL. */
+static Known *known_find(PyObject *labels) {
+    if (known == NULL) return NULL;
+    for (size_t at = pointer_slot(labels);; at = (at + 1) & (2 * KNOWN_MAX - 1)) {
+        if (known[at].labels == labels) return &known[at];
+        if (known[at].labels == NULL) return NULL;
+    }
+}
+
+/* 1 when every key and value is an exact str. */
+static int all_str(PyObject *labels) {
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(labels, &pos, &k, &v))
+        if (!PyUnicode_CheckExact(k) || !PyUnicode_CheckExact(v)) return 0;
+    return 1;
+}
+
+static PyObject *labels_without_le(PyObject *first, PyObject **key_out);
+
+/* Remembers `labels` (a line of bound `le`, NULL for no bucket, and series hash h): its entry,
+ * or NULL when it is not kept (not all str, or no memory: the caller reads the line itself).
+ * -1 in *error with an exception set on a failure. Python code (a collection freeing objects)
+ * may run while the series dict is made: the tables are looked at only after it. */
+static Known *known_add(PyObject *labels, PyObject *le, Py_hash_t h, int *error) {
+    *error = 0;
+    if (!all_str(labels)) return NULL;
+    PyObject *fresh = labels_without_le(labels, NULL);
+    if (fresh == NULL) {
+        *error = -1;
+        return NULL;
+    }
+    if (known == NULL) {
+        known = PyMem_Calloc(2 * KNOWN_MAX, sizeof(Known));
+        series_dicts = PyMem_Calloc(2 * KNOWN_MAX, sizeof(PyObject *));
+        series_hashes = PyMem_Calloc(2 * KNOWN_MAX, sizeof(Py_hash_t));
+        if (known == NULL || series_dicts == NULL || series_hashes == NULL) {
+            PyMem_Free(known), PyMem_Free(series_dicts), PyMem_Free(series_hashes);
+            known = NULL, series_dicts = NULL, series_hashes = NULL;
+            Py_DECREF(fresh);
+            return NULL;
+        }
+    }
+    if (known_used >= KNOWN_MAX) known_clear(); /* frees dicts of str: no Python code */
+    /* From here to the end nothing allocates an object or runs Python code: exact str compares. */
+    PyObject *series = NULL;
+    size_t at = (size_t)h & (2 * KNOWN_MAX - 1);
+    for (; series_dicts[at] != NULL; at = (at + 1) & (2 * KNOWN_MAX - 1)) {
+        if (series_hashes[at] != h) continue;
+        int same = same_items(fresh, 0, series_dicts[at], 0);
+        if (same < 0) {
+            Py_DECREF(fresh);
+            *error = -1;
+            return NULL;
+        }
+        if (same) {
+            series = series_dicts[at];
+            break;
+        }
+    }
+    if (series == NULL) {
+        series_dicts[at] = series = Py_NewRef(fresh);
+        series_hashes[at] = h;
+    }
+    size_t slot = pointer_slot(labels);
+    while (known[slot].labels != NULL) slot = (slot + 1) & (2 * KNOWN_MAX - 1);
+    known[slot] = (Known){Py_NewRef(labels), Py_XNewRef(le), Py_NewRef(series), h};
+    known_used++;
+    Py_DECREF(fresh);
+    return &known[slot];
+}
+
 static void series_free(SeriesList *s) {
     for (size_t k = 0; k < s->n; k++) {
         Py_DECREF(s->items[k].first);
@@ -113,37 +225,61 @@ static int collect(PyObject *samples, PyObject *les, PyObject *le_of, SeriesList
             goto fail_item;
         }
         PyObject *labels = PyTuple_GET_ITEM(item, 0), *value = PyTuple_GET_ITEM(item, 1);
-        PyObject *raw = PyDict_GetItemWithError(labels, le_name); /* borrowed */
-        if (raw == NULL) {
-            if (PyErr_Occurred()) goto fail_item;
-            Py_DECREF(item);
-            continue;
+        PyObject *key = labels; /* what the series is found by: the line's dict, or its series' */
+        Py_hash_t h;
+        int shared = 0;
+        Known *seen = known_find(labels);
+        if (seen != NULL) { /* a line read on an earlier scrape: no lookup, no hash */
+            if (seen->le == NULL) {
+                Py_DECREF(item);
+                continue;
+            }
+            le = Py_NewRef(seen->le);
+            h = seen->hash;
+            key = seen->series;
+            shared = 1;
+        } else {
+            PyObject *raw = PyDict_GetItemWithError(labels, le_name); /* borrowed */
+            if (raw == NULL) {
+                if (PyErr_Occurred()) goto fail_item;
+                Py_DECREF(item);
+                continue;
+            }
+            Py_INCREF(raw);
+            le = PyDict_GetItemWithError(les, raw);
+            if (le != NULL) {
+                Py_INCREF(le);
+            } else if (!PyErr_Occurred()) {
+                le = PyObject_CallOneArg(le_of, raw);
+            }
+            Py_DECREF(raw);
+            if (le == NULL) goto fail_item;
+            if (le == Py_None) { /* a bucket without a usable bound is not one */
+                Py_DECREF(le);
+                Py_DECREF(item);
+                continue;
+            }
+            h = items_hash(labels, 1);
+            if (h == -1) goto fail_item;
+            if (PyFloat_CheckExact(le)) { /* kept for the next scrape (le_of may give other types) */
+                int error;
+                Known *added = known_add(labels, le, h, &error);
+                if (error < 0) goto fail_item;
+                if (added != NULL) {
+                    key = added->series;
+                    shared = 1;
+                }
+            }
         }
-        Py_INCREF(raw);
-        le = PyDict_GetItemWithError(les, raw);
-        if (le != NULL) {
-            Py_INCREF(le);
-        } else if (!PyErr_Occurred()) {
-            le = PyObject_CallOneArg(le_of, raw);
-        }
-        Py_DECREF(raw);
-        if (le == NULL) goto fail_item;
-        if (le == Py_None) { /* a bucket without a usable bound is not one */
-            Py_DECREF(le);
-            Py_DECREF(item);
-            continue;
-        }
-        Py_hash_t h = items_hash(labels, 1);
-        if (h == -1) goto fail_item;
         size_t at = (size_t)h & mask;
         PyObject *buckets = NULL;
         while (table[at] != 0) {
-            Series *known = &s->items[table[at] - 1];
-            if (known->hash == h) {
-                int same = same_items(labels, 1, known->first, 1);
+            Series *known_series = &s->items[table[at] - 1];
+            if (known_series->hash == h) {
+                int same = known_series->first == key ? 1 : same_items(key, 1, known_series->first, 1);
                 if (same < 0) goto fail_item;
                 if (same) {
-                    buckets = known->buckets;
+                    buckets = known_series->buckets;
                     break;
                 }
             }
@@ -156,7 +292,7 @@ static int collect(PyObject *samples, PyObject *les, PyObject *le_of, SeriesList
             }
             buckets = PyList_New(0);
             if (buckets == NULL) goto fail_item;
-            s->items[s->n] = (Series){h, Py_NewRef(labels), buckets};
+            s->items[s->n] = (Series){h, Py_NewRef(key), buckets, shared};
             table[at] = ++s->n;
         }
         PyObject *bucket = PyTuple_Pack(2, le, value);
@@ -356,7 +492,8 @@ static PyObject *series(PyObject *self, PyObject *args) {
         if (total == NULL && PyErr_Occurred()) goto fail;
         PyObject *count = lines_find(&count_lines, one->hash, one->first);
         if (count == NULL && PyErr_Occurred()) goto fail;
-        PyObject *labels = labels_without_le(one->first, NULL);
+        /* The shared series dict (read-only, as the parser's labels are), else a new one. */
+        PyObject *labels = one->shared ? Py_NewRef(one->first) : labels_without_le(one->first, NULL);
         PyObject *bounds = labels == NULL ? NULL : PyList_AsTuple(one->buckets);
         PyObject *row = bounds == NULL ? NULL
                                        : PyTuple_Pack(4, labels, bounds, total ? total : Py_None,

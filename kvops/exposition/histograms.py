@@ -85,7 +85,8 @@ def _group(bucket_samples: list[tuple[Labels, float]]) -> _Series:
 def histograms(result: ParseResult, family: str) -> list[tuple[Labels, Histogram]]:
     """Every series of `family`, labels without `le`. A series needs its +Inf bucket and its sum
     to be kept: a page cut in the middle of one drops it, not the page.
-    Bucket counts, sum and count pass through as exposed."""
+    Bucket counts, sum and count pass through as exposed. The labels dicts are read-only: the
+    C reading hands out one kept dict per series, the same every scrape (_buckets.c)."""
     bucket_name, sum_name, count_name = sample_names(family)
     bucket_samples = result.get(bucket_name)
     if not bucket_samples:

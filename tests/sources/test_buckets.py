@@ -233,3 +233,47 @@ def test_series_bad_input_raises():
         _buckets.series([({"le": "1"}, 1.0)], [], [(["a"], 1.0)], {}, hist._le)
     with pytest.raises(TypeError):
         _buckets.series((), [], [], {}, hist._le)
+
+
+def _page_of(series: int, tag: str) -> tuple[list, list, list]:
+    """`series` two-bucket series of exact-str labels (bucket, sum and count lines)."""
+    buckets, sums, counts = [], [], []
+    for n in range(series):
+        labels = {"model_name": f"m{tag}", "engine": str(n)}
+        buckets += [({**labels, "le": "0.5"}, 1.0 + n), ({**labels, "le": "+Inf"}, 2.0 + n)]
+        sums.append((labels, 3.0 + n))
+        counts.append((dict(labels), 2.0 + n))
+    return buckets, sums, counts
+
+
+def test_lines_read_before_are_not_worked_out_again_and_share_their_series_dict():
+    """A bucket line's dict seen on an earlier call (the parser hands out the same dict for a
+    label set read before) is one lookup: its bound is not asked for again, and its series'
+    labels are the same dict every time (read-only, as the parser's are)."""
+    buckets, sums, counts = _page_of(3, "shared")
+    asked: list[str] = []
+
+    def le_of(raw: str) -> float | None:
+        asked.append(raw)
+        return hist._le(raw)
+
+    first = _buckets.series(buckets, sums, counts, {}, le_of)
+    assert len(asked) == 6
+    again = _buckets.series(buckets, sums, counts, {}, le_of)
+    assert len(asked) == 6  # nothing asked the second time
+    assert again == first
+    assert [row[0] for row in again] == [{"model_name": "mshared", "engine": str(n)} for n in range(3)]
+    assert all(a[0] is b[0] for a, b in zip(first, again, strict=True))
+    # another dict with the same items (a page read before its heads were kept) is grouped alike
+    copies = [(dict(labels), value) for labels, value in buckets]
+    assert _buckets.series(copies, sums, counts, {}, le_of) == first
+    read_alike(buckets, sums, counts)
+
+
+def test_past_the_kept_lines_bound_the_reading_starts_over_and_stays_right():
+    """More lines than the C side keeps (16,384): it forgets them all and goes on; every call
+    reads as the Python reference does, including a page whose lines straddle the reset."""
+    for tag in ("a", "b"):
+        buckets, sums, counts = _page_of(9000, tag)  # 18,000 bucket lines
+        for _ in range(2):
+            read_alike(buckets, sums, counts)

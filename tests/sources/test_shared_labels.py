@@ -1,8 +1,9 @@
 """A parsed sample's labels dict is shared: a line read before gets the dict kept for its label
 set (parser._HEADS), the same object on every later page (kvops/exposition/parser.py,
-ParseResult). No reader may change one. Every page of the suite, and the exporter's page of 16
-simulated vLLMs read back as `kvops top` reads it, go through every reader twice (the second
-time on the kept dicts); each dict must read the same after as before."""
+ParseResult), and a histogram series read before gets the dict kept for its labels without
+`le` (kvops/exposition/_buckets.c). No reader may change one. Every page of the suite, and the
+exporter's page of 16 simulated vLLMs read back as `kvops top` reads it, go through every
+reader twice (the second time on the kept dicts); each dict must read the same after."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import time
 from kvops.engines import registry
 from kvops.exporter.text_sink import write
 from kvops.exposition import parser
+from kvops.exposition.histograms import histograms
 from kvops.frames import kvops_exposition
 from kvops.frames.replay import _WANTED as REPLAY_WANTED
 from kvops.sim.server import Sim
@@ -26,6 +28,12 @@ def read_unchanged(text: str, wanted: frozenset[str], read) -> int:  # type: ign
         result = parser.parse(text, wanted)
         kept = {id(heads[1]) for heads in parser._HEADS.values()}
         dicts = [labels for samples in result.samples.values() for labels, _ in samples]
+        dicts += [  # each histogram series' labels, as the readers get them
+            labels
+            for name in result.samples
+            if name.endswith("_bucket")
+            for labels, _ in histograms(result, name.removesuffix("_bucket"))
+        ]
         before = [dict(labels) for labels in dicts]
         read(result)
         assert [dict(labels) for labels in dicts] == before
