@@ -42,7 +42,10 @@ class TextSink:
         self.heads: list[str] = []
         self.values: list[float] = []
         self._spec: MetricSpec | None = None
-        self._pending = ""  # HELP and TYPE text not yet written before a line
+        # HELP and TYPE texts not yet written before a line, joined once when one is: a run of
+        # empty families (most of the 115 engine families on a page without their connector)
+        # grew one string with `+=`, 1.7 MB copied a write for 16 vLLMs.
+        self._pending: list[str] = []
         self._deferred = ""  # an omit_if_empty family's, written with its first series
 
     def begin(self, spec: MetricSpec, *, omit_if_empty: bool = False) -> None:
@@ -54,7 +57,7 @@ class TextSink:
             self._deferred = text
         else:
             self._deferred = ""
-            self._pending += text
+            self._pending.append(text)
 
     def add(self, labels: Sequence[str], value: float | Histogram | None, pod: PodLabels = ()) -> None:
         spec = self._spec
@@ -77,7 +80,9 @@ class TextSink:
         self.values.append(value)
 
     def _take_pending(self) -> str:
-        text, self._pending, self._deferred = self._pending + self._deferred, "", ""
+        self._pending.append(self._deferred)
+        text = "".join(self._pending)
+        self._pending, self._deferred = [], ""
         return text
 
     def _add_histogram(
@@ -102,7 +107,7 @@ class TextSink:
             self.values += (counts[-1], value.sum)
 
     def text(self) -> bytes:
-        return join(self.heads, self.values, self._pending)
+        return join(self.heads, self.values, "".join(self._pending))
 
 
 def write(snap: Snapshot) -> bytes:
