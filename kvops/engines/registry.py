@@ -62,6 +62,22 @@ PASS_THROUGH_FIELDS: frozenset[str] = frozenset().union(*(e.pass_through_fields 
 PASS_THROUGH_HISTOGRAMS: frozenset[str] = frozenset().union(*(e.pass_through_names for e in ENGINES))
 CHART_COUNTERS: frozenset[str] = frozenset().union(*(e.chart_counters for e in ENGINES))
 
+# Sample name -> a bit per engine of ENGINES that reads it: which engines a page has, from one
+# lookup per name on it (a set test per engine was 15 per page, most over an engine's names).
+_ENGINES_READING: dict[str, int] = {}
+for _index, _engine in enumerate(ENGINES):
+    for _name in _engine.families:
+        _ENGINES_READING[_name] = _ENGINES_READING.get(_name, 0) | 1 << _index
+
+
+def _engines_reading(result: ParseResult) -> int:
+    """A bit per engine of ENGINES that reads a name the page has."""
+    engines = 0
+    for name in result.samples:
+        engines |= _ENGINES_READING.get(name, 0)
+    return engines
+
+
 _PREFIXED = " or ".join(UP_PREFIXES)
 # Engines named by neither prefix (LMCache's multi-process page is LMCache's, named by its prefix).
 _OTHERS = ", ".join(
@@ -71,16 +87,19 @@ _OTHERS = ", ".join(
 
 def normalise(result: ParseResult, target: str) -> TargetSample:
     """Map one parsed exposition to a TargetSample: each engine whose names the page holds
-    reads it (a set test in C, against each reader's dozens of lookups on every page).
+    reads it (found from the page's names, against each reader's dozens of lookups).
     NaN and ±Inf values are unknown: left out, as an absent series (issue 25)."""
     page = Page(target)
     # up (docs/DESIGN.md): one sample of a family kvops reads for some engine parsed, whatever its value.
     up = result.has_prefixed_sample or any(result.samples.get(name) for name in OTHER_ENGINE_NAMES)
     result.known_only()
-    present = result.samples.keys()
-    for engine in ENGINES:
-        if not engine.families.isdisjoint(present):
+    engines = _engines_reading(result)
+    for index, engine in enumerate(ENGINES):
+        if engines >> index & 1:
             engine.read(result, page)
+            if result.renamed:  # SGLang's router spelling read as SGLang's: its other readers too
+                result.renamed = False
+                engines = _engines_reading(result)
     error = None if up else f"no {_PREFIXED} sample, nor one of another engine kvops reads ({_OTHERS})"
     return TargetSample(
         target=target,

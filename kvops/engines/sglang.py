@@ -83,7 +83,7 @@ def router_names(result: ParseResult) -> None:
     for name in ROUTER_WANTED & result.samples.keys():
         own = COLON + name[len(ROUTER) :]
         if own not in result.samples:
-            result.samples[own] = result.samples.pop(name)
+            result.rename(name, own)
     for name in [n for n in result.types if n.startswith(ROUTER)]:
         own = COLON + name[len(ROUTER) :]
         result.types.setdefault(own, result.types[name])

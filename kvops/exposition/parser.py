@@ -127,9 +127,16 @@ class ParseResult:
     # False when every value read started with a digit or "." (so none is NaN, ±Inf or -0):
     # known_only() then has nothing to look at. Set by the whole-page reader only.
     maybe_unknown: bool = True
+    renamed: bool = False  # rename() was called: the page's names are not the parsed ones
 
     def get(self, name: str) -> list[tuple[Labels, float]]:
         return self.samples.get(name, [])
+
+    def rename(self, name: str, new: str) -> None:
+        """Samples of `name` read as `new` from here on (a reader of another engine's spelling):
+        `renamed` tells kvops.engines.registry to look again at which engines the page has."""
+        self.samples[new] = self.samples.pop(name)
+        self.renamed = True
 
     def known_only(self) -> ParseResult:
         """Drops NaN and ±Inf samples (here they mean "unknown", and a store can hold them) and
