@@ -36,8 +36,10 @@ _FIELDS = {"RssAnon": "rss_anon", "RssShmem": "rss_shmem", "VmLck": "locked", "V
 
 # The fields read_status wants, found in the file's bytes by one search: two thirds of the time
 # of decoding and splitting its ~55 lines (41 against 63 µs a process, best of 6; read every
-# scrape for every process of every local target, and for every process each `ttl`).
-_STATUS_RE = re.compile(rb"^(PPid|VmRSS|RssAnon|RssShmem|VmLck|VmPin):[ \t]*(\S+)", re.MULTILINE)
+# scrape for every process of every local target, and for every process each `ttl`). Each is
+# found after its newline (read_status puts one before the first line): `^` with re.MULTILINE
+# made the search try every position of the ~1.4 KB file, 6.4 against 1.6 µs (best of 5 x 2,000).
+_STATUS_RE = re.compile(rb"\n(PPid|VmRSS|RssAnon|RssShmem|VmLck|VmPin):[ \t]*(\S+)")
 
 
 def _read_small(path: str) -> bytes:
@@ -59,7 +61,7 @@ def read_status(pid: int, root: str = "/") -> dict[str, float] | None:
     out: dict[str, float] = {}
     try:
         data = _read_small(os.path.join(root, "proc", str(pid), "status"))
-        for key, token in _STATUS_RE.findall(data):
+        for key, token in _STATUS_RE.findall(b"\n" + data):
             if math.isfinite(number := float(token)):  # int(PPid) follows
                 out[key.decode()] = number * (_KB if key != b"PPid" else 1)
     except (OSError, ValueError):

@@ -248,3 +248,14 @@ def test_a_stale_tree_is_looked_for_off_the_scrape(
     finally:
         release.set()
         tracker.close()
+
+
+def test_status_fields_are_read_on_every_line_the_first_too_and_nowhere_else(tmp_path: Path) -> None:
+    """Each field is found at the start of a line (after its newline, the first line's put
+    there by read_status), never inside another line."""
+    (tmp_path / "proc" / "9").mkdir(parents=True)
+    (tmp_path / "proc" / "9" / "status").write_bytes(
+        b"RssAnon:\t8 kB\nName:\tVmPin: 99 kB\nPPid:\t4\nXVmLck:\t5 kB\nRssShmem:\t2 kB\nVmRSS:\t10 kB\n"
+    )
+    assert read_status(9, str(tmp_path)) == {"RssAnon": 8 * 1024, "PPid": 4, "RssShmem": 2 * 1024,
+                                              "VmRSS": 10 * 1024}  # fmt: skip
