@@ -7,8 +7,9 @@ NVML library as the GPUs), without HTTP: `kvops exporter`'s runner (kvops.export
 build_runner) makes a round every `--pause` seconds and the round's exposition is written and
 gzipped, as a scrape would. Each piece's CPU is its own thread's (time.thread_time), summed over
 the rounds and divided by them: the fetch on the round's thread (libcurl, without the parses it
-calls back), each page's parse and its engines' readers, the exposition, gzip, and each
-collector in the runner's worker threads. "process" is the whole process's CPU a round.
+calls back and the host and process-tree reads it makes while the targets answer), each page's
+parse and its engines' readers, those reads, the exposition, gzip, and the GPU collector in its
+worker thread. "process" is the whole process's CPU a round.
 
 A piece measured here costs about twice what it costs in a tight loop: each round starts on a
 machine that was idle (docs/performance.md, "A round starts cold").
@@ -74,8 +75,9 @@ def main() -> int:
     timed(registry, "normalise", "readers", spent)
     timed(multi.MultiFetcher, "fetch", "fetch (with parse and readers)", spent)
     timed(nvidia.NvidiaCollector, "collect", "worker: nvidia", spent)
-    timed(host.HostCollector, "collect", "worker: host", spent)
-    timed(procs.ProcessTracker, "collect", "worker: process trees", spent)
+    # on the round's thread, inside the fetch (kvops.scrape.runner: up to 64 local targets)
+    timed(host.HostCollector, "collect", "in the fetch: host", spent)
+    timed(procs.ProcessTracker, "collect", "in the fetch: process trees", spent)
 
     targets = start_targets(args.targets)
     try:
@@ -103,7 +105,8 @@ def main() -> int:
     finally:
         targets.stop()
     with_reads = spent["fetch (with parse and readers)"]
-    spent["fetch (libcurl alone)"] = with_reads - spent["parse"] - spent["readers"]
+    inline = spent["in the fetch: host"] + spent["in the fetch: process trees"]
+    spent["fetch (libcurl alone)"] = with_reads - spent["parse"] - spent["readers"] - inline
     print(f"{args.targets} simulated vLLM targets, {args.gpus} stub GPUs, {args.rounds} rounds "
           f"{args.pause} s apart; CPU ms a round")  # fmt: skip
     print(f"  {'process':40} {process / args.rounds / 1e6:6.2f}")
