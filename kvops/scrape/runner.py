@@ -4,7 +4,7 @@ Targets are fetched together in the scraping thread (kvops.transport.multi) and 
 arrives; hardware collectors run in worker threads meanwhile (a driver call may hang), and the
 sources that read only procfs and sysfs (host memory, process trees) run on the scraping thread
 once the requests are out, before the answers are read: a worker's wake-up and its GIL
-hand-offs cost more than their reads (docs/performance.md, "Reads on the round's thread").
+hand-offs cost more than their reads (docs/collectors.md, "Which thread reads what").
 
 Like node_exporter, each source reports kvops_collector_success / _duration_seconds, so a
 broken or slow source costs only its own series. Sources are pulled on demand, when
@@ -210,7 +210,10 @@ class ScrapeRunner:
         process_call = None
         if self.process_tracker is not None:
             tracker, names = self.process_tracker, [t.target for t in targets]
-            read = lambda: tracker.collect(names, [])  # noqa: E731
+
+            def read() -> list[ProcessMemory]:
+                return tracker.collect(names, [])
+
             # Its reads grow with the local targets (each tree's /proc/PID/status): past a few
             # dozen they would hold the answers back (30,000 targets: seconds), so a worker.
             few = len(names) <= INLINE_PROCESS_TARGETS
@@ -288,9 +291,9 @@ class ScrapeRunner:
 
             try:
                 self._multi.fetch(jobs, deadline, arrived, meanwhile)
-                meanwhile = None
             except Exception:  # a bug in the fetch loop costs this round's targets, not the exporter
                 log.exception("fetching the targets failed")
+            meanwhile = None  # called by the first pass's fetch, whatever became of it
             wait_futures(list(parsing.values()), timeout=max(0.0, deadline - time.monotonic()) + _PARSE_GRACE)
             for index, future in parsing.items():
                 if future.done():

@@ -47,6 +47,22 @@ def connection_cap() -> int:
     return max(8, min(MAX_CONNECTIONS, soft // _FD_SHARE))
 
 
+class _Once:
+    """A fetch's `meanwhile`, called at most once (in the fetch loop, or after it)."""
+
+    def __init__(self, fn: Callable[[], None] | None) -> None:
+        self._fn = fn
+
+    @property
+    def pending(self) -> bool:
+        return self._fn is not None
+
+    def __call__(self) -> None:
+        fn, self._fn = self._fn, None
+        if fn is not None:
+            fn()
+
+
 # done(job index, the body or why not, seconds from the round's start)
 Done = Callable[[int, "str | FetchError", float], None]
 
@@ -66,7 +82,6 @@ class MultiFetcher:
         self._multi.setopt(pycurl.M_MAX_TOTAL_CONNECTIONS, self.max_connections)
         self._lock = threading.Lock()
         self._closing = False  # close() during a round: the round stops and closes the handle
-        self._meanwhile_ran = False  # this round's `meanwhile` was called
 
     def fetch(
         self,
@@ -80,29 +95,27 @@ class MultiFetcher:
         `meanwhile` is called once in this thread, when the requests are sent and the answers
         not yet read (or at the end, if none is awaited): the caller's own short work, done
         while the targets write their pages instead of on another thread. It must not raise."""
+        once = _Once(meanwhile)
         try:
             with self._lock:
-                self._meanwhile_ran = False
                 if self._closing:
                     for index in range(len(jobs)):
                         done(index, FetchError("closed"), 0.0)
                 else:
                     try:
-                        self._round(jobs, deadline, done, meanwhile)
+                        self._round(jobs, deadline, done, once)
                     finally:
                         if self._closing:
                             self._multi.close()
         finally:  # called once, whatever happened to the fetches
-            if meanwhile is not None and not self._meanwhile_ran:
-                self._meanwhile_ran = True
-                meanwhile()
+            once()
 
     def _round(
         self,
         jobs: Sequence[tuple[HttpClient, str]],
         deadline: float,
         done: Done,
-        meanwhile: Callable[[], None] | None,
+        meanwhile: _Once,
     ) -> None:
         multi = self._multi
         started = time.monotonic()
@@ -166,7 +179,7 @@ class MultiFetcher:
         finish: Callable[..., None],
         deadline: float,
         admit: Callable[[], None],
-        meanwhile: Callable[[], None] | None,
+        meanwhile: _Once,
     ) -> None:
         multi = self._multi
         while True:
@@ -185,8 +198,7 @@ class MultiFetcher:
                     break
             if not running:  # all ended: begin the next jobs, or stop
                 continue
-            if meanwhile is not None and not self._meanwhile_ran:  # the requests are out
-                self._meanwhile_ran = True
+            if meanwhile.pending:  # the requests are out, no answer read yet
                 meanwhile()
                 continue  # answers that came meanwhile are read before any wait
             left = deadline + _GRACE - time.monotonic()
