@@ -219,6 +219,9 @@ static int collect(PyObject *samples, PyObject *les, PyObject *le_of, SeriesList
     /* le_of is Python code, which could change the list: its size is read each time. */
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(samples); i++) {
         PyObject *item = PyList_GET_ITEM(samples, i), *le = NULL;
+        /* A kept series dict, held while this line uses it: an allocation below may run the
+         * collector, whose finalizers may let another thread start the kept lines over. */
+        PyObject *held = NULL;
         Py_INCREF(item);
         if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2 || !PyDict_Check(PyTuple_GET_ITEM(item, 0))) {
             PyErr_SetString(PyExc_TypeError, "samples must be (labels dict, value) pairs");
@@ -236,7 +239,7 @@ static int collect(PyObject *samples, PyObject *les, PyObject *le_of, SeriesList
             }
             le = Py_NewRef(seen->le);
             h = seen->hash;
-            key = seen->series;
+            key = held = Py_NewRef(seen->series);
             shared = 1;
         } else {
             PyObject *raw = PyDict_GetItemWithError(labels, le_name); /* borrowed */
@@ -266,7 +269,7 @@ static int collect(PyObject *samples, PyObject *les, PyObject *le_of, SeriesList
                 Known *added = known_add(labels, le, h, &error);
                 if (error < 0) goto fail_item;
                 if (added != NULL) {
-                    key = added->series;
+                    key = held = Py_NewRef(added->series);
                     shared = 1;
                 }
             }
@@ -299,11 +302,13 @@ static int collect(PyObject *samples, PyObject *les, PyObject *le_of, SeriesList
         int failed = bucket == NULL ? -1 : PyList_Append(buckets, bucket);
         Py_XDECREF(bucket);
         Py_DECREF(le);
+        Py_XDECREF(held);
         Py_DECREF(item);
         if (failed < 0) goto fail;
         continue;
     fail_item:
         Py_XDECREF(le);
+        Py_XDECREF(held);
         Py_DECREF(item);
         goto fail;
     }

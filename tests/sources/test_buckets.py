@@ -277,3 +277,25 @@ def test_past_the_kept_lines_bound_the_reading_starts_over_and_stays_right():
         buckets, sums, counts = _page_of(9000, tag)  # 18,000 bucket lines
         for _ in range(2):
             read_alike(buckets, sums, counts)
+
+
+def test_two_threads_reading_while_the_kept_lines_start_over_read_right():
+    """The exporter's round and a large page's parse in a worker read histograms at once; pages
+    of 18,000 lines make the kept lines start over again and again under both."""
+    import threading
+
+    failures: list[BaseException] = []
+
+    def reader(tag: str) -> None:
+        try:
+            for round_ in range(3):
+                read_alike(*_page_of(9000, f"{tag}{round_}"))
+        except BaseException as exc:  # reported by the main thread
+            failures.append(exc)
+
+    threads = [threading.Thread(target=reader, args=(tag,)) for tag in "xy"]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not failures, failures[0]
