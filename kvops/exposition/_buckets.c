@@ -84,7 +84,7 @@ static int same_items(PyObject *a, int skip_a, PyObject *b, int skip_b) {
  * hashes and compares run no Python code). Bounded: full, it starts over. */
 typedef struct {
     PyObject *labels; /* held; NULL: an empty slot */
-    PyObject *le;     /* the bound (held), or NULL: the line is no bucket */
+    PyObject *le;     /* the bound (held): only lines with a float bound are kept */
     PyObject *series; /* the labels but `le` (held): one dict for every line of a series */
     Py_hash_t hash;   /* items_hash(labels, skip le) */
 } Known;
@@ -108,7 +108,7 @@ static void known_clear(void) {
         PyObject *labels = slot->labels, *le = slot->le, *series = slot->series;
         *slot = (Known){NULL, NULL, NULL, 0};
         Py_DECREF(labels);
-        Py_XDECREF(le);
+        Py_DECREF(le);
         Py_DECREF(series);
     }
     for (size_t k = 0; k < 2 * KNOWN_MAX; k++) Py_CLEAR(series_dicts[k]);
@@ -135,7 +135,7 @@ static int all_str(PyObject *labels) {
 
 static PyObject *labels_without_le(PyObject *first, PyObject **key_out);
 
-/* Remembers `labels` (a line of bound `le`, NULL for no bucket, and series hash h): its entry,
+/* Remembers `labels` (a line of float bound `le` and series hash h): its entry,
  * or NULL when it is not kept (not all str, or no memory: the caller reads the line itself).
  * -1 in *error with an exception set on a failure. Python code (a collection freeing objects)
  * may run while the series dict is made: the tables are looked at only after it. */
@@ -181,7 +181,7 @@ static Known *known_add(PyObject *labels, PyObject *le, Py_hash_t h, int *error)
     }
     size_t slot = pointer_slot(labels);
     while (known[slot].labels != NULL) slot = (slot + 1) & (2 * KNOWN_MAX - 1);
-    known[slot] = (Known){Py_NewRef(labels), Py_XNewRef(le), Py_NewRef(series), h};
+    known[slot] = (Known){Py_NewRef(labels), Py_NewRef(le), Py_NewRef(series), h};
     known_used++;
     Py_DECREF(fresh);
     return &known[slot];
@@ -233,10 +233,6 @@ static int collect(PyObject *samples, PyObject *les, PyObject *le_of, SeriesList
         int shared = 0;
         Known *seen = known_find(labels);
         if (seen != NULL) { /* a line read on an earlier scrape: no lookup, no hash */
-            if (seen->le == NULL) {
-                Py_DECREF(item);
-                continue;
-            }
             le = Py_NewRef(seen->le);
             h = seen->hash;
             key = held = Py_NewRef(seen->series);
