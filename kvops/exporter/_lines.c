@@ -1,9 +1,10 @@
 /* An exposition's lines joined in C.
  *
- * join(heads, values, tail, fallback) returns the UTF-8 bytes of
+ * join(heads, values, tail, fallback, style) returns the UTF-8 bytes of
  *     "".join(f"{head}{text(value)}\n" for head, value in zip(heads, values)) + tail
- * where text(value) is prometheus_client's floatToGoString(value): written here for a float
- * below 1e6 or not finite, asked of fallback (floatToGoString itself) otherwise. That is
+ * where text(value) is prometheus_client's floatToGoString(value): written here for a float,
+ * asked of fallback (floatToGoString itself) for anything else; a None value writes its head
+ * alone (a family's HELP and TYPE lines, kept as one text). That is
  * kvops.exporter.line_text's Python join, which stays the reference and the fallback
  * (tests/exporter/test_line_text.py compares the two). Python spent ~1 us a line on the
  * f-string, the repr and the join: 2,500 lines per scrape with 16 vLLMs. Whole numbers written
@@ -60,39 +61,91 @@ static int put_text(Buffer *b, PyObject *text) {
     return put(b, utf8, n);
 }
 
-/* floatToGoString (prometheus_client/utils.py) of a float below 1e6 or not finite: +Inf, -Inf,
- * NaN, else repr(). From 1e6 up it writes Go's exponent form, whose exponent's width changed
- * between prometheus_client releases (0.20: "e+010", 0.26: "e+10"): asked of fallback, the
+/* Go's exponent form of a positive float from 1e6 up whose repr() `s` has a dot (below 1e16),
+ * as floatToGoString writes it: the repr's digits as one digit, a dot and the rest, trailing
+ * zeros and dot stripped (Python's rstrip("0.")), then "e+" and the dot's place less one. The
+ * exponent's width is the installed prometheus_client's (`style`, see join). */
+static int put_go_exponent(Buffer *b, const char *s, int style) {
+    const char *dot = strchr(s, '.');
+    char text[64];
+    if (dot == NULL) {
+        return put(b, s, (Py_ssize_t)strlen(s)); /* not reached: the caller saw a dot */
+    }
+    size_t digits_before = (size_t)(dot - s), rest = strlen(dot + 1);
+    if (digits_before < 7 || digits_before + rest + 8 > sizeof(text)) {
+        return put(b, s, (Py_ssize_t)strlen(s)); /* not reached for a repr of 1e6 <= d < 1e16 */
+    }
+    size_t n = 0;
+    text[n++] = s[0];
+    text[n++] = '.';
+    memcpy(text + n, s + 1, digits_before - 1);
+    n += digits_before - 1;
+    memcpy(text + n, dot + 1, rest);
+    n += rest;
+    while (n > 0 && (text[n - 1] == '0' || text[n - 1] == '.')) {
+        n--;
+    }
+    int exponent = (int)digits_before - 1; /* 6 to 15 */
+    int written = snprintf(text + n, sizeof(text) - n, style == 1 ? "e+%02d" : "e+0%d", exponent);
+    return put(b, text, (Py_ssize_t)n + written);
+}
+
+/* Writes `d`'s repr() into `text` (at least 32 bytes) and returns its length: a whole number
+ * below 2**53 in magnitude (bucket counts, byte counters: most of an exposition) as its digits
+ * and ".0", which is what repr() writes for one (every such integer is a double, so no shorter
+ * string rounds to it), without PyOS_double_to_string's shortest-repr search and allocation:
+ * 2,085 of 2,256 values with 16 vLLMs; else float.__repr__'s own call (Objects/floatobject.c). */
+static Py_ssize_t repr_text(double d, char *text) {
+    if (d > -9007199254740992.0 && d < 9007199254740992.0 && d == (double)(long long)d &&
+        !(d == 0.0 && signbit(d))) {
+        char digits[24];
+        long long n = (long long)d;
+        unsigned long long u = n < 0 ? (unsigned long long)(-n) : (unsigned long long)n;
+        int at = (int)sizeof(digits);
+        digits[--at] = '0';
+        digits[--at] = '.';
+        do {
+            digits[--at] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (n < 0) digits[--at] = '-';
+        Py_ssize_t len = (Py_ssize_t)sizeof(digits) - at;
+        memcpy(text, digits + at, (size_t)len);
+        text[len] = '\0';
+        return len;
+    }
+    char *repr = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (repr == NULL) return -1;
+    size_t len = strlen(repr);
+    if (len >= 32) { /* a repr is at most 24 bytes */
+        PyMem_Free(repr);
+        PyErr_SetString(PyExc_ValueError, "join: a float's repr is longer than expected");
+        return -1;
+    }
+    memcpy(text, repr, len + 1);
+    PyMem_Free(repr);
+    return (Py_ssize_t)len;
+}
+
+/* floatToGoString (prometheus_client/utils.py) of a float: +Inf, -Inf, NaN, else repr(), in
+ * Go's exponent form for a positive one from 1e6 up with a dot in its repr. That form's
+ * exponent width changed between prometheus_client releases (0.20: "e+010", 0.26: "e+10"):
+ * `style` says which the installed one writes (kvops.exporter.line_text probes it), 0 when
+ * neither, and then such a value, like anything not a float, is asked of fallback, the
  * installed floatToGoString itself. */
-static int put_value(Buffer *b, PyObject *value, PyObject *fallback) {
+static int put_value(Buffer *b, PyObject *value, PyObject *fallback, int style) {
     if (PyFloat_CheckExact(value)) {
         double d = PyFloat_AS_DOUBLE(value);
         if (isnan(d)) return put(b, "NaN", 3);
         if (isinf(d)) return d > 0 ? put(b, "+Inf", 4) : put(b, "-Inf", 4);
-        if (d > -1e6 && d < 1e6 && d == (double)(long long)d && !(d == 0.0 && signbit(d))) {
-            /* A whole number (bucket counts, most of an exposition): repr() is its digits and
-             * ".0". Written here, not by PyOS_double_to_string's shortest-repr search and its
-             * allocation: 2,085 of 2,256 values with 16 vLLMs. */
-            char digits[24];
-            long long n = (long long)d;
-            unsigned long long u = n < 0 ? (unsigned long long)(-n) : (unsigned long long)n;
-            int at = (int)sizeof(digits);
-            digits[--at] = '0';
-            digits[--at] = '.';
-            do {
-                digits[--at] = (char)('0' + u % 10);
-                u /= 10;
-            } while (u);
-            if (n < 0) digits[--at] = '-';
-            return put(b, digits + at, (Py_ssize_t)sizeof(digits) - at);
-        }
-        if (d < 1e6) {
-            /* float.__repr__'s own call (Objects/floatobject.c, float_repr) */
-            char *repr = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-            if (repr == NULL) return -1;
-            int rc = put(b, repr, (Py_ssize_t)strlen(repr));
-            PyMem_Free(repr);
-            return rc;
+        if (d < 1e6 || style != 0) {
+            char text[32];
+            Py_ssize_t len = repr_text(d, text);
+            if (len < 0) return -1;
+            if (d >= 1e6 && strchr(text, '.') != NULL) {
+                return put_go_exponent(b, text, style);
+            }
+            return put(b, text, len);
         }
     }
     PyObject *text = PyObject_CallOneArg(fallback, value);
@@ -106,7 +159,13 @@ static int put_value(Buffer *b, PyObject *value, PyObject *fallback) {
 
 static PyObject *join(PyObject *self, PyObject *args) {
     PyObject *heads, *values, *tail, *fallback;
-    if (!PyArg_ParseTuple(args, "O!O!UO:join", &PyList_Type, &heads, &PyList_Type, &values, &tail, &fallback)) {
+    int style = 0;
+    if (!PyArg_ParseTuple(args, "O!O!UO|i:join", &PyList_Type, &heads, &PyList_Type, &values, &tail, &fallback,
+                          &style)) {
+        return NULL;
+    }
+    if (style < 0 || style > 2) {
+        PyErr_SetString(PyExc_ValueError, "join: style is 0, 1 or 2");
         return NULL;
     }
     if (PyList_GET_SIZE(heads) != PyList_GET_SIZE(values)) {
@@ -140,11 +199,11 @@ static PyObject *join(PyObject *self, PyObject *args) {
         Py_INCREF(head);
         Py_INCREF(value);
         int rc = put_text(&b, head);
-        if (rc == 0) {
-            rc = put_value(&b, value, fallback);
-        }
-        if (rc == 0) {
-            rc = put(&b, "\n", 1);
+        if (rc == 0 && value != Py_None) { /* None: the head is a whole text (HELP and TYPE) */
+            rc = put_value(&b, value, fallback, style);
+            if (rc == 0) {
+                rc = put(&b, "\n", 1);
+            }
         }
         Py_DECREF(head);
         Py_DECREF(value);
@@ -163,10 +222,11 @@ static PyObject *join(PyObject *self, PyObject *args) {
     return b.out;
 }
 
+
 static PyMethodDef methods[] = {
     {"join", join, METH_VARARGS,
-     "join(heads, values, tail, fallback) -> bytes: each head, its value's text and a newline, "
-     "then tail, in UTF-8."},
+     "join(heads, values, tail, fallback, style=0) -> bytes: each head, its value's text and a "
+     "newline (a None value: the head alone), then tail, in UTF-8."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -8,7 +8,8 @@ compared in tests/exporter/test_line_text.py).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from prometheus_client.utils import floatToGoString
 
@@ -59,13 +60,36 @@ def value_text(value: float) -> str:
     return floatToGoString(value)
 
 
-def python_join(heads: list[str], values: list[float], tail: str) -> bytes:
-    text = "".join([f"{h}{value_text(v)}\n" for h, v in zip(heads, values, strict=True)])
+def python_join(heads: list[str], values: list[Any], tail: str) -> bytes:
+    text = "".join([h if v is None else f"{h}{value_text(v)}\n" for h, v in zip(heads, values, strict=True)])
     return (text + tail).encode("utf-8")
 
 
-def join(heads: list[str], values: list[float], tail: str = "") -> bytes:
-    """UTF-8 of each head followed by its value's text and a newline, then `tail`."""
+def _go_exponent_form(d: float, exponent: str) -> str:
+    """floatToGoString's text of a positive float from 1e6 up, its exponent `exponent`-formatted."""
+    s = repr(d)
+    dot = s.find(".")
+    mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1 :]}".rstrip("0.")
+    return f"{mantissa}e+{exponent.format(dot - 1)}"
+
+
+def exponent_style(float_to_go: Callable[[float], str] = floatToGoString) -> int:
+    """Which exponent form `float_to_go` writes for a float from 1e6 up, for the C join: 1 for
+    prometheus_client 0.21 and later ("1.5e+10"), 2 for 0.20's ("1.5e+010"), 0 for neither
+    (the C join then asks float_to_go for every such value)."""
+    probes = (1234567.0, 1e6, 12345678901.5, 999999999999999.9, 10000000.000001)
+    for style, exponent in ((1, "{:02d}"), (2, "0{}")):
+        if all(float_to_go(d) == _go_exponent_form(d, exponent) for d in probes):
+            return style
+    return 0
+
+
+_STYLE = exponent_style()
+
+
+def join(heads: list[str], values: list[Any], tail: str = "") -> bytes:
+    """UTF-8 of each head followed by its value's text and a newline, then `tail`. A None
+    value writes its head alone: a text of whole lines (a family's HELP and TYPE)."""
     if _c_join is not None:
-        return _c_join(heads, values, tail, floatToGoString)
+        return _c_join(heads, values, tail, floatToGoString, _STYLE)
     return python_join(heads, values, tail)

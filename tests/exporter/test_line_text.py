@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,15 +23,69 @@ _TEXT = st.text(st.characters(blacklist_categories=["Cs"]), max_size=40)
 
 
 def c_join(heads, values, tail=""):
-    return _lines.join(heads, values, tail, floatToGoString)
+    return _lines.join(heads, values, tail, floatToGoString, line_text.exponent_style())
+
+
+def float_to_go_0_20(d):
+    """prometheus_client 0.20.0's floatToGoString (prometheus_client/utils.py), as released:
+    its exponent is "e+0" and the number, so 1.5e+010 where 0.21 and later write 1.5e+10."""
+    d = float(d)
+    if d == math.inf:
+        return "+Inf"
+    elif d == -math.inf:
+        return "-Inf"
+    elif math.isnan(d):
+        return "NaN"
+    else:
+        s = repr(d)
+        dot = s.find(".")
+        if d > 0 and dot > 6:
+            mantissa = f"{s[0]}.{s[1:dot]}{s[dot + 1 :]}".rstrip("0.")
+            return f"{mantissa}e+0{dot - 1}"
+        return s
+
+
+_LARGE = st.one_of(
+    st.floats(min_value=1e6, max_value=2e16),
+    st.integers(min_value=10**6, max_value=2**54).map(float),
+    st.sampled_from([1e6, 1e7, 10000000.000001, 2.0**53, 2.0**53 - 1, 9999999999999998.0, 1e16, 1e15]),
+)
 
 
 @settings(max_examples=400, deadline=None)
-@given(lines=st.lists(st.tuples(_TEXT, _VALUES), max_size=30), tail=_TEXT)
+@given(lines=st.lists(st.tuples(_TEXT, st.one_of(_VALUES, st.none())), max_size=30), tail=_TEXT)
 def test_the_c_join_is_the_python_join(lines, tail):
     heads = [h for h, _ in lines]
     values = [v for _, v in lines]
     assert c_join(heads, values, tail) == line_text.python_join(heads, values, tail)
+
+
+@pytest.mark.parametrize("float_to_go", [floatToGoString, float_to_go_0_20], ids=["installed", "0.20"])
+@settings(max_examples=300, deadline=None)
+@given(values=st.lists(_LARGE, min_size=1, max_size=40))
+def test_the_c_join_writes_each_release_s_exponent_form(float_to_go, values):
+    """Values from 1e6 up are written in C in the form the installed prometheus_client writes
+    (its exponent's width changed after 0.20), not asked of floatToGoString one by one."""
+    style = line_text.exponent_style(float_to_go)
+    assert style in (1, 2)
+
+    def refuse(value):
+        raise AssertionError(f"asked the fallback for {value!r}")
+
+    heads = ["x "] * len(values)
+    expected = "".join(f"x {float_to_go(v)}\n" for v in values).encode()
+    assert _lines.join(heads, values, "", refuse, style) == expected
+
+
+def test_an_unknown_exponent_form_is_asked_of_the_fallback():
+    assert line_text.exponent_style(repr) == 0
+    assert _lines.join(["x "], [12345678.5], "", lambda v: "asked", 0) == b"x asked\n"
+
+
+def test_a_none_value_writes_its_head_alone():
+    help_type = "# HELP a b\n# TYPE a gauge\n"
+    assert c_join([help_type, "a "], [None, 1.0]) == f"{help_type}a 1.0\n".encode()
+    assert line_text.python_join([help_type, "a "], [None, 1.0], "") == f"{help_type}a 1.0\n".encode()
 
 
 def test_a_large_exposition_grows_the_buffer():
