@@ -34,6 +34,16 @@ def plain_field(spec: MetricSpec) -> str | None:
     return spec.field
 
 
+def fixed_fields(spec: MetricSpec) -> tuple[tuple[str | None, str], ...] | None:
+    """(split label value or None, field) for each field values() reads for `spec`, where
+    that is a fixed list (a plain field, a closed split): the exporter reads them in one call
+    per family (kvops.exporter.walk). None for an open split or an info spec."""
+    if spec.split:
+        return spec.split
+    field = plain_field(spec)
+    return None if field is None else ((None, field),)
+
+
 def values(spec: MetricSpec, sample: Any) -> Iterator[tuple[str | tuple[str, str] | None, Any]]:
     """(split label value or None, value) for every present value of `spec` in `sample`.
     None values (absent) and empty dicts yield nothing: absent stays absent. A tier_name spec's
@@ -49,14 +59,23 @@ def values(spec: MetricSpec, sample: Any) -> Iterator[tuple[str | tuple[str, str
             yield str(text), 1.0
     elif spec.open_split:
         by_label: dict[Any, Any] = getattr(sample, spec.field)  # type: ignore[arg-type]
-        for label_value in sorted(by_label, key=_ORDERS.__getitem__):
-            value = by_label[label_value]
+        for key, split_value in keyed_labels(spec, by_label):
+            value = by_label[key]
             if value is not None:
-                yield ((tier_kind(label_value), label_value) if spec.tier_name else str(label_value)), value
+                yield split_value, value
     elif spec.field is not None:
         value = getattr(sample, spec.field)
         if value is not None:
             yield None, value
+
+
+def keyed_labels(spec: MetricSpec, by_label: dict[Any, Any]) -> list[tuple[Any, str | tuple[str, str]]]:
+    """An open split's dict's keys in exposition order, each with its split value: its text, or
+    for a tier_name spec the pair (tier kind, tier name)."""
+    return [
+        (key, (tier_kind(key), key) if spec.tier_name else str(key))
+        for key in sorted(by_label, key=_ORDERS.__getitem__)
+    ]
 
 
 def assign(spec: MetricSpec, sample: Any, split_value: str | None, value: Any) -> bool:

@@ -223,10 +223,173 @@ static PyObject *join(PyObject *self, PyObject *args) {
 }
 
 
+/* gather(samples, fields, heads, out_heads, out_values) -> the number of lines added: for each
+ * sample in order and each of `fields` (attribute names) in order, the attribute's value; one
+ * that is not None is appended to out_values and its head, heads[sample * len(fields) + field],
+ * to out_heads. The exporter's walk (kvops.exporter.walk) reads most families this way, ~1,800
+ * getattr calls a scrape with 16 vLLMs: one call per family here instead of a Python loop
+ * that built and hashed a key per series (kvops.exporter.text_sink). */
+static PyObject *gather(PyObject *self, PyObject *args) {
+    PyObject *samples, *fields, *heads, *out_heads, *out_values;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:gather", &PyList_Type, &samples, &PyTuple_Type, &fields, &PyList_Type,
+                          &heads, &PyList_Type, &out_heads, &PyList_Type, &out_values)) {
+        return NULL;
+    }
+    Py_ssize_t n_fields = PyTuple_GET_SIZE(fields);
+    for (Py_ssize_t j = 0; j < n_fields; j++) {
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(fields, j))) {
+            PyErr_SetString(PyExc_TypeError, "gather: fields are attribute names");
+            return NULL;
+        }
+    }
+    Py_ssize_t added = 0;
+    /* getattr may run Python code (a property) that changes a list: sizes are read each time. */
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(samples); i++) {
+        PyObject *sample = PyList_GET_ITEM(samples, i);
+        Py_INCREF(sample);
+        for (Py_ssize_t j = 0; j < n_fields; j++) {
+            PyObject *value = PyObject_GetAttr(sample, PyTuple_GET_ITEM(fields, j));
+            if (value == NULL) {
+                Py_DECREF(sample);
+                return NULL;
+            }
+            if (value != Py_None) {
+                Py_ssize_t at = i * n_fields + j;
+                if (at >= PyList_GET_SIZE(heads)) {
+                    Py_DECREF(value);
+                    Py_DECREF(sample);
+                    PyErr_SetString(PyExc_ValueError, "gather: fewer heads than samples times fields");
+                    return NULL;
+                }
+                if (PyList_Append(out_heads, PyList_GET_ITEM(heads, at)) < 0 ||
+                    PyList_Append(out_values, value) < 0) {
+                    Py_DECREF(value);
+                    Py_DECREF(sample);
+                    return NULL;
+                }
+                added++;
+            }
+            Py_DECREF(value);
+        }
+        Py_DECREF(sample);
+    }
+    return PyLong_FromSsize_t(added);
+}
+
+/* buckets(buckets, bounds, heads, out_heads, out_values) -> bool: where `buckets` (a histogram's
+ * (upper bound, count) pairs) has exactly the upper bounds `bounds`, appends each bucket's count
+ * to out_values and its head (heads, one a bound) to out_heads, and returns True; else appends
+ * nothing and returns False. The exporter keeps a passed-through histogram series' heads with
+ * the bounds they were written for (kvops.exporter.text_sink); finding them by a key holding the
+ * bounds hashed and compared ~25 floats a series each scrape, in Python. */
+static PyObject *buckets(PyObject *self, PyObject *args) {
+    PyObject *pairs, *bounds, *heads, *out_heads, *out_values;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:buckets", &PyTuple_Type, &pairs, &PyTuple_Type, &bounds, &PyList_Type,
+                          &heads, &PyList_Type, &out_heads, &PyList_Type, &out_values)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(pairs);
+    if (PyTuple_GET_SIZE(bounds) != n || PyList_GET_SIZE(heads) != n) {
+        Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(pairs, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "buckets: each bucket is an (upper bound, count) pair");
+            return NULL;
+        }
+        PyObject *le = PyTuple_GET_ITEM(pair, 0), *bound = PyTuple_GET_ITEM(bounds, i);
+        if (le == bound) {
+            continue;
+        }
+        if (PyFloat_CheckExact(le) && PyFloat_CheckExact(bound)) {
+            if (PyFloat_AS_DOUBLE(le) != PyFloat_AS_DOUBLE(bound)) Py_RETURN_FALSE;
+            continue;
+        }
+        int same = PyObject_RichCompareBool(le, bound, Py_EQ);
+        if (same < 0) return NULL;
+        if (!same) Py_RETURN_FALSE;
+    }
+    /* PyObject_RichCompareBool can run Python code: the sizes are checked again. */
+    if (PyTuple_GET_SIZE(pairs) != n || PyList_GET_SIZE(heads) != n) {
+        Py_RETURN_FALSE;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (PyList_Append(out_heads, PyList_GET_ITEM(heads, i)) < 0 ||
+            PyList_Append(out_values, PyTuple_GET_ITEM(PyTuple_GET_ITEM(pairs, i), 1)) < 0) {
+            return NULL;
+        }
+    }
+    Py_RETURN_TRUE;
+}
+
+/* keyed(values_by_key, keys, heads, out_heads, out_values) -> bool: where the dict has exactly the
+ * keys `keys` (in the order the exposition wants, a head each in `heads`), appends each value
+ * that is not None to out_values and its head to out_heads, and returns True; else appends
+ * nothing and returns False. An open split's series (vLLM's prompt tokens by source, requests
+ * by reason) are written from kept heads this way while an engine's keys stay the same: the
+ * Python path sorted the keys and built and hashed a key per series, each scrape. */
+static PyObject *keyed(PyObject *self, PyObject *args) {
+    PyObject *by_key, *keys, *heads, *out_heads, *out_values;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:keyed", &PyDict_Type, &by_key, &PyTuple_Type, &keys, &PyList_Type, &heads,
+                          &PyList_Type, &out_heads, &PyList_Type, &out_values)) {
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(keys);
+    if (PyDict_GET_SIZE(by_key) != n || PyList_GET_SIZE(heads) != n) {
+        Py_RETURN_FALSE;
+    }
+    /* Every value is found (and held) before any is appended: a lookup can run Python code. */
+    PyObject **found = PyMem_New(PyObject *, n ? n : 1);
+    if (found == NULL) {
+        return PyErr_NoMemory();
+    }
+    Py_ssize_t held = 0;
+    PyObject *result = Py_False;
+    for (; held < n; held++) {
+        PyObject *value = PyDict_GetItemWithError(by_key, PyTuple_GET_ITEM(keys, held));
+        if (value == NULL) {
+            result = PyErr_Occurred() ? NULL : Py_False;
+            goto done;
+        }
+        Py_INCREF(value);
+        found[held] = value;
+    }
+    if (PyList_GET_SIZE(heads) != n) {
+        goto done; /* changed by a key's __eq__ */
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (found[i] == Py_None) {
+            continue;
+        }
+        if (PyList_Append(out_heads, PyList_GET_ITEM(heads, i)) < 0 || PyList_Append(out_values, found[i]) < 0) {
+            result = NULL;
+            goto done;
+        }
+    }
+    result = Py_True;
+done:
+    for (Py_ssize_t i = 0; i < held; i++) {
+        Py_DECREF(found[i]);
+    }
+    PyMem_Free(found);
+    Py_XINCREF(result);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"join", join, METH_VARARGS,
      "join(heads, values, tail, fallback, style=0) -> bytes: each head, its value's text and a "
      "newline (a None value: the head alone), then tail, in UTF-8."},
+    {"gather", gather, METH_VARARGS,
+     "gather(samples, fields, heads, out_heads, out_values) -> int: each sample's present fields, "
+     "appended with their heads."},
+    {"buckets", buckets, METH_VARARGS,
+     "buckets(buckets, bounds, heads, out_heads, out_values) -> bool: the counts and their heads "
+     "appended where the buckets' upper bounds are `bounds`."},
+    {"keyed", keyed, METH_VARARGS,
+     "keyed(values_by_key, keys, heads, out_heads, out_values) -> bool: the present values and "
+     "their heads appended where the dict's keys are `keys`."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -9,3 +9,20 @@ def join(
     fallback: Callable[[Any], str],
     style: int = 0,
 ) -> bytes: ...
+def gather(
+    samples: list[Any], fields: tuple[str, ...], heads: list[str], out_heads: list[str], out_values: list[Any]
+) -> int: ...
+def buckets(
+    buckets: tuple[tuple[float, float], ...],
+    bounds: tuple[float, ...],
+    heads: list[str],
+    out_heads: list[str],
+    out_values: list[Any],
+) -> bool: ...
+def keyed(
+    values_by_key: dict[Any, Any],
+    keys: tuple[Any, ...],
+    heads: list[str],
+    out_heads: list[str],
+    out_values: list[Any],
+) -> bool: ...

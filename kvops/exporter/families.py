@@ -74,6 +74,16 @@ class MetricSink:
         for sample_labels in added:
             sample_labels.update((k, v) for k, v in pod if k not in sample_labels)
 
+    def add_fields(
+        self, samples: list[Any], fields: walk.Fields, bases: list[tuple[str, ...]], pods: list[PodLabels]
+    ) -> None:
+        walk.add_fields_each(self, samples, fields, bases, pods)
+
+    def add_keyed(
+        self, spec: MetricSpec, samples: list[Any], bases: list[tuple[str, ...]], pods: list[PodLabels]
+    ) -> None:
+        walk.add_keyed_each(self, spec, samples, bases, pods)
+
     def result(self) -> list[Metric]:
         omit = {id(m) for m in self._omit_if_empty if not m.samples}
         return [m for m in self.metrics if id(m) not in omit]

@@ -8,7 +8,7 @@ compared in tests/exporter/test_line_text.py).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from prometheus_client.utils import floatToGoString
@@ -17,9 +17,15 @@ from kvops.exporter.histogram_family import has_count_and_sum, le_text
 from kvops.snapshot import Histogram
 
 try:  # the C line joiner, built by setup.py where a compiler was at hand
+    from kvops.exporter._lines import buckets as _c_buckets
+    from kvops.exporter._lines import gather as _c_gather
     from kvops.exporter._lines import join as _c_join
-except ImportError:  # pragma: no cover - python_join below writes the same bytes
+    from kvops.exporter._lines import keyed as _c_keyed
+except ImportError:  # pragma: no cover - python_join and python_gather below do the same
     _c_join = None  # type: ignore[assignment]
+    _c_gather = None  # type: ignore[assignment]
+    _c_buckets = None  # type: ignore[assignment]
+    _c_keyed = None  # type: ignore[assignment]
 
 _NEG_INF = float("-inf")
 
@@ -93,3 +99,70 @@ def join(heads: list[str], values: list[Any], tail: str = "") -> bytes:
     if _c_join is not None:
         return _c_join(heads, values, tail, floatToGoString, _STYLE)
     return python_join(heads, values, tail)
+
+
+def python_gather(
+    samples: Sequence[Any],
+    fields: tuple[str, ...],
+    heads: list[str],
+    out_heads: list[str],
+    out_values: list[Any],
+) -> int:
+    """For each sample and each of `fields`, in order, the attribute's value where it is not
+    None, appended to out_values and its head (heads[sample * len(fields) + field]) to
+    out_heads; the number appended."""
+    added = 0
+    width = len(fields)
+    for i, sample in enumerate(samples):
+        for j, field in enumerate(fields):
+            value = getattr(sample, field)
+            if value is not None:
+                out_heads.append(heads[i * width + j])
+                out_values.append(value)
+                added += 1
+    return added
+
+
+def python_buckets(
+    pairs: tuple[tuple[float, float], ...],
+    bounds: tuple[float, ...],
+    heads: list[str],
+    out_heads: list[str],
+    out_values: list[Any],
+) -> bool:
+    """Where `pairs` (a histogram's (upper bound, count) buckets) has exactly the upper bounds
+    `bounds` (a head each in `heads`): each count appended to out_values, its head to out_heads,
+    and True; else nothing appended and False."""
+    if len(pairs) != len(bounds) or len(heads) != len(bounds):
+        return False
+    if any(le != bound for (le, _), bound in zip(pairs, bounds, strict=True)):
+        return False
+    out_heads += heads
+    out_values += [count for _, count in pairs]
+    return True
+
+
+def python_keyed(
+    by_key: dict[Any, Any],
+    keys: tuple[Any, ...],
+    heads: list[str],
+    out_heads: list[str],
+    out_values: list[Any],
+) -> bool:
+    """Where `by_key` has exactly the keys `keys` (a head each in `heads`, in order): each value
+    that is not None appended to out_values, its head to out_heads, and True; else nothing
+    appended and False."""
+    if len(by_key) != len(keys) or len(heads) != len(keys) or any(key not in by_key for key in keys):
+        return False
+    for key, text in zip(keys, heads, strict=True):
+        value = by_key[key]
+        if value is not None:
+            out_heads.append(text)
+            out_values.append(value)
+    return True
+
+
+# In C where it was built: one call per family, histogram series or dict, not a Python loop.
+gather = python_gather if _c_gather is None else _c_gather
+put_buckets = python_buckets if _c_buckets is None else _c_buckets
+put_keyed = python_keyed if _c_keyed is None else _c_keyed

@@ -4,17 +4,24 @@ Building prometheus_client families and encoding them cost ~10 ms of a ~34 ms sc
 vLLMs and 8 GPUs (a label dict and a Sample for each of ~2,300 series, then a tuple of their
 labels and a dict lookup to find each line's kept text; measured in process, 2026-11-27).
 A series' head (the text before its value) is the same from one scrape to the next: here it
-is found by the spec's name and the label values as walk gives them, and the lines are
-joined in C (kvops.exporter.line_text). The bytes are generate_latest's of the families
-kvops.exporter.families builds from the same walk (tests/exporter/test_text_sink.py).
+is kept, and the lines are joined in C (kvops.exporter.line_text). The bytes are
+generate_latest's of the families kvops.exporter.families builds from the same walk
+(tests/exporter/test_text_sink.py).
+
+Most families are read from an owner's samples in one call (walk.Sink.add_fields and
+add_keyed: gather, keyed and buckets in C), their heads kept per owner, not looked up by a key
+built and hashed for each series: with 16 simulated vLLMs and 8 stub GPUs, the write went
+from 955 to ~670 us warm (kvops/exporter/_lines.c).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from kvops.exporter.line_text import head, header, histogram_heads, join
-from kvops.exporter.walk import PodLabels, walk
+from kvops import binding
+from kvops.exporter.line_text import gather, head, header, histogram_heads, join, put_buckets, put_keyed
+from kvops.exporter.walk import Fields, PodLabels, add_fields_each, add_keyed_each, walk
 from kvops.names import MetricSpec
 from kvops.snapshot import Histogram, Snapshot
 
@@ -23,10 +30,19 @@ _HeadKey = tuple[str, tuple[str, ...], PodLabels]
 # (pids, say) start it over rather than grow it.
 _HEADS: dict[_HeadKey, str] = {}
 _HEADS_MAX = 65536
-# (spec name, label values, pod pairs, bounds) -> (each bucket's head, _count's, _sum's).
-_SERIES: dict[tuple[str, tuple[str, ...], PodLabels, tuple[float, ...]], tuple[list[str], str, str]] = {}
+# (spec name, label values, pod pairs) -> (the upper bounds, each bucket's head, _count's, _sum's):
+# a histogram series' heads, written again while its bounds are the same (put_buckets).
+_SERIES: dict[_HeadKey, tuple[tuple[float, ...], list[str], str, str]] = {}
 _SERIES_MAX = 16384
 _HEADERS: dict[str, str] = {}  # spec name -> its HELP and TYPE lines
+# One owner's samples as walk_bound gives them (each one's labels and pod pairs) -> by spec name,
+# the field names it reads and a head per sample and field (walk.Sink.add_fields): found with one
+# lookup per owner a scrape, not one per series. Bounded: targets that come and go make new keys.
+# An open split's entry is a plan per sample instead: its dict's keys in order and a head each.
+_Plan = tuple[tuple[Any, ...], list[str]]
+_Group = dict[str, Any]
+_GROUPS: dict[tuple[tuple[tuple[str, ...], ...], tuple[PodLabels, ...]], _Group] = {}
+_GROUPS_MAX = 32
 
 
 def _items(spec: MetricSpec, labels: Sequence[str], pod: PodLabels) -> list[tuple[str, str]]:
@@ -36,17 +52,16 @@ def _items(spec: MetricSpec, labels: Sequence[str], pod: PodLabels) -> list[tupl
 
 
 class TextSink:
-    """The lines as two lists, each line's head and its value; `text()` joins them."""
+    """The lines as two lists, each line's head and its value; `text()` joins them. A family's
+    HELP and TYPE lines are an entry of their own, with the value None."""
 
     def __init__(self) -> None:
         self.heads: list[str] = []
-        self.values: list[float] = []
+        self.values: list[Any] = []  # float or int; None after a family's HELP and TYPE text
         self._spec: MetricSpec | None = None
-        # HELP and TYPE texts not yet written before a line, joined once when one is: a run of
-        # empty families (most of the 115 engine families on a page without their connector)
-        # grew one string with `+=`, 1.7 MB copied a write for 16 vLLMs.
-        self._pending: list[str] = []
-        self._deferred = ""  # an omit_if_empty family's, written with its first series
+        self._deferred = ""  # an omit_if_empty family's HELP and TYPE, written with its first series
+        self._bases: list[tuple[str, ...]] | None = None  # add_fields: the group's, held for `is`
+        self._group: _Group = {}
 
     def begin(self, spec: MetricSpec, *, omit_if_empty: bool = False) -> None:
         self._spec = spec
@@ -57,7 +72,8 @@ class TextSink:
             self._deferred = text
         else:
             self._deferred = ""
-            self._pending.append(text)
+            self.heads.append(text)
+            self.values.append(None)
 
     def add(self, labels: Sequence[str], value: float | Histogram | None, pod: PodLabels = ()) -> None:
         spec = self._spec
@@ -74,40 +90,107 @@ class TextSink:
             if len(_HEADS) >= _HEADS_MAX:
                 _HEADS.clear()
             _HEADS[key] = text
-        if self._deferred or self._pending:
-            text = self._take_pending() + text
+        if self._deferred:
+            self._write_deferred(len(self.heads))
         self.heads.append(text)
         self.values.append(value)
 
-    def _take_pending(self) -> str:
-        self._pending.append(self._deferred)
-        text = "".join(self._pending)
-        self._pending, self._deferred = [], ""
-        return text
+    def add_fields(
+        self, samples: list[Any], fields: Fields, bases: list[tuple[str, ...]], pods: list[PodLabels]
+    ) -> None:
+        spec = self._spec
+        if spec is None or spec.type == "histogram":  # a histogram's lines are its buckets'
+            add_fields_each(self, samples, fields, bases, pods)
+            return
+        kept = self._group_of(bases, pods).get(spec.name)
+        if kept is None:
+            heads = [
+                head(spec.name, _items(spec, base if split is None else (*base, split), pod))
+                for base, pod in zip(bases, pods, strict=True)
+                for split, _ in fields
+            ]
+            kept = self._group[spec.name] = (tuple(field for _, field in fields), heads)
+        start = len(self.heads)
+        if gather(samples, kept[0], kept[1], self.heads, self.values) and self._deferred:
+            self._write_deferred(start)
+
+    def add_keyed(
+        self, spec: MetricSpec, samples: list[Any], bases: list[tuple[str, ...]], pods: list[PodLabels]
+    ) -> None:
+        if spec.type == "histogram" or spec.field is None:
+            add_keyed_each(self, spec, samples, bases, pods)
+            return
+        group = self._group_of(bases, pods)
+        plans = group.get(spec.name)  # a sample's: its dict's keys in order, a head each
+        if plans is None or len(plans) != len(samples):
+            plans = group[spec.name] = [None] * len(samples)
+        field = spec.field
+        for i, sample in enumerate(samples):
+            by_key = getattr(sample, field)
+            if not by_key:
+                continue
+            start = len(self.heads)
+            plan = plans[i]
+            if plan is None or not put_keyed(by_key, plan[0], plan[1], self.heads, self.values):
+                plan = plans[i] = self._keyed_plan(spec, by_key, bases[i], pods[i])
+                put_keyed(by_key, plan[0], plan[1], self.heads, self.values)
+            if self._deferred and len(self.heads) > start:
+                self._write_deferred(start)
+
+    @staticmethod
+    def _keyed_plan(
+        spec: MetricSpec, by_key: dict[Any, Any], base: tuple[str, ...], pod: PodLabels
+    ) -> tuple[tuple[Any, ...], list[str]]:
+        order = binding.keyed_labels(spec, by_key)
+        heads = [
+            head(
+                spec.name, _items(spec, (*base, *split) if isinstance(split, tuple) else (*base, split), pod)
+            )
+            for _, split in order
+        ]
+        return tuple(key for key, _ in order), heads
+
+    def _group_of(self, bases: list[tuple[str, ...]], pods: list[PodLabels]) -> _Group:
+        """The kept heads of the owner whose samples have these labels (walk_bound hands every
+        family of an owner the same `bases` list: looked up once an owner)."""
+        if bases is not self._bases:
+            self._bases = bases
+            key = (tuple(bases), tuple(pods))
+            group = _GROUPS.get(key)
+            if group is None:
+                if len(_GROUPS) >= _GROUPS_MAX:
+                    _GROUPS.clear()
+                group = _GROUPS[key] = {}
+            self._group = group
+        return self._group
+
+    def _write_deferred(self, at: int) -> None:
+        self.heads.insert(at, self._deferred)
+        self.values.insert(at, None)
+        self._deferred = ""
 
     def _add_histogram(
         self, spec: MetricSpec, labels: Sequence[str], value: Histogram, pod: PodLabels
     ) -> None:
-        bounds, counts = zip(*value.buckets, strict=True)
-        key = (spec.name, tuple(labels), pod, bounds)
+        if self._deferred:
+            self._write_deferred(len(self.heads))
+        key = (spec.name, tuple(labels), pod)
         found = _SERIES.get(key)
-        if found is None:
-            found = histogram_heads(spec.name, _items(spec, labels, pod), value)
+        if found is None or not put_buckets(value.buckets, found[0], found[1], self.heads, self.values):
+            # first seen, or its bounds changed (a restarted engine with other buckets)
+            buckets, count, total = histogram_heads(spec.name, _items(spec, labels, pod), value)
             if len(_SERIES) >= _SERIES_MAX:
                 _SERIES.clear()
-            _SERIES[key] = found
-        buckets, count, total = found
-        start = len(self.heads)
-        self.heads += buckets
-        self.values += counts
-        if self._deferred or self._pending:
-            self.heads[start] = self._take_pending() + self.heads[start]
+            found = _SERIES[key] = (tuple(le for le, _ in value.buckets), buckets, count, total)
+            self.heads += buckets
+            self.values += [c for _, c in value.buckets]
+        _, _, count, total = found
         if count:
             self.heads += (count, total)
-            self.values += (counts[-1], value.sum)
+            self.values += (value.buckets[-1][1], value.sum)
 
     def text(self) -> bytes:
-        return join(self.heads, self.values, "".join(self._pending))
+        return join(self.heads, self.values)
 
 
 def write(snap: Snapshot) -> bytes:

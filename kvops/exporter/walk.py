@@ -38,6 +38,54 @@ class Sink(Protocol):
         walk can: the text sink keys its kept heads by it); None is none.
         `pod`'s pairs are added where the spec has no label of that name."""
 
+    def add_fields(
+        self, samples: list[Any], fields: Fields, bases: list[tuple[str, ...]], pods: list[PodLabels]
+    ) -> None:
+        """The family begun last's series from `samples`' attributes: for each sample (its
+        labels `bases[i]`, its pod's `pods[i]`) and each (split label value, field) of
+        `fields` in order, add(base, or base and the split value, getattr(sample, field), pod).
+        The same `bases` list, unchanged, for every family of one owner in one walk."""
+
+    def add_keyed(
+        self, spec: MetricSpec, samples: list[Any], bases: list[tuple[str, ...]], pods: list[PodLabels]
+    ) -> None:
+        """The family begun last's series from an open split (`spec`): for each sample, each
+        present value of the dict it holds, as binding.values() gives them. `bases` as for
+        add_fields."""
+
+
+# (split label value or None, field name) for each field a family reads from a sample.
+Fields = tuple[tuple[str | None, str], ...]
+
+
+def add_fields_each(
+    sink: Sink, samples: list[Any], fields: Fields, bases: list[tuple[str, ...]], pods: list[PodLabels]
+) -> None:
+    """Sink.add_fields by add() calls, series by series."""
+    for sample, base, pod in zip(samples, bases, pods, strict=True):
+        for split_value, field in fields:
+            labels = base if split_value is None else (*base, split_value)
+            sink.add(labels, getattr(sample, field), pod)
+
+
+def add_keyed_each(
+    sink: Sink, spec: MetricSpec, samples: list[Any], bases: list[tuple[str, ...]], pods: list[PodLabels]
+) -> None:
+    """Sink.add_keyed by add() calls, series by series; also an info spec's one series."""
+    # An open split's dict is empty on most engines (a connector or tier family the page does
+    # not have): skipped without a generator per engine and family.
+    keyed = spec.field if spec.open_split else None
+    for sample, base, pod in zip(samples, bases, pods, strict=True):
+        if keyed is not None and not getattr(sample, keyed):
+            continue
+        for split_value, value in binding.values(spec, sample):
+            if split_value is None:
+                sink.add(base, value, pod)
+            elif isinstance(split_value, tuple):  # tier kind and tier name
+                sink.add((*base, *split_value), value, pod)
+            else:
+                sink.add((*base, split_value), value, pod)
+
 
 def walk(snap: Snapshot, sink: Sink) -> None:
     walk_targets(snap.targets, sink)
@@ -52,30 +100,18 @@ def walk_bound(owner: Owner, samples: Sequence[Any], sink: Sink, pods: Mapping[s
                omit_if_empty: bool = False) -> None:  # fmt: skip
     """One family per spec bound to `owner`, with every present value of every sample.
     `pods`: by target, for owners whose first label is the target."""
+    samples = list(samples)
     bases = [tuple(binding.owner_label_values(owner, sample)) for sample in samples]
-    pod_of = [pods.get(base[0], ()) for base in bases] if pods else [()] * len(bases)
+    pod_of: list[PodLabels] = [pods.get(base[0], ()) for base in bases] if pods else [()] * len(bases)
     for spec in names.bound(owner):
         sink.begin(spec, omit_if_empty=omit_if_empty)
-        field = binding.plain_field(spec)
-        if field is not None:
-            for sample, base, pod in zip(samples, bases, pod_of, strict=True):
-                value = getattr(sample, field)
-                if value is not None:
-                    sink.add(base, value, pod)
-        else:
-            # An open split's dict is empty on most engines (a connector or tier family the
-            # page does not have): skipped without a generator per engine and family.
-            keyed = spec.field if spec.open_split else None
-            for sample, base, pod in zip(samples, bases, pod_of, strict=True):
-                if keyed is not None and not getattr(sample, keyed):
-                    continue
-                for split_value, value in binding.values(spec, sample):
-                    if split_value is None:
-                        sink.add(base, value, pod)
-                    elif isinstance(split_value, tuple):  # tier kind and tier name
-                        sink.add((*base, *split_value), value, pod)
-                    else:
-                        sink.add((*base, split_value), value, pod)
+        fields = binding.fixed_fields(spec)
+        if fields is not None:
+            sink.add_fields(samples, fields, bases, pod_of)
+        elif spec.open_split:
+            sink.add_keyed(spec, samples, bases, pod_of)
+        else:  # an info spec: one series a sample at most
+            add_keyed_each(sink, spec, samples, bases, pod_of)
 
 
 def walk_targets(targets: list[TargetSample], sink: Sink) -> None:

@@ -125,3 +125,69 @@ def test_a_fallback_longer_than_the_estimate_grows_the_output():
     heads, values = ["a ", "b ", "c "], [1.0, 1e300, 3.5]
     long = "9" * 5000
     assert _lines.join(heads, values, "end\n", lambda v: long) == f"a 1.0\nb {long}\nc 3.5\nend\n".encode()
+
+
+class _Sample:
+    def __init__(self, **values):
+        self.__dict__.update(values)
+
+
+_FIELD_VALUES = st.one_of(st.none(), st.floats(allow_nan=False), st.integers(-5, 5))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rows=st.lists(st.tuples(_FIELD_VALUES, _FIELD_VALUES), max_size=6),
+    fields=st.sampled_from([("a",), ("b",), ("a", "b"), ("b", "a")]),
+)
+def test_the_c_gather_is_the_python_gather(rows, fields):
+    samples = [_Sample(a=a, b=b) for a, b in rows]
+    heads = [f"h{i} " for i in range(len(samples) * len(fields))]
+    out = {}
+    for name, gather in (("c", _lines.gather), ("python", line_text.python_gather)):
+        out_heads, out_values = ["first "], [0.0]
+        added = gather(samples, fields, heads, out_heads, out_values)
+        out[name] = (added, out_heads, out_values)
+    assert out["c"] == out["python"]
+    assert out["c"][0] == sum(getattr(s, f) is not None for s in samples for f in fields)
+
+
+def test_gather_refuses_too_few_heads_and_passes_on_a_failing_attribute():
+    with pytest.raises(ValueError, match="fewer heads"):
+        _lines.gather([_Sample(a=1.0)], ("a",), [], [], [])
+    with pytest.raises(AttributeError):
+        _lines.gather([_Sample(a=1.0)], ("missing",), ["h "], [], [])
+
+
+_BOUNDS = st.lists(st.floats(-10, 10, allow_nan=False), max_size=4, unique=True).map(sorted)
+
+
+@settings(max_examples=300, deadline=None)
+@given(bounds=_BOUNDS, kept=_BOUNDS, counts=st.lists(st.floats(0, 100), min_size=5, max_size=5))
+def test_the_c_buckets_is_the_python_buckets(bounds, kept, counts):
+    pairs = tuple(zip(bounds, counts, strict=False))
+    heads = [f"b{le} " for le in kept]
+    out = {}
+    for name, put in (("c", _lines.buckets), ("python", line_text.python_buckets)):
+        out_heads, out_values = [], []
+        out[name] = (put(pairs, tuple(kept), heads, out_heads, out_values), out_heads, out_values)
+    assert out["c"] == out["python"]
+    assert out["c"][0] == (list(bounds) == list(kept))
+    assert out["c"][1:] == ((heads, list(counts[: len(bounds)])) if out["c"][0] else ([], []))
+
+
+_KEYS = st.lists(st.sampled_from(["a", "b", "c", "1", 2]), max_size=4, unique=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(by_key=st.dictionaries(st.sampled_from(["a", "b", "c", "1", 2]), _FIELD_VALUES), keys=_KEYS)
+def test_the_c_keyed_is_the_python_keyed(by_key, keys):
+    heads = [f"k{key} " for key in keys]
+    out = {}
+    for name, put in (("c", _lines.keyed), ("python", line_text.python_keyed)):
+        out_heads, out_values = [], []
+        out[name] = (put(by_key, tuple(keys), heads, out_heads, out_values), out_heads, out_values)
+    assert out["c"] == out["python"]
+    assert out["c"][0] == (set(by_key) == set(keys))
+    if out["c"][0]:
+        assert out["c"][2] == [by_key[k] for k in keys if by_key[k] is not None]

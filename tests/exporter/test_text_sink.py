@@ -41,10 +41,18 @@ def reference(snap: Snapshot) -> bytes:
     return generate_latest(_Registry(render(snap)))
 
 
+def use_python_lines(monkeypatch) -> None:
+    """The Python join, gather, buckets and keyed instead of kvops/exporter/_lines.c's."""
+    monkeypatch.setattr(line_text, "_c_join", None)
+    monkeypatch.setattr(text_sink, "gather", line_text.python_gather)
+    monkeypatch.setattr(text_sink, "put_buckets", line_text.python_buckets)
+    monkeypatch.setattr(text_sink, "put_keyed", line_text.python_keyed)
+
+
 @pytest.fixture(params=["C join", "Python join"])
 def joiner(request, monkeypatch):
     if request.param == "Python join":
-        monkeypatch.setattr(line_text, "_c_join", None)
+        use_python_lines(monkeypatch)
     else:
         assert line_text._c_join is not None, (
             "kvops/exporter/_lines.c is not built: pip install -e . with gcc and python3-dev"
@@ -159,16 +167,44 @@ def snapshots(draw) -> Snapshot:
 )
 @given(snap=snapshots())
 def test_any_snapshot_is_written_as_generate_latest_writes_its_families(snap):
-    line_text_c = line_text._c_join
     expected = reference(snap)
     assert write(snap) == expected
     assert write(snap) == expected  # again, from the kept heads
-    if line_text_c is not None:
-        try:
-            line_text._c_join = None
-            assert write(snap) == expected
-        finally:
-            line_text._c_join = line_text_c
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        use_python_lines(monkeypatch)
+        assert write(snap) == expected
+
+
+def test_kept_heads_follow_an_engine_whose_keys_and_bounds_change(joiner):
+    """The same engine (so the same kept heads) from scrape to scrape with other sources,
+    a None among them, a histogram's buckets re-bounded, a field gone and back."""
+    rounds = [
+        ({"local_cache_hit": 1.0, "external_kv_transfer": 2.0}, ((0.1, 1.0), (math.inf, 3.0)), 5.0),
+        ({"local_cache_hit": 1.0, "external_kv_transfer": 2.0}, ((0.1, 1.0), (math.inf, 3.0)), 5.0),
+        (
+            {"external_kv_transfer": 4.0, "local_compute": 1e9},
+            ((0.1, 2.0), (1.0, 3.0), (math.inf, 4.0)),
+            None,
+        ),
+        (
+            {"external_kv_transfer": None, "local_compute": 2e9},
+            ((0.5, 2.0), (1.0, 3.0), (math.inf, 4.0)),
+            1.0,
+        ),
+        ({}, ((0.5, 2.0), (math.inf, 4.0)), 2.0),
+        ({"local_compute": 3e9, "external_kv_transfer": 5.0, "1": 1.0}, ((0.5, 2.0), (math.inf, 4.0)), 3.0),
+    ]
+    for by_source, buckets, running in rounds:
+        engine = EngineSample(
+            "http://h:8000",
+            "m",
+            requests_running=running,
+            prompt_tokens_cached_by_source=by_source,
+            ttft=Histogram(buckets, 1.5, buckets[-1][1]),
+            tier_chunk_hits={"1:fs": 2.0, "0:primary": 1.0} if running else {},
+        )
+        snap = Snapshot(time=0, targets=[TargetSample("http://h:8000", True, engines=[engine])])
+        assert write(snap) == reference(snap)
 
 
 def _pages_snapshot() -> Snapshot:
