@@ -73,3 +73,42 @@ def test_no_numa_sysfs_and_no_shm_are_unknown_not_zero(tmp_path: Path) -> None:
 def test_unreadable_meminfo_fails_the_collector(tmp_path: Path) -> None:
     with pytest.raises(OSError):
         HostCollector(root=str(tmp_path)).collect()
+
+
+def test_numa_nodes_are_listed_once_a_minute_and_read_every_time(tmp_path: Path) -> None:
+    """Which nodes exist is looked up every NODE_LIST_SECONDS (memory hot-plug is rare); each
+    node's meminfo is read on every collect."""
+    from kvops.collectors import host
+
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_text("MemTotal:  100 kB\n")
+    nodes = tmp_path / "sys" / "devices" / "system" / "node"
+
+    def node(n: int, free_kb: int) -> None:
+        (nodes / f"node{n}").mkdir(parents=True, exist_ok=True)
+        (nodes / f"node{n}" / "meminfo").write_text(
+            f"Node {n} MemTotal:  1000 kB\nNode {n} MemFree:  {free_kb} kB\n"
+            f"Node {n} MemUsed:  {1000 - free_kb} kB\n"
+        )
+
+    node(0, 400)
+    now = [0.0]
+    collector = HostCollector(root=str(tmp_path), shm_path=str(tmp_path), clock=lambda: now[0])
+    assert collector.collect().numa_nodes == {"0": {"total": 1000 * KB, "free": 400 * KB, "used": 600 * KB}}
+    node(0, 300)
+    node(1, 900)
+    now[0] = host.NODE_LIST_SECONDS - 1
+    assert collector.collect().numa_nodes == {"0": {"total": 1000 * KB, "free": 300 * KB, "used": 700 * KB}}
+    now[0] = host.NODE_LIST_SECONDS
+    assert set(collector.collect().numa_nodes) == {"0", "1"}
+
+
+def test_a_proc_file_longer_than_one_read_is_read_whole(tmp_path: Path) -> None:
+    from kvops.collectors.procfs import read_small
+
+    text = "".join(f"Field{i}:  {i} kB\n" for i in range(5000)).encode()  # ~80 KB
+    (tmp_path / "long").write_bytes(text)
+    assert read_small(tmp_path / "long") == text
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "meminfo").write_bytes(text)
+    assert read_meminfo(str(tmp_path))["Field4999"] == 4999 * KB
