@@ -323,33 +323,30 @@ static PyObject *buckets(PyObject *self, PyObject *args) {
     Py_RETURN_TRUE;
 }
 
-/* keyed(values_by_key, keys, heads, out_heads, out_values) -> bool: where the dict has exactly the
- * keys `keys` (in the order the exposition wants, a head each in `heads`), appends each value
- * that is not None to out_values and its head to out_heads, and returns True; else appends
- * nothing and returns False. An open split's series (vLLM's prompt tokens by source, requests
- * by reason) are written from kept heads this way while an engine's keys stay the same: the
- * Python path sorted the keys and built and hashed a key per series, each scrape. */
-static PyObject *keyed(PyObject *self, PyObject *args) {
-    PyObject *by_key, *keys, *heads, *out_heads, *out_values;
-    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:keyed", &PyDict_Type, &by_key, &PyTuple_Type, &keys, &PyList_Type, &heads,
-                          &PyList_Type, &out_heads, &PyList_Type, &out_values)) {
-        return NULL;
+/* Where the dict has exactly the keys `keys` (in the order the exposition wants, a head each in
+ * `heads`): appends each value that is not None to out_values and its head to out_heads: 1;
+ * else appends nothing: 0; -1 with an exception set. */
+static int put_keyed(PyObject *by_key, PyObject *keys, PyObject *heads, PyObject *out_heads, PyObject *out_values) {
+    if (!PyDict_Check(by_key) || !PyTuple_Check(keys) || !PyList_Check(heads)) {
+        PyErr_SetString(PyExc_TypeError, "keyed: a dict, a tuple of keys and a list of heads");
+        return -1;
     }
     Py_ssize_t n = PyTuple_GET_SIZE(keys);
     if (PyDict_GET_SIZE(by_key) != n || PyList_GET_SIZE(heads) != n) {
-        Py_RETURN_FALSE;
+        return 0;
     }
     /* Every value is found (and held) before any is appended: a lookup can run Python code. */
     PyObject **found = PyMem_New(PyObject *, n ? n : 1);
     if (found == NULL) {
-        return PyErr_NoMemory();
+        PyErr_NoMemory();
+        return -1;
     }
     Py_ssize_t held = 0;
-    PyObject *result = Py_False;
+    int rc = 0;
     for (; held < n; held++) {
         PyObject *value = PyDict_GetItemWithError(by_key, PyTuple_GET_ITEM(keys, held));
         if (value == NULL) {
-            result = PyErr_Occurred() ? NULL : Py_False;
+            rc = PyErr_Occurred() ? -1 : 0;
             goto done;
         }
         Py_INCREF(value);
@@ -363,18 +360,69 @@ static PyObject *keyed(PyObject *self, PyObject *args) {
             continue;
         }
         if (PyList_Append(out_heads, PyList_GET_ITEM(heads, i)) < 0 || PyList_Append(out_values, found[i]) < 0) {
-            result = NULL;
+            rc = -1;
             goto done;
         }
     }
-    result = Py_True;
+    rc = 1;
 done:
     for (Py_ssize_t i = 0; i < held; i++) {
         Py_DECREF(found[i]);
     }
     PyMem_Free(found);
-    Py_XINCREF(result);
-    return result;
+    return rc;
+}
+
+/* keyed(values_by_key, keys, heads, out_heads, out_values) -> bool: put_keyed. An open split's
+ * series (vLLM's prompt tokens by source, requests by reason) are written from kept heads this
+ * way while an engine's keys stay the same: the Python path sorted the keys and built and
+ * hashed a key per series, each scrape. */
+static PyObject *keyed(PyObject *self, PyObject *args) {
+    PyObject *by_key, *keys, *heads, *out_heads, *out_values;
+    if (!PyArg_ParseTuple(args, "O!O!O!O!O!:keyed", &PyDict_Type, &by_key, &PyTuple_Type, &keys, &PyList_Type, &heads,
+                          &PyList_Type, &out_heads, &PyList_Type, &out_values)) {
+        return NULL;
+    }
+    int rc = put_keyed(by_key, keys, heads, out_heads, out_values);
+    if (rc < 0) return NULL;
+    return PyBool_FromLong(rc);
+}
+
+/* keyed_all(samples, field, plans, start, out_heads, out_values) -> int: from samples[start] on,
+ * each sample whose attribute `field` is a dict that is not empty is written with its plan,
+ * plans[i] = (keys, heads), by put_keyed. Returns -1 when every sample is written, else the
+ * index of the first sample with no plan (None) or one its keys no longer match: the caller
+ * makes that plan and calls again from there. One call a family instead of a Python loop over
+ * the samples: most open splits are empty on most engines (57 families x 16 vLLMs a scrape). */
+static PyObject *keyed_all(PyObject *self, PyObject *args) {
+    PyObject *samples, *field, *plans, *out_heads, *out_values;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "O!UO!nO!O!:keyed_all", &PyList_Type, &samples, &field, &PyList_Type, &plans, &start,
+                          &PyList_Type, &out_heads, &PyList_Type, &out_values)) {
+        return NULL;
+    }
+    for (Py_ssize_t i = start < 0 ? 0 : start; i < PyList_GET_SIZE(samples); i++) {
+        PyObject *by_key = PyObject_GetAttr(PyList_GET_ITEM(samples, i), field);
+        if (by_key == NULL) return NULL;
+        if (!PyDict_Check(by_key) || PyDict_GET_SIZE(by_key) == 0) {
+            int empty = PyDict_Check(by_key) ? 1 : PyObject_Not(by_key);
+            Py_DECREF(by_key);
+            if (empty < 0) return NULL;
+            if (empty) continue;
+            return PyLong_FromSsize_t(i); /* not a dict: the caller's own path */
+        }
+        PyObject *plan = i < PyList_GET_SIZE(plans) ? PyList_GET_ITEM(plans, i) : Py_None;
+        int rc = 0;
+        if (PyTuple_Check(plan) && PyTuple_GET_SIZE(plan) == 2) {
+            Py_INCREF(plan);
+            rc = put_keyed(by_key, PyTuple_GET_ITEM(plan, 0), PyTuple_GET_ITEM(plan, 1), out_heads, out_values);
+            Py_DECREF(plan);
+        }
+        Py_DECREF(by_key);
+        if (rc < 0) return NULL;
+        if (rc == 0) return PyLong_FromSsize_t(i);
+    }
+    return PyLong_FromLong(-1);
 }
 
 static PyMethodDef methods[] = {
@@ -387,6 +435,9 @@ static PyMethodDef methods[] = {
     {"buckets", buckets, METH_VARARGS,
      "buckets(buckets, bounds, heads, out_heads, out_values) -> bool: the counts and their heads "
      "appended where the buckets' upper bounds are `bounds`."},
+    {"keyed_all", keyed_all, METH_VARARGS,
+     "keyed_all(samples, field, plans, start, out_heads, out_values) -> int: each sample's dict written "
+     "with its plan from start on; -1, or the first sample whose plan is to be made."},
     {"keyed", keyed, METH_VARARGS,
      "keyed(values_by_key, keys, heads, out_heads, out_values) -> bool: the present values and "
      "their heads appended where the dict's keys are `keys`."},

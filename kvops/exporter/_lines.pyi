@@ -26,3 +26,11 @@ def keyed(
     out_heads: list[str],
     out_values: list[Any],
 ) -> bool: ...
+def keyed_all(
+    samples: list[Any],
+    field: str,
+    plans: list[tuple[tuple[Any, ...], list[str]] | None],
+    start: int,
+    out_heads: list[str],
+    out_values: list[Any],
+) -> int: ...

@@ -21,11 +21,13 @@ try:  # the C line joiner, built by setup.py where a compiler was at hand
     from kvops.exporter._lines import gather as _c_gather
     from kvops.exporter._lines import join as _c_join
     from kvops.exporter._lines import keyed as _c_keyed
+    from kvops.exporter._lines import keyed_all as _c_keyed_all
 except ImportError:  # pragma: no cover - python_join and python_gather below do the same
     _c_join = None  # type: ignore[assignment]
     _c_gather = None  # type: ignore[assignment]
     _c_buckets = None  # type: ignore[assignment]
     _c_keyed = None  # type: ignore[assignment]
+    _c_keyed_all = None  # type: ignore[assignment]
 
 _NEG_INF = float("-inf")
 
@@ -162,7 +164,31 @@ def python_keyed(
     return True
 
 
+def python_keyed_all(
+    samples: Sequence[Any],
+    field: str,
+    plans: list[tuple[tuple[Any, ...], list[str]] | None],
+    start: int,
+    out_heads: list[str],
+    out_values: list[Any],
+) -> int:
+    """From samples[start] on, each sample whose `field` is a dict that is not empty written
+    with its plan (keys, heads) by python_keyed: -1 when all are, else the index of the first
+    sample whose plan is None or no longer matches its keys (or whose field is not a dict)."""
+    for i in range(max(start, 0), len(samples)):
+        by_key = getattr(samples[i], field)
+        if not by_key:
+            continue
+        plan = plans[i] if i < len(plans) else None
+        if not isinstance(by_key, dict) or plan is None:
+            return i
+        if not python_keyed(by_key, plan[0], plan[1], out_heads, out_values):
+            return i
+    return -1
+
+
 # In C where it was built: one call per family, histogram series or dict, not a Python loop.
 gather = python_gather if _c_gather is None else _c_gather
 put_buckets = python_buckets if _c_buckets is None else _c_buckets
 put_keyed = python_keyed if _c_keyed is None else _c_keyed
+put_keyed_all = python_keyed_all if _c_keyed_all is None else _c_keyed_all

@@ -20,7 +20,16 @@ from collections.abc import Sequence
 from typing import Any
 
 from kvops import binding
-from kvops.exporter.line_text import gather, head, header, histogram_heads, join, put_buckets, put_keyed
+from kvops.exporter.line_text import (
+    gather,
+    head,
+    header,
+    histogram_heads,
+    join,
+    put_buckets,
+    put_keyed,
+    put_keyed_all,
+)
 from kvops.exporter.walk import Fields, PodLabels, add_fields_each, add_keyed_each, walk
 from kvops.names import MetricSpec
 from kvops.snapshot import Histogram, Snapshot
@@ -124,18 +133,20 @@ class TextSink:
         plans = group.get(spec.name)  # a sample's: its dict's keys in order, a head each
         if plans is None or len(plans) != len(samples):
             plans = group[spec.name] = [None] * len(samples)
-        field = spec.field
-        for i, sample in enumerate(samples):
-            by_key = getattr(sample, field)
-            if not by_key:
-                continue
-            start = len(self.heads)
-            plan = plans[i]
-            if plan is None or not put_keyed(by_key, plan[0], plan[1], self.heads, self.values):
-                plan = plans[i] = self._keyed_plan(spec, by_key, bases[i], pods[i])
-                put_keyed(by_key, plan[0], plan[1], self.heads, self.values)
-            if self._deferred and len(self.heads) > start:
-                self._write_deferred(start)
+        field, start = spec.field, len(self.heads)
+        at = put_keyed_all(samples, field, plans, 0, self.heads, self.values)
+        while at >= 0:  # a sample whose plan is to be made (first seen, or its keys changed)
+            by_key = getattr(samples[at], field)
+            if isinstance(by_key, dict):
+                plans[at] = plan = self._keyed_plan(spec, by_key, bases[at], pods[at])
+                written = put_keyed(by_key, plan[0], plan[1], self.heads, self.values)
+            else:
+                written = False
+            if not written:  # keys that do not find themselves (NaN): series by series
+                add_keyed_each(self, spec, [samples[at]], [bases[at]], [pods[at]])
+            at = put_keyed_all(samples, field, plans, at + 1, self.heads, self.values)
+        if self._deferred and len(self.heads) > start:
+            self._write_deferred(start)
 
     @staticmethod
     def _keyed_plan(

@@ -191,3 +191,28 @@ def test_the_c_keyed_is_the_python_keyed(by_key, keys):
     assert out["c"][0] == (set(by_key) == set(keys))
     if out["c"][0]:
         assert out["c"][2] == [by_key[k] for k in keys if by_key[k] is not None]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    dicts=st.lists(st.dictionaries(st.sampled_from(["a", "b", "c"]), _FIELD_VALUES, max_size=3), max_size=5),
+    planned=st.lists(st.booleans(), min_size=5, max_size=5),
+    start=st.integers(-1, 5),
+)
+def test_the_c_keyed_all_is_the_python_keyed_all(dicts, planned, start):
+    samples = [_Sample(d=d) for d in dicts]
+    plans = [
+        (tuple(d), [f"{i}{k} " for k in d]) if made and d else (("zz",), ["zz "]) if made else None
+        for i, (d, made) in enumerate(zip(dicts, planned, strict=False))
+    ]
+    out = {}
+    for name, put in (("c", _lines.keyed_all), ("python", line_text.python_keyed_all)):
+        out_heads, out_values = [], []
+        out[name] = (put(samples, "d", plans, start, out_heads, out_values), out_heads, out_values)
+    assert out["c"] == out["python"]
+
+
+def test_keyed_all_hands_back_a_field_that_is_not_a_dict():
+    samples = [_Sample(d={}), _Sample(d=[1]), _Sample(d={"a": 1.0})]
+    assert _lines.keyed_all(samples, "d", [None, None, None], 0, [], []) == 1
+    assert line_text.python_keyed_all(samples, "d", [None, None, None], 0, [], []) == 1

@@ -47,6 +47,7 @@ def use_python_lines(monkeypatch) -> None:
     monkeypatch.setattr(text_sink, "gather", line_text.python_gather)
     monkeypatch.setattr(text_sink, "put_buckets", line_text.python_buckets)
     monkeypatch.setattr(text_sink, "put_keyed", line_text.python_keyed)
+    monkeypatch.setattr(text_sink, "put_keyed_all", line_text.python_keyed_all)
 
 
 @pytest.fixture(params=["C join", "Python join"])
@@ -202,6 +203,7 @@ def test_kept_heads_follow_an_engine_whose_keys_and_bounds_change(joiner):
             prompt_tokens_cached_by_source=by_source,
             ttft=Histogram(buckets, 1.5, buckets[-1][1]),
             tier_chunk_hits={"1:fs": 2.0, "0:primary": 1.0} if running else {},
+            requests_waiting_by_reason={math.nan: 1.0, "capacity": 2.0} if running == 1.0 else {},
         )
         snap = Snapshot(time=0, targets=[TargetSample("http://h:8000", True, engines=[engine])])
         assert write(snap) == reference(snap)
