@@ -37,3 +37,13 @@ def test_top_cpu_alternates_windows_with_a_before_tree():
     out = run("top_cpu.py", "--targets", "2", "--seconds", "2", "--before", str(ROOT), "--rounds", "2")
     assert out.count("x2 (alternating, each alone)") == 2, out
     assert "each window:" in out and "before / kvops:" in out, out
+
+
+def test_round_cold_measures_each_piece_warm_and_cold_in_both_trees():
+    out = run("round_cold.py", "--targets", "2", "--calls", "2", "--before", str(ROOT), "--pairs", "2")
+    assert "kvops: C line finder, bucket grouping, line joiner built" in out, out
+    pieces = ("parse", "readers", "write")
+    rows = [line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0] in pieces]
+    assert [(r[0], r[1]) for r in rows] == [(p, t) for p in pieces for t in ("kvops", "before")]
+    for row in rows:  # warm, cold, then each pair's cold figure
+        assert len(row) == 6 and all(float(x) > 0 for x in row[2:]), row
