@@ -9,9 +9,9 @@ generate_latest's of the families kvops.exporter.families builds from the same w
 (tests/exporter/test_text_sink.py).
 
 Most families are read from an owner's samples in one call (walk.Sink.add_fields and
-add_keyed: gather, keyed and buckets in C), their heads kept per owner, not looked up by a key
-built and hashed for each series: with 16 simulated vLLMs and 8 stub GPUs, the write went
-from 955 to ~670 us warm (kvops/exporter/_lines.c).
+add_keyed: gather and keyed_all in C, kvops/exporter/_lines.c), their heads kept per owner, not
+looked up by a key built and hashed for each series: with 16 simulated vLLMs, the write went
+from 1,090 to 679 us with the caches emptied first (benchmarks/round_cold.py), 636 to 293 warm.
 """
 
 from __future__ import annotations
@@ -46,12 +46,25 @@ _SERIES_MAX = 16384
 _HEADERS: dict[str, str] = {}  # spec name -> its HELP and TYPE lines
 # One owner's samples as walk_bound gives them (each one's labels and pod pairs) -> by spec name,
 # the field names it reads and a head per sample and field (walk.Sink.add_fields): found with one
-# lookup per owner a scrape, not one per series. Bounded: targets that come and go make new keys.
-# An open split's entry is a plan per sample instead: its dict's keys in order and a head each.
+# lookup per owner a scrape, not one per series. An open split's entry is a plan per sample
+# instead: its dict's keys in order and a head each (_Plan). Bounded by the heads they hold
+# (~150 bytes each, so ~40 MB at most): targets that come and go make new keys, and 1,000 vLLMs
+# hold ~170,000 heads.
 _Plan = tuple[tuple[Any, ...], list[str]]
 _Group = dict[str, Any]
 _GROUPS: dict[tuple[tuple[tuple[str, ...], ...], tuple[PodLabels, ...]], _Group] = {}
-_GROUPS_MAX = 32
+_GROUP_HEADS_MAX = 262144
+_group_heads = 0  # heads held in _GROUPS
+
+
+def _count_group_heads(heads: int) -> None:
+    """Counts heads a group gained; past the bound every group is dropped (a sink writing with
+    one keeps it to the end of its write)."""
+    global _group_heads
+    _group_heads += heads
+    if _group_heads > _GROUP_HEADS_MAX:
+        _GROUPS.clear()
+        _group_heads = 0
 
 
 def _items(spec: MetricSpec, labels: Sequence[str], pod: PodLabels) -> list[tuple[str, str]]:
@@ -119,6 +132,7 @@ class TextSink:
                 for split, _ in fields
             ]
             kept = self._group[spec.name] = (tuple(field for _, field in fields), heads)
+            _count_group_heads(len(heads))
         start = len(self.heads)
         if gather(samples, kept[0], kept[1], self.heads, self.values) and self._deferred:
             self._write_deferred(start)
@@ -139,6 +153,7 @@ class TextSink:
             by_key = getattr(samples[at], field)
             if isinstance(by_key, dict):
                 plans[at] = plan = self._keyed_plan(spec, by_key, bases[at], pods[at])
+                _count_group_heads(len(plan[1]))
                 written = put_keyed(by_key, plan[0], plan[1], self.heads, self.values)
             else:
                 written = False
@@ -149,9 +164,7 @@ class TextSink:
             self._write_deferred(start)
 
     @staticmethod
-    def _keyed_plan(
-        spec: MetricSpec, by_key: dict[Any, Any], base: tuple[str, ...], pod: PodLabels
-    ) -> tuple[tuple[Any, ...], list[str]]:
+    def _keyed_plan(spec: MetricSpec, by_key: dict[Any, Any], base: tuple[str, ...], pod: PodLabels) -> _Plan:
         order = binding.keyed_labels(spec, by_key)
         heads = [
             head(
@@ -169,8 +182,6 @@ class TextSink:
             key = (tuple(bases), tuple(pods))
             group = _GROUPS.get(key)
             if group is None:
-                if len(_GROUPS) >= _GROUPS_MAX:
-                    _GROUPS.clear()
                 group = _GROUPS[key] = {}
             self._group = group
         return self._group

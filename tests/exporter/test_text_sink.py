@@ -258,6 +258,26 @@ def test_kept_heads_are_bounded(monkeypatch, joiner):
     assert len(text_sink._HEADS) <= 3
 
 
+def test_kept_owner_heads_are_bounded(monkeypatch, joiner):
+    """Targets that come and go make a new group of kept heads each time; past the bound on
+    the heads they hold, all are dropped, and what is written stays the same."""
+    monkeypatch.setattr(text_sink, "_GROUP_HEADS_MAX", 50)
+    monkeypatch.setattr(text_sink, "_GROUPS", {})
+    monkeypatch.setattr(text_sink, "_group_heads", 0)
+    for n in range(12):  # a different set of targets each scrape
+        targets = [
+            TargetSample(
+                f"http://h{i}:8000",
+                True,
+                engines=[EngineSample(f"http://h{i}:8000", "m", requests_running=1.0, local_hits=2.0)],
+            )
+            for i in range(n, n + 3)
+        ]
+        snap = Snapshot(time=0, targets=targets)
+        assert write(snap) == reference(snap)
+        assert 0 < text_sink._group_heads <= 50 + 3 and len(text_sink._GROUPS) <= 6
+
+
 def test_the_c_joiner_is_built():
     """setup.py builds it where a compiler is at hand, as the README's test command installs one;
     without it every comparison above would compare the Python join with itself."""
