@@ -30,7 +30,7 @@ from kvops.exporter.line_text import (
     put_keyed,
     put_keyed_all,
 )
-from kvops.exporter.walk import Fields, PodLabels, add_fields_each, add_keyed_each, walk
+from kvops.exporter.walk import Fields, PodLabels, add_fields_each, add_keyed_each, series_labels, walk
 from kvops.names import MetricSpec
 from kvops.snapshot import Histogram, Snapshot
 
@@ -127,7 +127,7 @@ class TextSink:
         kept = self._group_of(bases, pods).get(spec.name)
         if kept is None:
             heads = [
-                head(spec.name, _items(spec, base if split is None else (*base, split), pod))
+                head(spec.name, _items(spec, series_labels(base, split), pod))
                 for base, pod in zip(bases, pods, strict=True)
                 for split, _ in fields
             ]
@@ -166,12 +166,7 @@ class TextSink:
     @staticmethod
     def _keyed_plan(spec: MetricSpec, by_key: dict[Any, Any], base: tuple[str, ...], pod: PodLabels) -> _Plan:
         order = binding.keyed_labels(spec, by_key)
-        heads = [
-            head(
-                spec.name, _items(spec, (*base, *split) if isinstance(split, tuple) else (*base, split), pod)
-            )
-            for _, split in order
-        ]
+        heads = [head(spec.name, _items(spec, series_labels(base, split), pod)) for _, split in order]
         return tuple(key for key, _ in order), heads
 
     def _group_of(self, bases: list[tuple[str, ...]], pods: list[PodLabels]) -> _Group:

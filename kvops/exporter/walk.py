@@ -58,14 +58,23 @@ class Sink(Protocol):
 Fields = tuple[tuple[str | None, str], ...]
 
 
+def series_labels(base: tuple[str, ...], split_value: str | tuple[str, str] | None) -> tuple[str, ...]:
+    """A series' label values: its owner's, then its split value where it has one (a tier_name
+    spec's is two: the tier's kind and its name)."""
+    if split_value is None:
+        return base
+    if isinstance(split_value, tuple):
+        return (*base, *split_value)
+    return (*base, split_value)
+
+
 def add_fields_each(
     sink: Sink, samples: list[Any], fields: Fields, bases: list[tuple[str, ...]], pods: list[PodLabels]
 ) -> None:
     """Sink.add_fields by add() calls, series by series."""
     for sample, base, pod in zip(samples, bases, pods, strict=True):
         for split_value, field in fields:
-            labels = base if split_value is None else (*base, split_value)
-            sink.add(labels, getattr(sample, field), pod)
+            sink.add(series_labels(base, split_value), getattr(sample, field), pod)
 
 
 def add_keyed_each(
@@ -79,12 +88,7 @@ def add_keyed_each(
         if keyed is not None and not getattr(sample, keyed):
             continue
         for split_value, value in binding.values(spec, sample):
-            if split_value is None:
-                sink.add(base, value, pod)
-            elif isinstance(split_value, tuple):  # tier kind and tier name
-                sink.add((*base, *split_value), value, pod)
-            else:
-                sink.add((*base, split_value), value, pod)
+            sink.add(series_labels(base, split_value), value, pod)
 
 
 def walk(snap: Snapshot, sink: Sink) -> None:
