@@ -80,13 +80,22 @@ def measure(targets: int, calls: int) -> dict[str, dict[str, float]]:
     return out
 
 
+class TreeFailed(Exception):
+    """measure() failed in a checkout's process: its last line of stderr says why."""
+
+
 def run_in(tree: Path, targets: int, calls: int) -> dict[str, dict[str, float]]:
-    """measure() in a process of its own, with `tree`'s kvops first on sys.path."""
+    """measure() in a process of its own, with `tree`'s kvops first on sys.path; TreeFailed
+    when it does not end with its figures (a checkout too old for it, say)."""
     code = f"import json, sys; sys.path[:0] = [{str(tree)!r}, {str(ROOT / 'benchmarks')!r}]\n"
     code += f"import round_cold; print(json.dumps(round_cold.measure({targets}, {calls})))"
     command = [sys.executable, "-c", code]
-    proc = subprocess.run(command, capture_output=True, text=True, cwd=str(tree), check=True)
-    return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+    proc = subprocess.run(command, capture_output=True, text=True, cwd=str(tree))
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        said = proc.stderr.strip().splitlines()
+        raise TreeFailed(f"{tree}: {said[-1] if said else f'exit status {proc.returncode}'}")
+    return json.loads(lines[-1])  # type: ignore[no-any-return]
 
 
 def main() -> int:
@@ -100,9 +109,13 @@ def main() -> int:
     for name, tree in trees.items():
         print(f"{name}: {c_parts(tree)}")
     runs: dict[str, list[dict[str, dict[str, float]]]] = {name: [] for name in trees}
-    for _ in range(args.pairs if args.before else 1):
-        for name, tree in trees.items():
-            runs[name].append(run_in(tree, args.targets, args.calls))
+    try:
+        for _ in range(args.pairs if args.before else 1):
+            for name, tree in trees.items():
+                runs[name].append(run_in(tree, args.targets, args.calls))
+    except TreeFailed as exc:
+        print(f"round_cold.py: measuring {exc}", file=sys.stderr)
+        return 2
     print(f"{args.targets} simulated vLLM pages; median µs a call of {args.calls}, "
           "caches emptied before each cold one")  # fmt: skip
     print(f"{'piece':8} {'tree':7} {'warm':>8} {'cold':>8}   runs (cold)")

@@ -47,3 +47,18 @@ def test_round_cold_measures_each_piece_warm_and_cold_in_both_trees():
     assert [(r[0], r[1]) for r in rows] == [(p, t) for p in pieces for t in ("kvops", "before")]
     for row in rows:  # warm, cold, then each pair's cold figure
         assert len(row) == 6 and all(float(x) > 0 for x in row[2:]), row
+
+
+def test_round_cold_says_in_one_line_why_a_checkout_could_not_be_measured(tmp_path):
+    (tmp_path / "kvops").mkdir()
+    (tmp_path / "kvops" / "cli.py").write_text("")
+    (tmp_path / "kvops" / "__init__.py").write_text("")  # a kvops with none of what is measured
+    script = str(ROOT / "benchmarks" / "round_cold.py")
+    proc = subprocess.run(
+        [sys.executable, script, "--before", str(tmp_path), "--calls", "1"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"round_cold.py: measuring {tmp_path}: "), lines
+    assert "Traceback" not in proc.stderr
