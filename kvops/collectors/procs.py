@@ -24,13 +24,16 @@ from pathlib import Path
 from typing import NamedTuple
 
 from kvops.collectors import numa
-from kvops.collectors.procfs import read_small
+from kvops.collectors.procfs import KeptFiles, read_small
 from kvops.snapshot import GpuSample, ProcessMemory
 from kvops.transport.address import host_port
 
 log = logging.getLogger(__name__)
 
 _KB = 1024
+# Status files of tracked processes kept open at most (KeptFiles): vLLM is a handful of
+# processes a target; past this many (hundreds of local targets) the rest are opened per read.
+STATUS_FILES_KEPT = 256
 # /proc/PID/status field -> ProcessMemory attribute
 _FIELDS = {"RssAnon": "rss_anon", "RssShmem": "rss_shmem", "VmLck": "locked", "VmPin": "pinned"}
 
@@ -43,11 +46,17 @@ _FIELDS = {"RssAnon": "rss_anon", "RssShmem": "rss_shmem", "VmLck": "locked", "V
 _STATUS_RE = re.compile(rb"\n(PPid|VmRSS|RssAnon|RssShmem|VmLck|VmPin):[ \t]*(\S+)")
 
 
-def read_status(pid: int, root: str = "/") -> dict[str, float] | None:
-    """PPid and the memory fields (bytes) of /proc/PID/status; None if the process is gone."""
+def status_path(pid: int, root: str = "/") -> str:
+    return os.path.join(root, "proc", str(pid), "status")
+
+
+def read_status(pid: int, root: str = "/", files: KeptFiles | None = None) -> dict[str, float] | None:
+    """PPid and the memory fields (bytes) of /proc/PID/status; None if the process is gone.
+    Read through `files` where given (descriptors kept between scrapes), else opened here."""
     out: dict[str, float] = {}
+    path = status_path(pid, root)
     try:
-        data = read_small(os.path.join(root, "proc", str(pid), "status"))
+        data = files.read(path) if files is not None else read_small(path)
         for key, token in _STATUS_RE.findall(b"\n" + data):
             if math.isfinite(number := float(token)):  # int(PPid) follows
                 out[key.decode()] = number * (_KB if key != b"PPid" else 1)
@@ -218,6 +227,9 @@ class ProcessTracker:
         self._local: dict[str, tuple[str, int] | None] = {}
         # numa_maps is read on a thread of its own, never on the scrape path (collectors/numa.py)
         self.numa: numa.NumaPlacement | None = None
+        # the tracked processes' status files, kept open: a dead process's read fails (ESRCH)
+        # instead of reading the next process given its PID, until the next scan
+        self._status_files = KeptFiles(STATUS_FILES_KEPT)
 
     def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None:
         for pm in processes:
@@ -246,11 +258,12 @@ class ProcessTracker:
                     seen.add(pid)
                     todo.extend(children.get(pid, []))
             found[target] = sorted(seen)
+        self._status_files.revive()  # a PID whose read failed is in a tree again only if found so
         with self._trees_lock:
             for target, pids in found.items():
                 before = self._trees.get(target)
-                kept = (
-                    min(before.kept_for * 2, self.max_ttl)
+                kept = (  # (a tree marked for a look at once has kept_for 0: from ttl again)
+                    min(max(before.kept_for, self.ttl) * 2, self.max_ttl)
                     if before is not None and before.pids == pids
                     else self.ttl
                 )
@@ -289,14 +302,21 @@ class ProcessTracker:
             self.numa = numa.NumaPlacement(self.root)
         if self.numa is not None:
             self.numa.watch(trees)
+        files = self._status_files
+        files.keep_only({status_path(p, self.root) for pids in trees.values() for p in pids})
         for target in local:
             pids = trees.get(target, [])
-            statuses = {p: st for p in pids if (st := read_status(p, self.root)) is not None}
+            statuses = {p: st for p in pids if (st := read_status(p, self.root, files)) is not None}
             if not statuses:
                 if pids:  # the tree went away (vLLM restarted): look again next scrape
                     with self._trees_lock:
                         self._trees.pop(target, None)
                 continue
+            if len(statuses) < len(pids):  # one of them exited: the tree is looked for again
+                with self._trees_lock:
+                    tree = self._trees.get(target)
+                    if tree is not None:
+                        self._trees[target] = tree._replace(kept_for=0.0)
             pm = ProcessMemory(target=target, pids=sorted(statuses))
             for key, attr in _FIELDS.items():
                 values = [st[key] for st in statuses.values() if key in st]
@@ -311,6 +331,7 @@ class ProcessTracker:
         return out
 
     def close(self) -> None:
+        self._status_files.close()
         if self.numa is not None:
             self.numa.close()
         if self._scan is not None:
