@@ -32,8 +32,8 @@ class KeptFiles:
     path would read whatever process is given its PID next. It also skips the path's open and
     close, a third of reading a status file in a loop (6.9 against 10.6 µs, best of 5 x 20,000),
     though not a difference a whole scrape shows (benchmarks/exporter_scrape.py: 0.99x, one run).
-    A file whose read failed stays failed (not opened again by its path) until revive(): the
-    caller's next look at which processes are whose says whether its PID is still one of them.
+    A file whose read failed stays failed (not opened again by its path) until revive() names
+    it: the caller's next look at which processes are whose says whether its PID is one again.
     At most `cap` descriptors (a bounded share of the process's limit); past it, files are
     opened for each read as read_small does."""
 
@@ -72,10 +72,11 @@ class KeptFiles:
                 if fd != self._FAILED:
                     os.close(fd)
 
-    def revive(self) -> None:
-        """Files whose read failed may be opened again (their PIDs were looked at anew)."""
+    def revive(self, paths: set[str]) -> None:
+        """These files may be opened again where their read failed (a look at which processes
+        are whose found their PIDs again); the other failed ones stay failed."""
         with self._lock:
-            for path in [p for p, fd in self._fds.items() if fd == self._FAILED]:
+            for path in [p for p, fd in self._fds.items() if fd == self._FAILED and p in paths]:
                 del self._fds[path]
 
     def close(self) -> None:

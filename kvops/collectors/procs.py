@@ -258,7 +258,6 @@ class ProcessTracker:
                     seen.add(pid)
                     todo.extend(children.get(pid, []))
             found[target] = sorted(seen)
-        self._status_files.revive()  # a PID whose read failed is in a tree again only if found so
         with self._trees_lock:
             for target, pids in found.items():
                 before = self._trees.get(target)
@@ -268,6 +267,8 @@ class ProcessTracker:
                     else self.ttl
                 )
                 self._trees[target] = _Tree(now, pids, kept)
+            # a PID whose read failed is read again only where this scan found it in a tree
+            self._status_files.revive({status_path(p, self.root) for pids in found.values() for p in pids})
 
     def _refresh_later(self, stale: list[str], now: float) -> None:
         """The scan for trees the scrapes already know, on a thread (one at a time)."""

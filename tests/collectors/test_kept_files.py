@@ -70,7 +70,10 @@ def test_an_exited_process_is_not_read_by_its_pid_again_until_revived() -> None:
         files.read(path)
     with pytest.raises(ProcessLookupError, match="failed before"):  # not opened by the PID again
         files.read(path)
-    files.revive()
+    files.revive({"/proc/elsewhere/status"})
+    with pytest.raises(ProcessLookupError, match="failed before"):  # not named: still failed
+        files.read(path)
+    files.revive({path})
     with pytest.raises(FileNotFoundError):  # opened again by its path: nothing there now
         files.read(path)
     files.close()
