@@ -62,6 +62,8 @@ class ProcessSource(Protocol):
 
     def attach_gpus(self, processes: list[ProcessMemory], gpus: list[GpuSample]) -> None: ...
 
+    def close(self) -> None: ...
+
 
 class TargetDiscovery(Protocol):
     """Finds targets at run time (e.g. vLLM pods on this node). `targets()` is called on every
@@ -398,3 +400,5 @@ class ScrapeRunner:
         self._discovered.clear()
         for s in self.sources:
             s.close()
+        if self.process_tracker is not None:  # its kept status files, its NUMA reader
+            self.process_tracker.close()

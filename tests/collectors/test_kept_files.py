@@ -125,3 +125,38 @@ def test_a_process_that_exits_drops_out_and_its_tree_is_looked_for_again(
         tracker.close()
         server.kill()
         server.wait(timeout=10)
+
+
+def _kept_status_descriptors(pids: set[int]) -> int:
+    """This process's descriptors open on the status file of one of `pids`."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        count += any(link == f"/proc/{pid}/status" for pid in pids)
+    return count
+
+
+def test_closing_the_runner_lets_the_status_files_go() -> None:
+    from kvops.scrape.runner import ScrapeRunner
+    from kvops.scrape.target import TargetScraper
+
+    server = subprocess.Popen(
+        [sys.executable, "-c", _REAPING_SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert server.stdout is not None
+    port, child = (int(x) for x in server.stdout.readline().split())
+    url = f"http://127.0.0.1:{port}"
+    runner = ScrapeRunner([TargetScraper(url)], [], timeout=2, process_tracker=ProcessTracker())
+    try:
+        snap = runner.snapshot()
+        assert snap.processes and snap.processes[0].pids == sorted([server.pid, child])
+        assert _kept_status_descriptors({server.pid, child}) == 2
+        runner.close()
+        assert _kept_status_descriptors({server.pid, child}) == 0
+    finally:
+        runner.close()
+        server.kill()
+        server.wait(timeout=10)

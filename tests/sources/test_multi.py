@@ -338,6 +338,9 @@ class TrackerNoting:
     def attach_gpus(self, processes, gpus):  # type: ignore[no-untyped-def]
         pass
 
+    def close(self) -> None:
+        pass
+
 
 @pytest.mark.parametrize("targets", [2, 3])
 def test_procfs_sources_run_on_the_rounds_thread_driver_calls_on_workers(
