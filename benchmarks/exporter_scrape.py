@@ -11,7 +11,8 @@ and the same stub GPUs:
   parse with prometheus_client.parser, then the same families.
 Each is scraped alternately, a kvops exporter at most once in 0.6 s (so that each of its
 scrapes is a fresh round, as Prometheus's interval gives); latency is measured by the client,
-CPU seconds per scrape from the exporter process's own CPU time (psutil) over the run.
+CPU seconds per scrape from the exporter process's own CPU time (psutil) over the run, and
+its minor page faults per scrape (memory given back to the kernel and asked for again).
 
 `--floor` adds benchmarks/floor_exporter.py: the same kvops exporter with the work per wanted
 line taken out (the scan that finds the lines is kept), a floor for the ratio to the naive one.
@@ -89,6 +90,16 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if b > 0 else "unknown (no CPU time measured: too few scrapes)"
 
 
+def minor_faults(pid: int) -> int:
+    """The process's minor page faults so far (/proc/PID/stat, field 10): pages the kernel
+    mapped, and zeroed, on their first touch. 0 where there is no /proc."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rpartition(")")[2].split()[7])
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -149,6 +160,7 @@ def main() -> int:
             time.sleep(1)
         latency: dict[str, list[float]] = {n: [] for n in ports}
         cpu0 = {n: sum(psutil.Process(p.pid).cpu_times()[:2]) for n, p in procs.items()}
+        faults0 = {n: minor_faults(p.pid) for n, p in procs.items()}
         sizes: dict[str, int] = {}
         last: dict[str, float] = {}
         for _ in range(args.scrapes):
@@ -166,6 +178,7 @@ def main() -> int:
         cpu = {
             n: (sum(psutil.Process(p.pid).cpu_times()[:2]) - cpu0[n]) / args.scrapes for n, p in procs.items()
         }
+        faults = {n: (minor_faults(p.pid) - faults0[n]) / args.scrapes for n, p in procs.items()}
         if spy is not None:
             spy.send_signal(2)
             spy.wait(timeout=60)
@@ -184,11 +197,12 @@ def main() -> int:
           f"python {platform.python_version()}, {os.cpu_count()} cores")  # fmt: skip
     trees = {"kvops": ROOT, "before": args.before, "floor": ROOT}
     print("; ".join(f"{name}: {c_parts(trees[name])}" for name in procs if trees.get(name)))
-    print(f"{'exporter':8} {'p50 ms':>8} {'p99 ms':>8} {'CPU ms/scrape':>14} {'bytes':>8}")
+    heads = ("p50 ms", 8), ("p99 ms", 8), ("CPU ms/scrape", 14), ("faults/scrape", 14), ("bytes", 8)
+    print(f"{'exporter':8} " + " ".join(f"{text:>{width}}" for text, width in heads))
     for name in ports:
         lat = latency[name]
         print(f"{name:8} {statistics.median(lat) * 1e3:8.1f} {percentile(lat, 0.99) * 1e3:8.1f} "
-              f"{cpu[name] * 1e3:14.1f} {sizes[name]:8d}")  # fmt: skip
+              f"{cpu[name] * 1e3:14.1f} {faults[name]:14.1f} {sizes[name]:8d}")  # fmt: skip
     k = latency["kvops"]
     for other in [n for n in ports if n != "kvops"]:
         o = latency[other]

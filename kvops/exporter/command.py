@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     import sys
     import threading
 
-    from kvops import gcsettle
+    from kvops import gcsettle, heap
     from kvops.exporter.config import load_config
     from kvops.exporter.round_exposition import RoundExpositions
     from kvops.exporter.server import ExporterServer, parse_listen
@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    heap.keep_freed_memory()  # each round's memory kept for the next (kvops/heap.py)
     config = load_config(args)
     host, port = parse_listen(config.listen or DEFAULT_LISTEN)
     web = load_web_config(args.web_config) if args.web_config else None
