@@ -61,6 +61,10 @@ _HISTOGRAMS: dict[str, str] = {
     "ttft": "vllm:time_to_first_token_seconds",  # every release kvops reads
     "queue_time": "vllm:request_queue_time_seconds",
 }
+# (field, family, its _bucket sample name): what _read_histograms looks for on every page
+_HISTOGRAM_ORDER = [
+    (field_name, family, sample_names(family)[0]) for field_name, family in _HISTOGRAMS.items()
+]
 # llm-d's filesystem connector beside vLLM's CPU one (MultiConnector): the second
 # OffloadingConnector registers vLLM's 0.16-0.23 names with its spec's suffix
 # (llm-d-kv-cache-manager's install_offload_metric_suffix_patch). suffix -> tier.
@@ -120,8 +124,12 @@ def _by_engine(samples: Iterable[tuple[Labels, float]]) -> dict[_EngineKey, floa
 
 
 def _histograms_by_engine(result: ParseResult, family: str) -> dict[_EngineKey, Histogram]:
+    found = histograms(result, family)
+    if len(found) == 1:  # one engine, one series: most pages
+        labels, hist = found[0]
+        return {_key(labels): hist}
     out: dict[_EngineKey, Histogram] = {}
-    for labels, hist in histograms(result, family):
+    for labels, hist in found:
         key = _key(labels)
         out[key] = merged(out.get(key), hist)
     return out
@@ -238,7 +246,10 @@ def _read_scalars(result: ParseResult, engines: Engines) -> None:
 
 
 def _read_histograms(result: ParseResult, engines: Engines) -> None:
-    for field_name, family in _HISTOGRAMS.items():
+    samples = result.samples
+    for field_name, family, bucket_name in _HISTOGRAM_ORDER:
+        if bucket_name not in samples:  # a family this page does not have: no call for it
+            continue
         for key, hist in _histograms_by_engine(result, family).items():
             setattr(engines.get(key), field_name, hist)
     # Transfer sizes: the flat (0.24+) histogram where it has a series, else the transfer_type

@@ -9,6 +9,7 @@ field feeds which family is the spec's binding (kvops/names.py), read by kvops.b
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
@@ -100,6 +101,12 @@ def walk(snap: Snapshot, sink: Sink) -> None:
     walk_self(snap.collectors, sink)
 
 
+@functools.cache
+def _bound_fields(owner: Owner) -> tuple[tuple[MetricSpec, Fields | None], ...]:
+    """Each spec bound to `owner` with its fixed fields (binding.fixed_fields): the same every scrape."""
+    return tuple((spec, binding.fixed_fields(spec)) for spec in names.bound(owner))
+
+
 def walk_bound(owner: Owner, samples: Sequence[Any], sink: Sink, pods: Mapping[str, PodLabels] | None = None,
                omit_if_empty: bool = False) -> None:  # fmt: skip
     """One family per spec bound to `owner`, with every present value of every sample.
@@ -107,9 +114,8 @@ def walk_bound(owner: Owner, samples: Sequence[Any], sink: Sink, pods: Mapping[s
     samples = list(samples)
     bases = [tuple(binding.owner_label_values(owner, sample)) for sample in samples]
     pod_of: list[PodLabels] = [pods.get(base[0], ()) for base in bases] if pods else [()] * len(bases)
-    for spec in names.bound(owner):
+    for spec, fields in _bound_fields(owner):
         sink.begin(spec, omit_if_empty=omit_if_empty)
-        fields = binding.fixed_fields(spec)
         if fields is not None:
             sink.add_fields(samples, fields, bases, pod_of)
         elif spec.open_split:

@@ -13,8 +13,16 @@ except ImportError:  # pragma: no cover - _group and _histograms below return th
     _c_series = None  # type: ignore[assignment]
 
 
+_NAMES: dict[str, tuple[str, str, str]] = {}  # family -> its sample names: readers ask every page
+
+
 def sample_names(family: str) -> tuple[str, str, str]:
-    return (f"{family}_bucket", f"{family}_sum", f"{family}_count")
+    names = _NAMES.get(family)
+    if names is None:
+        names = (f"{family}_bucket", f"{family}_sum", f"{family}_count")
+        if len(_NAMES) < 4096:
+            _NAMES[family] = names
+    return names
 
 
 _LE: dict[str, float | None] = {}  # bound text -> value: pages repeat a few dozen bounds
