@@ -345,8 +345,9 @@ class Transfer:
                 raise FetchError(f"HTTP {status} {_reason(status)}".strip(), status, detail)
         finally:
             client._release()
-        try:
-            return b"".join(body.chunks).decode("utf-8")
+        chunks = body.chunks
+        try:  # a body in one chunk decoded as it is, not copied by a join first
+            return (chunks[0] if len(chunks) == 1 else b"".join(chunks)).decode("utf-8")
         except UnicodeDecodeError as exc:
             raise FetchError(f"body is not valid UTF-8 (byte {exc.start})") from None
 
