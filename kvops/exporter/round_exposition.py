@@ -7,6 +7,15 @@ is then the same work on the same data: with the whole 2026-11 surface
 round's CPU, measured in process (snapshot 58 : render 26 : encode 18 : gzip 2). So the
 bytes, and their gzip form when a client asks for it, are kept for the round they came from
 and dropped with the next round.
+
+The round's samples are read once, by that write: they are dropped as soon as it is done
+(the targets list emptied in place; the list itself, which names the round, stays). Kept to
+the next round, they were freed there, after its sleep had let other work take the caches:
+0.34-0.37 ms of a round's CPU against 0.10-0.13 ms freed at once, with 16 simulated vLLMs and
+8 stub GPUs, 40 rounds 0.6 s apart in process (/tmp script, not committed). One scrape of a
+round writes at a time, so no write reads a list another has emptied; a scrape of an earlier
+round that comes after a later one was written is served the later bytes if its own samples
+were dropped, else written for itself without replacing them.
 """
 
 from __future__ import annotations
@@ -38,17 +47,21 @@ class RoundExpositions:
         self._lock = threading.Lock()
         self._round: list[TargetSample] | None = None
         self._exposition: Exposition | None = None
+        self._time = 0.0  # the start of the round written last
         self.encoded = 0  # expositions encoded (rounds, plus timed-out scrapes): for tests
 
     def __call__(self, timeout: float | None) -> Exposition:
         snap = self._snapshot(timeout)
-        with self._lock:
-            if self._exposition is not None and snap.targets is self._round:
+        with self._lock:  # a second scrape of the round waits for the first's bytes
+            if self._exposition is not None and (
+                snap.targets is self._round or (not snap.targets and snap.time <= self._time)
+            ):  # this round's bytes; or a round before it, its samples dropped: the newest bytes
                 return self._exposition
-        exposition = Exposition(write(snap))
-        with self._lock:
+            exposition = Exposition(write(snap))
             self.encoded += 1
-            self._round, self._exposition = snap.targets, exposition
+            if self._exposition is None or snap.time >= self._time:  # never an older round's over it
+                self._round, self._exposition, self._time = snap.targets, exposition, snap.time
+                snap.targets.clear()  # read once: freed now, not cold at the next round
             after_first, self._after_first = self._after_first, None
         if after_first is not None:
             after_first()

@@ -115,3 +115,43 @@ main(["exporter", "--listen", "127.0.0.1:0", "--no-collector", "nvidia", "--no-c
 """
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.stdout.split() == ["0", "True"], (proc.stdout, proc.stderr[-2000:])
+
+
+def _round(start: float, *targets: str):
+    from kvops.snapshot import Snapshot, TargetSample
+
+    return Snapshot(time=start, targets=[TargetSample(t, True) for t in targets])
+
+
+def test_a_rounds_samples_are_dropped_once_its_exposition_is_written():
+    """Freed while warm, not held to the next round; the round's later scrapes get its bytes."""
+    import copy
+
+    first = _round(1.0, "http://a:1", "http://b:1")
+    served = [first]
+    expositions = RoundExpositions(lambda _t: copy.copy(served[-1]))
+    plain = expositions(1.0).plain
+    assert b'target="http://b:1"' in plain
+    assert first.targets == []  # dropped in place: the list, the round's name, stays
+    assert expositions(1.0).plain == plain and expositions.encoded == 1
+
+
+def test_a_late_scrape_of_an_earlier_round_never_gets_an_empty_page():
+    """Round 1 written (its samples dropped), round 2 written; a scrape of round 1 that comes
+    only now gets round 2's bytes, not a page without targets. A round-1 scrape whose samples
+    are still there is written for itself and leaves round 2's bytes in place."""
+    import copy
+
+    one, two = _round(1.0, "http://a:1"), _round(2.0, "http://a:1", "http://b:1")
+    late_one = copy.copy(one)  # a scrape handed round 1 before it was written
+    asked = [copy.copy(one), copy.copy(two), late_one]
+    expositions = RoundExpositions(lambda _t: asked.pop(0))
+    expositions(1.0)
+    newest = expositions(1.0).plain
+    assert expositions(1.0).plain == newest and b'target="http://b:1"' in newest
+
+    old = _round(1.5, "http://c:1")  # an older round not yet written: its own bytes
+    asked[:] = [old, copy.copy(two)]
+    assert b'target="http://c:1"' in expositions(1.0).plain
+    assert old.targets  # not dropped: the newest round's bytes stay the ones kept
+    assert expositions(1.0).plain == newest
