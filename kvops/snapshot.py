@@ -41,7 +41,7 @@ def tier_kind(label: str) -> str:
     return "storage"
 
 
-@dataclass
+@dataclass(slots=True)
 class EngineSample:
     """One engine (data-parallel rank) of one target, as normalised from its exposition.
 
