@@ -12,6 +12,7 @@ own PID namespace will not match them (no GPU join then, never a wrong one).
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import math
@@ -46,6 +47,7 @@ _FIELDS = {"RssAnon": "rss_anon", "RssShmem": "rss_shmem", "VmLck": "locked", "V
 _STATUS_RE = re.compile(rb"\n(PPid|VmRSS|RssAnon|RssShmem|VmLck|VmPin):[ \t]*(\S+)")
 
 
+@functools.lru_cache(maxsize=4096)  # built twice a scrape for every tracked process
 def status_path(pid: int, root: str = "/") -> str:
     return os.path.join(root, "proc", str(pid), "status")
 
