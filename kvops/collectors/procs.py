@@ -126,19 +126,7 @@ def is_local_host(host: str) -> bool:
 
 def listening_pids(port: int) -> list[int]:
     """PIDs with a TCP socket listening on `port` (any address). Empty without permission."""
-    import psutil
-
-    try:
-        conns = psutil.net_connections(kind="tcp")
-    except (psutil.AccessDenied, OSError):
-        return []
-    return sorted(
-        {
-            c.pid
-            for c in conns
-            if c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port and c.pid
-        }
-    )
+    return sorted(_listening_by_port().get(port, ()))
 
 
 def target_processes(target_url: str, root: str = "/") -> ProcessMemory | None:
