@@ -61,10 +61,6 @@ _HISTOGRAMS: dict[str, str] = {
     "ttft": "vllm:time_to_first_token_seconds",  # every release kvops reads
     "queue_time": "vllm:request_queue_time_seconds",
 }
-# (field, family, its _bucket sample name): what _read_histograms looks for on every page
-_HISTOGRAM_ORDER = [
-    (field_name, family, sample_names(family)[0]) for field_name, family in _HISTOGRAMS.items()
-]
 # llm-d's filesystem connector beside vLLM's CPU one (MultiConnector): the second
 # OffloadingConnector registers vLLM's 0.16-0.23 names with its spec's suffix
 # (llm-d-kv-cache-manager's install_offload_metric_suffix_patch). suffix -> tier.
@@ -247,8 +243,8 @@ def _read_scalars(result: ParseResult, engines: Engines) -> None:
 
 def _read_histograms(result: ParseResult, engines: Engines) -> None:
     samples = result.samples
-    for field_name, family, bucket_name in _HISTOGRAM_ORDER:
-        if bucket_name not in samples:  # a family this page does not have: no call for it
+    for field_name, family in _HISTOGRAMS.items():
+        if sample_names(family)[0] not in samples:  # a family this page does not have: no call for it
             continue
         for key, hist in _histograms_by_engine(result, family).items():
             setattr(engines.get(key), field_name, hist)

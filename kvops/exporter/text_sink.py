@@ -121,17 +121,8 @@ class TextSink:
         self, samples: list[Any], fields: Fields, bases: list[tuple[str, ...]], pods: list[PodLabels]
     ) -> None:
         spec = self._spec
-        if spec is None:
+        if spec is None or spec.type == "histogram":  # a histogram's lines are its buckets'
             add_fields_each(self, samples, fields, bases, pods)
-            return
-        if spec.type == "histogram":  # a histogram's lines are its buckets': most samples have none
-            for sample, base, pod in zip(samples, bases, pods, strict=True):
-                for split_value, field in fields:
-                    value = getattr(sample, field)
-                    if isinstance(value, Histogram) and value.buckets:
-                        self._add_histogram(spec, series_labels(base, split_value), value, pod)
-                    elif value is not None:
-                        self.add(series_labels(base, split_value), value, pod)
             return
         kept = self._group_of(bases, pods).get(spec.name)
         if kept is None:

@@ -72,10 +72,13 @@ def series_labels(base: tuple[str, ...], split_value: str | tuple[str, str] | No
 def add_fields_each(
     sink: Sink, samples: list[Any], fields: Fields, bases: list[tuple[str, ...]], pods: list[PodLabels]
 ) -> None:
-    """Sink.add_fields by add() calls, series by series."""
+    """Sink.add_fields by add() calls, series by series; a None value (no series) is not handed
+    on (a histogram family's fields are None on most samples)."""
     for sample, base, pod in zip(samples, bases, pods, strict=True):
         for split_value, field in fields:
-            sink.add(series_labels(base, split_value), getattr(sample, field), pod)
+            value = getattr(sample, field)
+            if value is not None:
+                sink.add(series_labels(base, split_value), value, pod)
 
 
 def add_keyed_each(
