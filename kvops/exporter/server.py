@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import logging
 import math
 import re
@@ -71,6 +72,7 @@ MAX_CONNECTIONS = 10_000
 # The loop sleeps until its next deadline; these bound one wait (shutdown and hand-backs wake it).
 _MIN_WAIT = 0.001
 _MAX_WAIT = 60.0
+_MAX_GATHER = 64  # pieces a sendmsg is given at most (IOV_MAX is 1024 on Linux)
 _HEAD_END = re.compile(rb"\r?\n\r?\n")
 _CONTENT_LENGTH = re.compile(rb"^content-length:[ \t]*([0-9]{1,7})[ \t]*\r?$", re.IGNORECASE | re.MULTILINE)
 
@@ -158,6 +160,7 @@ class _Connection:
         self.wants = selectors.EVENT_READ  # what the selector waits for: bytes in, or room out
         self.close_after_send = False
         self.pipelined = 0  # answers in a row whose next request was already buffered
+        self.gathers = not tls  # an SSLSocket has no sendmsg
 
     @property
     def who(self) -> str:
@@ -224,22 +227,30 @@ class _Connection:
 
     def send_pending(self) -> bool:
         """Hand the kernel what it takes of the unsent answer without waiting; True when all
-        of it is sent, else `wants` says which event lets it go on."""
+        of it is sent, else `wants` says which event lets it go on. Over plain TCP the pieces
+        (an answer's head, its body) go in one sendmsg: one trip through loopback's TCP
+        stack, and one segment for the client to wake for, instead of one a piece."""
         self.sock.setblocking(False)
-        while self.outgoing:
-            head = self.outgoing[0]
+        outgoing = self.outgoing
+        while outgoing:
             try:
-                sent = self.sock.send(head)
+                if self.gathers and len(outgoing) > 1:
+                    sent = self.sock.sendmsg(list(itertools.islice(outgoing, _MAX_GATHER)))
+                else:
+                    sent = self.sock.send(outgoing[0])
             except (BlockingIOError, ssl.SSLWantWriteError):
                 self.wants = selectors.EVENT_WRITE
                 return False
             except ssl.SSLWantReadError:  # TLS needs the peer's bytes first
                 self.wants = selectors.EVENT_READ
                 return False
-            if sent < len(head):
-                self.outgoing[0] = head[sent:]
-            else:
-                self.outgoing.popleft()
+            while sent:  # drop what was sent: whole pieces, then the front of a piece
+                head = outgoing[0]
+                if sent < len(head):
+                    outgoing[0] = head[sent:]
+                    break
+                sent -= len(head)
+                outgoing.popleft()
         self.wants = selectors.EVENT_READ
         return True
 
@@ -291,9 +302,16 @@ class ExporterServer:
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._wake_w.setblocking(False)
-        self._returned: deque[_Connection] = deque()  # from workers, to wait on again
         self._parked: dict[_Connection, None] = {}  # waited on, oldest first
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the open-connection count
+        # The selector's registrations, _parked, _next_sweep and _wake_at, changed by the loop
+        # and by workers handing a connection back (_park).
+        self._park_lock = threading.Lock()
+        # epoll sees a registration made while the loop waits in it: a worker parks a
+        # connection itself and wakes the loop only for a deadline before the loop's own
+        # (poll and select wait on the set they were called with: always woken).
+        self._live_register = isinstance(self._selector, selectors.EpollSelector)
+        self._wake_at = math.inf  # when the loop's current wait ends at the latest
         self._open = 0
         self._stopping = False
         self._stopped = threading.Event()
@@ -334,8 +352,11 @@ class ExporterServer:
                     listening = True
                 # Woken by a socket, the wake pipe (a worker's hand-back, shutdown), or the
                 # earliest deadline of a waiting connection: an idle exporter does not poll.
-                wake_at = min(self._next_sweep, math.inf if listening else self._listener_paused_until)
-                for key, _ in sel.select(timeout=min(max(wake_at - now, _MIN_WAIT), _MAX_WAIT)):
+                with self._park_lock:
+                    wake_at = min(self._next_sweep, math.inf if listening else self._listener_paused_until)
+                    wait = min(max(wake_at - now, _MIN_WAIT), _MAX_WAIT)
+                    self._wake_at = now + wait
+                for key, _ in sel.select(timeout=wait):
                     if key.data == "listen":
                         if not self._accept():
                             sel.unregister(self._listener)
@@ -345,7 +366,6 @@ class ExporterServer:
                             self._wake_r.recv(4096)
                     else:
                         self._dispatch(key.data)
-                self._take_returned()
                 now = time.monotonic()
                 if now >= self._next_sweep:  # a pass over every connection: not per event
                     self._sweep(now)
@@ -377,8 +397,9 @@ class ExporterServer:
                 sock.close()
                 self._count_closed()
                 continue
-            # The head and the body are two writes: without TCP_NODELAY, Nagle holds a small
-            # body (a gzipped page) until the client's delayed ACK, 40 ms on Linux, every scrape.
+            # Over TLS the head and the body are two writes (and a large answer several over
+            # TCP): without TCP_NODELAY, Nagle holds the second until the client's delayed
+            # ACK, 40 ms on Linux, every scrape.
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             tls = self.web.ssl_context is not None
@@ -406,21 +427,29 @@ class ExporterServer:
             conn.close()
             self._count_closed()
 
-    def _park(self, conn: _Connection) -> None:
-        """Wait (in the selector) for the connection's next bytes. Main loop only."""
-        if self._closed or self._stopping:
-            self._close(conn)
-            return
-        try:
-            self._selector.register(conn.sock, conn.wants, conn)
-        except (OSError, ValueError) as exc:  # closed under us
-            log.debug("connection from %s: %s", conn.who, one_line(exc))
-            self._close(conn)
-            return
-        self._parked[conn] = None
-        self._next_sweep = min(self._next_sweep, _expiry(conn))
+    def _park(self, conn: _Connection) -> bool:
+        """Wait (in the selector) for the connection's next bytes, or for room to send: from
+        the loop, or from the worker that served it. True when the loop must be woken to
+        see its deadline: one before the end of the loop's current wait."""
+        with self._park_lock:
+            if not (self._closed or self._stopping):
+                try:
+                    self._selector.register(conn.sock, conn.wants, conn)
+                except (OSError, ValueError) as exc:  # closed under us
+                    log.debug("connection from %s: %s", conn.who, one_line(exc))
+                else:
+                    self._parked[conn] = None
+                    expiry = _expiry(conn)
+                    self._next_sweep = min(self._next_sweep, expiry)
+                    return not self._live_register or expiry < self._wake_at
+        self._close(conn)
+        return False
 
     def _unpark(self, conn: _Connection) -> None:
+        with self._park_lock:
+            self._unpark_locked(conn)
+
+    def _unpark_locked(self, conn: _Connection) -> None:
         self._parked.pop(conn, None)
         with contextlib.suppress(KeyError, ValueError, OSError):
             self._selector.unregister(conn.sock)
@@ -431,37 +460,32 @@ class ExporterServer:
 
     def _evict_oldest(self) -> bool:
         """Close the connection that has waited longest for its next bytes (no worker holds it)."""
-        for conn in self._parked:  # insertion order: the longest-waiting first
-            self._unpark(conn)
-            log.debug("closing idle connection from %s to make room", conn.who)
-            self._close(conn)
-            return True
-        return False
-
-    def _take_returned(self) -> None:
-        while True:
-            try:
-                conn = self._returned.popleft()
-            except IndexError:
-                return
-            self._park(conn)
+        with self._park_lock:
+            conn = next(iter(self._parked), None)  # insertion order: the longest-waiting first
+            if conn is None:
+                return False
+            self._unpark_locked(conn)
+        log.debug("closing idle connection from %s to make room", conn.who)
+        self._close(conn)
+        return True
 
     def _sweep(self, now: float) -> None:
-        expired = [c for c in self._parked if _expiry(c) <= now]
+        with self._park_lock:
+            expired = [c for c in self._parked if _expiry(c) <= now]
+            for conn in expired:
+                self._unpark_locked(conn)
+            self._next_sweep = min((_expiry(c) for c in self._parked), default=math.inf)
         for conn in expired:
-            self._unpark(conn)
             log.debug("closing connection from %s: timed out", conn.who)
             self._close(conn)
-        self._next_sweep = min((_expiry(c) for c in self._parked), default=math.inf)
 
     def _hand_back(self, conn: _Connection) -> None:
-        """From a worker: wait for this connection's next bytes in the main loop."""
-        if self._closed:
-            self._close(conn)
-            return
-        self._returned.append(conn)
-        with contextlib.suppress(OSError):  # a full wake pipe already means "look"
-            self._wake_w.send(b"x")
+        """From a worker: the connection waits in the loop's selector again. Registered here,
+        not passed to the loop through the wake pipe: a scrape's answer then costs no wake of
+        the loop (a syscall each side, a thread switch, a pass of the loop)."""
+        if self._park(conn):
+            with contextlib.suppress(OSError):  # a full wake pipe already means "look"
+                self._wake_w.send(b"x")
 
     def _work(self, conn: _Connection) -> None:
         """A worker's turn with a ready connection: finish the TLS handshake, go on with an
@@ -540,14 +564,15 @@ class ExporterServer:
 
     def server_close(self) -> None:
         self.shutdown()
-        self._closed = True
+        with self._park_lock:  # a worker parking from now on closes its connection instead
+            self._closed = True
+            parked = list(self._parked)
+            for conn in parked:
+                self._unpark_locked(conn)
         for conn in self._workers.stop():
             self._close(conn)
-        for conn in list(self._parked):
-            self._unpark(conn)
+        for conn in parked:
             self._close(conn)
-        while self._returned:
-            self._close(self._returned.popleft())
         with contextlib.suppress(KeyError, ValueError):
             self._selector.unregister(self._listener)
         self._listener.close()
