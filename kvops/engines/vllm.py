@@ -17,6 +17,7 @@ Absent series stay None: unknown, never zero.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 
 from kvops.engines.common import Engine, Engines, Page
@@ -119,11 +120,7 @@ def _by_engine(samples: Iterable[tuple[Labels, float]]) -> dict[_EngineKey, floa
     return out
 
 
-def _histograms_by_engine(result: ParseResult, family: str) -> dict[_EngineKey, Histogram]:
-    found = histograms(result, family)
-    if len(found) == 1:  # one engine, one series: most pages
-        labels, hist = found[0]
-        return {_key(labels): hist}
+def _histograms_by_engine(found: list[tuple[Labels, Histogram]]) -> dict[_EngineKey, Histogram]:
     out: dict[_EngineKey, Histogram] = {}
     for labels, hist in found:
         key = _key(labels)
@@ -141,6 +138,12 @@ def _direction(transfer_type: str) -> str | None:
     if dst == "GPU":
         return "load"
     return None
+
+
+@functools.lru_cache(maxsize=256)  # a page has a few transfer types, the same every scrape
+def _transfer_kind(transfer_type: str) -> tuple[str | None, bool]:
+    """A transfer_type label's direction (_direction), and whether it names the CPU medium."""
+    return _direction(transfer_type), "CPU" in transfer_type.split("_to_")
 
 
 def _cpu_tier_bytes(result: ParseResult) -> tuple[dict[_EngineKey, float], dict[str, float]]:
@@ -241,12 +244,21 @@ def _read_scalars(result: ParseResult, engines: Engines) -> None:
             by_label[value_key] = by_label.get(value_key, 0.0) + value
 
 
+# (field, family, the family's _bucket name) for each histogram field
+_HISTOGRAM_BUCKETS = [(field, family, sample_names(family)[0]) for field, family in _HISTOGRAMS.items()]
+
+
 def _read_histograms(result: ParseResult, engines: Engines) -> None:
     samples = result.samples
-    for field_name, family in _HISTOGRAMS.items():
-        if sample_names(family)[0] not in samples:  # a family this page does not have: no call for it
+    for field_name, family, bucket_name in _HISTOGRAM_BUCKETS:
+        if bucket_name not in samples:  # a family this page does not have: no call for it
             continue
-        for key, hist in _histograms_by_engine(result, family).items():
+        found = histograms(result, family)
+        if len(found) == 1:  # one engine, one series: most pages
+            labels, hist = found[0]
+            setattr(engines.get(_key(labels)), field_name, hist)
+            continue
+        for key, hist in _histograms_by_engine(found).items():
             setattr(engines.get(key), field_name, hist)
     # Transfer sizes: the flat (0.24+) histogram where it has a series, else the transfer_type
     # one (0.16-0.23; pre-created, so it may show 0 loads where the flat one has no series yet).
@@ -282,9 +294,9 @@ def _read_transfers(result: ParseResult, engines: Engines) -> None:
     cpu_named: set[_EngineKey] = set()
     for index, name in enumerate((_TYPED_BYTES, _TYPED_TIME)):
         for labels, value in result.get(name):
-            if "CPU" in labels.get("transfer_type", "").split("_to_"):
+            direction, names_cpu = _transfer_kind(labels.get("transfer_type", ""))
+            if names_cpu:
                 cpu_named.add(_key(labels))
-            direction = _direction(labels.get("transfer_type", ""))
             if direction is None:
                 continue
             slot = typed.setdefault((_key(labels), direction), [0.0, 0.0])
