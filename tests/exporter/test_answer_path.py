@@ -131,3 +131,12 @@ def test_a_connection_handed_back_after_close_is_closed(idle_server: ExporterSer
     peer.settimeout(2)
     assert peer.recv(1) == b""  # our end was closed
     peer.close()
+
+
+def test_a_worker_outlives_a_scrape_interval() -> None:
+    """A worker that ended between two scrapes 15 or 60 s apart made each scrape start a thread."""
+    server = ExporterServer(("127.0.0.1", 0), lambda timeout: [], None)
+    try:
+        assert server._workers.idle_exit >= 60
+    finally:
+        server.server_close()

@@ -247,9 +247,10 @@ def test_connection_threads_return_to_baseline(make_exporter):
 
 
 def test_a_small_gzipped_answer_is_not_held_for_the_clients_delayed_ack():
-    """Head and body are two writes; with Nagle on, the body waited for the client's delayed
-    ACK, ~40 ms on Linux, on every keep-alive scrape of a gzipped page (Prometheus asks for
-    gzip). Twenty scrapes of a tiny page on one connection take far less than 20 × 40 ms."""
+    """Head and body were two writes (over TLS they still are); with Nagle on, the body waited
+    for the client's delayed ACK, ~40 ms on Linux, on every keep-alive scrape of a gzipped page
+    (Prometheus asks for gzip). Twenty scrapes of a tiny page on one connection take far less
+    than 20 × 40 ms."""
     from kvops.exporter.encode import Exposition
     from kvops.exporter.server import ExporterServer
 
