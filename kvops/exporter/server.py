@@ -6,7 +6,9 @@ timeout, and http.server gives every connection a thread for as long as it stays
 
 - One thread waits on all connections with a selector. An idle keep-alive connection costs
   a file descriptor, no thread; it is closed after IDLE_TIMEOUT, and the oldest idle one is
-  closed first when the connection cap (from the fd limit) is reached.
+  closed first when the connection cap (from the fd limit) is reached. A worker done with a
+  connection registers it in the selector itself (epoll sees it), so an answered scrape does
+  not wake the selector thread.
 - A connection goes to a worker (a bounded pool, kvops.workers) only when it has
   sent a whole request head, and the small body it announces; a client trickling its headers
   (slowloris), its body or its TLS handshake holds no worker and is closed at its deadline.
@@ -73,7 +75,8 @@ MAX_HEAD_BYTES = 64 * 1024
 MAX_REQUEST_BODY = 64 * 1024  # a GET body is read and dropped up to this size, refused above
 FD_RESERVE = 64  # descriptors kept for upstream fetches, logs and collectors
 MAX_CONNECTIONS = 10_000
-# The loop sleeps until its next deadline; these bound one wait (shutdown and hand-backs wake it).
+# The loop sleeps until its next deadline; these bound one wait (shutdown, and a hand-back with an
+# earlier deadline, wake it).
 _MIN_WAIT = 0.001
 _MAX_WAIT = 60.0
 _MAX_GATHER = 64  # pieces a sendmsg is given at most (IOV_MAX is 1024 on Linux)
@@ -354,7 +357,7 @@ class ExporterServer:
                 if not listening and now >= self._listener_paused_until:
                     sel.register(self._listener, selectors.EVENT_READ, "listen")
                     listening = True
-                # Woken by a socket, the wake pipe (a worker's hand-back, shutdown), or the
+                # Woken by a socket, the wake pipe (shutdown, a hand-back due sooner), or the
                 # earliest deadline of a waiting connection: an idle exporter does not poll.
                 with self._park_lock:
                     wake_at = min(self._next_sweep, math.inf if listening else self._listener_paused_until)
