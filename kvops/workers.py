@@ -2,7 +2,10 @@
 
 concurrent.futures keeps every thread it ever started until shutdown; after a burst of
 connections the exporter would hold its peak thread count for ever. Here a worker idle for
-`idle_exit` seconds ends, so threads return to their baseline after a flood.
+`idle_exit` seconds ends, so threads return to their baseline after a flood; the first `keep`
+stay. With none kept, a scraper that comes back every 15 or 60 s found no worker each time and
+every scrape started a thread and ended it (56 us of CPU a start and join here, about 1 % of
+the exporter's scrape).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ log = logging.getLogger(__name__)
 
 
 class Workers:
-    def __init__(self, size: int, name: str, idle_exit: float = 5.0) -> None:
+    def __init__(self, size: int, name: str, idle_exit: float = 5.0, keep: int = 0) -> None:
         self.size = size
         self.name = name
         self.idle_exit = idle_exit
+        self.keep = keep  # workers that wait for work however long it takes, once started
         self._cond = threading.Condition()
         self._items: deque[tuple[Callable[[Any], None], Any]] = deque()
         self._threads = 0
@@ -48,7 +52,7 @@ class Workers:
                     self._idle += 1
                     woken = self._cond.wait(timeout=self.idle_exit)
                     self._idle -= 1
-                    if not woken and not self._items:
+                    if not woken and not self._items and self._threads > self.keep:
                         self._threads -= 1
                         return
                 if self._stopping:

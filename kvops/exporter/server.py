@@ -63,10 +63,9 @@ SCRAPE_TIMEOUT_MARGIN = 0.5
 BACKLOG = 128  # http.server's 5 made a burst of scrapers wait ~1 s for a retransmitted SYN
 WORKERS = 16  # requests served at once; more queue (their scrapes share one round anyway)
 IDLE_TIMEOUT = 120.0  # a keep-alive connection with no request for this long is closed
-# A worker idle this long ends. Longer than a scrape interval (Prometheus's default is 60 s, 15 s
-# common): with Workers' default 5 s, every scrape started a thread and ended it (56 us of CPU
-# a start and join here, ~1 % of a scrape's). After a flood the extra workers end in 2 minutes.
-WORKER_IDLE_EXIT = 120.0
+# Workers kept however long a scraper stays away (kvops.workers): a Prometheus scraping every
+# 15 or 60 s then finds one waiting; the others end 5 s after a flood, back to that one.
+WORKERS_KEPT = 1
 HEAD_TIMEOUT = 10.0  # from a request's first byte (or a TLS connection's accept) to its whole head and body
 BODY_TIMEOUT = 10.0  # to read an accepted request body
 WRITE_TIMEOUT = 30.0  # to send a whole answer when the request names no scrape timeout
@@ -304,7 +303,7 @@ class ExporterServer:
         listener.setblocking(False)
         self._listener = listener
         self.server_address = listener.getsockname()
-        self._workers = Workers(workers, "kvops-http", idle_exit=WORKER_IDLE_EXIT)
+        self._workers = Workers(workers, "kvops-http", keep=WORKERS_KEPT)
         self._selector = selectors.DefaultSelector()
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import socket
+import threading
 import time
 from collections.abc import Iterator
 
@@ -16,6 +17,7 @@ import pytest
 
 from kvops.exporter import server as server_module
 from kvops.exporter.server import ExporterServer, _Connection
+from kvops.workers import Workers
 
 
 class ShortWrites:
@@ -133,10 +135,29 @@ def test_a_connection_handed_back_after_close_is_closed(idle_server: ExporterSer
     peer.close()
 
 
-def test_a_worker_outlives_a_scrape_interval() -> None:
+def test_an_http_worker_outlives_a_scrape_interval() -> None:
     """A worker that ended between two scrapes 15 or 60 s apart made each scrape start a thread."""
     server = ExporterServer(("127.0.0.1", 0), lambda timeout: [], None)
     try:
-        assert server._workers.idle_exit >= 60
+        assert server._workers.keep >= 1
     finally:
         server.server_close()
+
+
+def test_kept_workers_stay_and_the_rest_end_when_idle() -> None:
+    workers = Workers(8, "test", idle_exit=0.05, keep=1)
+    release = threading.Event()
+    for _ in range(4):  # four at once: four threads
+        workers.submit(lambda _: release.wait(5), None)
+    deadline = time.monotonic() + 5
+    while workers.threads < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert workers.threads == 4
+    release.set()
+    time.sleep(0.5)  # ten idle_exits
+    assert workers.threads == 1  # the kept one; the others ended
+    done = threading.Event()
+    workers.submit(lambda _: done.set(), None)
+    assert done.wait(2)  # the kept worker still serves
+    assert workers.threads == 1
+    workers.stop()
