@@ -43,7 +43,8 @@ _HEADS: dict[_HeadKey, str] = {}
 _HEADS_MAX = 65536
 # (spec name, label values, pod pairs) -> (the upper bounds, each bucket's head, _count's, _sum's):
 # a histogram series' heads, written again while its bounds are the same (put_buckets).
-_SERIES: dict[_HeadKey, tuple[tuple[float, ...], list[str], str, str]] = {}
+_SeriesHeads = tuple[tuple[float, ...], list[str], str, str]
+_SERIES: dict[_HeadKey, _SeriesHeads] = {}
 _SERIES_MAX = 16384
 _HEADERS: dict[str, str] = {}  # spec name -> its HELP and TYPE lines
 # One owner's samples as walk_bound gives them (each one's labels and pod pairs) -> by spec name,
@@ -203,7 +204,6 @@ class TextSink:
         kept = group.get(spec.name)
         if kept is None or len(kept) != places:
             kept = group[spec.name] = [None] * places
-        heads, values = self.heads, self.values
         place = -1
         for sample, base, pod in zip(samples, bases, pods, strict=True):
             for split_value, field in fields:
@@ -213,47 +213,48 @@ class TextSink:
                     continue
                 if not isinstance(value, Histogram):  # not one: as add() would write it
                     self.add(series_labels(base, split_value), value, pod)
-                    continue
-                if not value.buckets:
-                    continue
-                if self._deferred:
-                    self._write_deferred(len(heads))
-                series = kept[place]
-                if series is None or not put_buckets(value.buckets, series[0], series[1], heads, values):
-                    series = kept[place] = _series_heads(spec, series_labels(base, split_value), pod, value)
-                    _count_group_heads(len(series[1]) + 2)
-                    heads += series[1]
-                    values += [c for _, c in value.buckets]
-                if series[2]:
-                    heads += (series[2], series[3])
-                    values += (value.buckets[-1][1], value.sum)
+                elif value.buckets:
+                    made = self._put_histogram(spec, kept[place], base, split_value, pod, value)
+                    if made is not None:
+                        kept[place] = made
+                        _count_group_heads(len(made[1]) + 2)
 
     def _add_histogram(
         self, spec: MetricSpec, labels: Sequence[str], value: Histogram, pod: PodLabels
     ) -> None:
-        if self._deferred:
-            self._write_deferred(len(self.heads))
-        key = (spec.name, tuple(labels), pod)
-        found = _SERIES.get(key)
-        if found is None or not put_buckets(value.buckets, found[0], found[1], self.heads, self.values):
-            # first seen, or its bounds changed (a restarted engine with other buckets)
+        base = tuple(labels)
+        key = (spec.name, base, pod)
+        made = self._put_histogram(spec, _SERIES.get(key), base, None, pod, value)
+        if made is not None:
             if len(_SERIES) >= _SERIES_MAX:
                 _SERIES.clear()
-            found = _SERIES[key] = _series_heads(spec, labels, pod, value)
-            self.heads += found[1]
-            self.values += [c for _, c in value.buckets]
-        _, _, count, total = found
-        if count:
-            self.heads += (count, total)
-            self.values += (value.buckets[-1][1], value.sum)
+            _SERIES[key] = made
+
+    def _put_histogram(
+        self, spec: MetricSpec, series: _SeriesHeads | None, base: tuple[str, ...],
+        split_value: str | tuple[str, str] | None, pod: PodLabels, value: Histogram,
+    ) -> _SeriesHeads | None:  # fmt: skip
+        """A histogram series' lines, from its kept bounds and heads `series` where they still
+        fit; else (first seen, or its bounds changed: a restarted engine with other buckets)
+        from new heads, returned for the caller to keep. None where the kept ones served."""
+        if self._deferred:
+            self._write_deferred(len(self.heads))
+        heads, values = self.heads, self.values
+        made = None
+        if series is None or not put_buckets(value.buckets, series[0], series[1], heads, values):
+            series = made = _series_heads(spec, series_labels(base, split_value), pod, value)
+            heads += series[1]
+            values += [c for _, c in value.buckets]
+        if series[2]:
+            heads += (series[2], series[3])
+            values += (value.buckets[-1][1], value.sum)
+        return made
 
     def text(self) -> bytes:
         return join(self.heads, self.values)
 
 
-def _series_heads(
-    spec: MetricSpec, labels: Sequence[str], pod: PodLabels, value: Histogram
-) -> tuple[tuple[float, ...], list[str], str, str]:
+def _series_heads(spec: MetricSpec, labels: Sequence[str], pod: PodLabels, value: Histogram) -> _SeriesHeads:
     """A histogram series' upper bounds and heads: each bucket's, _count's and _sum's."""
     buckets, count, total = histogram_heads(spec.name, _items(spec, labels, pod), value)
     return tuple(le for le, _ in value.buckets), buckets, count, total
