@@ -114,10 +114,11 @@ def _key(labels: Labels) -> _EngineKey:
 
 class _Engines(Engines):
     def of(self, labels: Labels) -> EngineSample:
-        """The engine a sample's labels name: Engines.get(_key(labels)) in one call (~40
-        samples a page are routed to their engine)."""
-        sample = self.by_key.get((labels.get("model_name", ""), labels.get("engine", "0")))
-        return sample if sample is not None else self.get(_key(labels))
+        """The engine a sample's labels name: Engines.get(_key(labels)) with _key written out,
+        one call instead of two (~40 samples a page are routed to their engine)."""
+        key = (labels.get("model_name", ""), labels.get("engine", "0"))
+        sample = self.by_key.get(key)
+        return sample if sample is not None else self.get(key)
 
 
 def _by_engine(samples: Iterable[tuple[Labels, float]]) -> dict[_EngineKey, float]:
